@@ -1,0 +1,81 @@
+#pragma once
+// Decision: the answer of a limit check. A denial is a value, not an exception.
+
+#include <algorithm>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <limitcounter/calendar.hpp>
+#include <limitcounter/usage.hpp>
+
+namespace limitcounter {
+
+/// What a limit counts.
+enum class Metric {
+  count,         ///< transactions per window
+  amount,        ///< minor units per window
+  single_amount, ///< minor units of one transaction
+};
+
+/// "count", "amount" or "single_amount".
+std::string_view to_string(Metric metric) noexcept;
+
+/// Why a transaction was denied.
+struct Denial {
+  std::string rule;           ///< the denying rule's name
+  Metric metric;              ///< which of its limits
+  std::int64_t limit = 0;     ///< the limit
+  std::int64_t used = 0;      ///< already used in the window (0 for single_amount)
+  std::int64_t requested = 0; ///< what the transaction asked for (1 for count)
+};
+
+/// Where one applicable window rule stands.
+struct RuleStatus {
+  std::string rule;
+  Period period;
+  std::string window_id;
+  TimePoint resets_at; ///< the window's end
+  std::optional<std::int64_t> max_count;
+  std::optional<std::int64_t> max_amount;
+  Usage used; ///< the counter after this transaction (allowed) or as found (denied)
+
+  /// How many more transactions fit (empty when the rule has no count limit).
+  std::optional<std::int64_t> remaining_count() const {
+    return max_count
+               ? std::optional<std::int64_t>(std::max<std::int64_t>(*max_count - used.count, 0))
+               : std::nullopt;
+  }
+  /// How much more amount fits (empty when the rule has no amount limit).
+  std::optional<std::int64_t> remaining_amount() const {
+    return max_amount
+               ? std::optional<std::int64_t>(std::max<std::int64_t>(*max_amount - used.amount, 0))
+               : std::nullopt;
+  }
+};
+
+/// The outcome of consume, reserve or check.
+struct Decision {
+  enum class Verdict {
+    allowed,   ///< every applicable rule had room; the counters moved (not for check)
+    denied,    ///< a rule had no room (see `denial`); nothing moved
+    cancelled, ///< the id was cancelled before it was reserved; nothing moved
+  };
+
+  Verdict verdict = Verdict::allowed;
+  /// True when the id had been decided before: this is that first decision, and nothing
+  /// moved now. `state` then says where the transaction is now.
+  bool replayed = false;
+  /// For replays: "consumed", "denied", "reserved", "confirmed", "cancelled" or "expired".
+  std::string state;
+  /// True for `check`: decided without consuming.
+  bool dry_run = false;
+  std::optional<Denial> denial;
+  /// Every applicable window rule, in rule-set order.
+  std::vector<RuleStatus> rules;
+
+  bool allowed() const noexcept { return verdict == Verdict::allowed; }
+};
+
+} // namespace limitcounter

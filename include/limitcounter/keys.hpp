@@ -1,0 +1,99 @@
+#pragma once
+// Keys: the one place that builds Redis key names. Every key carries a hash tag
+// `{...}` so that the keys one script touches share a Redis Cluster slot.
+
+#include <string>
+#include <string_view>
+
+#include <limitcounter/calendar.hpp>
+#include <limitcounter/key_part.hpp>
+
+namespace limitcounter {
+
+/// Throws `Error` (invalid_argument) unless `prefix` is at most 64 bytes of printable
+/// characters without whitespace or braces. Colons are allowed (`trans:limit:`).
+inline void validate_key_prefix(std::string_view prefix) {
+  if (prefix.empty()) {
+    return;
+  }
+  validate_key_part("key prefix", prefix, "+:");
+}
+
+/// Builds `<prefix>{<tag>}<rest>`: everything inside the braces decides the cluster slot.
+inline std::string tagged_key(std::string_view prefix, std::string_view tag,
+                              std::string_view rest) {
+  std::string key;
+  key.reserve(prefix.size() + tag.size() + rest.size() + 2);
+  key.append(prefix).append(1, '{').append(tag).append(1, '}').append(rest);
+  return key;
+}
+
+/// Keys of the period counters:
+/// `<prefix>{<counter>}:<period>:<window id>`, e.g. `trans:limit:{channel}:day:20211111`,
+/// a hash with one field per dimension (`Ali+Deduct+cmb`) whose value is `<count>:<amount>`.
+/// All windows of one counter share a slot, so one script updates day and month together.
+class CounterKeys {
+public:
+  static constexpr std::string_view default_prefix = "trans:limit:";
+
+  /// Throws `Error` (invalid_argument) naming a bad prefix.
+  explicit CounterKeys(std::string prefix = std::string(default_prefix))
+      : prefix_(std::move(prefix)) {
+    validate_key_prefix(prefix_);
+  }
+
+  /// Throws `Error` (invalid_argument) unless `counter` is a valid counter name: a key part
+  /// that may contain '+' (so a rule's shape `channel+transType+dept` can name its counter).
+  static void validate_counter_name(std::string_view counter) {
+    validate_key_part("counter name", counter, "+");
+  }
+
+  /// The hash of `counter` for one window. `counter` must have been validated.
+  std::string window(std::string_view counter, Period period, std::string_view window_id) const {
+    std::string rest;
+    const std::string_view period_name = to_string(period);
+    rest.reserve(period_name.size() + window_id.size() + 2);
+    rest.append(1, ':').append(period_name).append(1, ':').append(window_id);
+    return tagged_key(prefix_, counter, rest);
+  }
+
+  /// The idempotency record of a limits transaction: `<prefix>tx:{<id>}`. `id` must have
+  /// been validated.
+  std::string transaction(std::string_view id) const {
+    std::string key;
+    key.reserve(prefix_.size() + id.size() + 5);
+    key.append(prefix_).append("tx:{").append(id).append(1, '}');
+    return key;
+  }
+
+  /// The set of open reservations holding quota in `counter`'s windows:
+  /// `<prefix>{<counter>}:holds`, a sorted set scored by hold expiry.
+  std::string holds(std::string_view counter) const {
+    return tagged_key(prefix_, counter, ":holds");
+  }
+
+  /// The day window hash of the cap `cap`: `<prefix>{cap:<cap>}:day:<window id>`, one field
+  /// per subject. `cap` must have been validated (no ':' in it, so it never meets a counter).
+  std::string cap_window(std::string_view cap, std::string_view window_id) const {
+    std::string tag;
+    tag.reserve(cap.size() + 4);
+    tag.append("cap:").append(cap);
+    return tagged_key(prefix_, tag, std::string(":day:").append(window_id));
+  }
+
+  /// The sliding window of `subject` under `limiter`: `<prefix>sw:{<limiter>:<subject>}`, a
+  /// sorted set of admitted request times. Each subject gets its own slot.
+  std::string sliding(std::string_view limiter, std::string_view subject) const {
+    std::string tag;
+    tag.reserve(limiter.size() + subject.size() + 1);
+    tag.append(limiter).append(1, ':').append(subject);
+    return tagged_key(prefix_ + "sw:", tag, {});
+  }
+
+  const std::string& prefix() const noexcept { return prefix_; }
+
+private:
+  std::string prefix_;
+};
+
+} // namespace limitcounter

@@ -1,0 +1,223 @@
+#pragma once
+// LimitCounter: period counters per dimension (job 1 of DESIGN).
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <variant>
+
+#include <limitcounter/calendar.hpp>
+#include <limitcounter/decision.hpp>
+#include <limitcounter/dimension.hpp>
+#include <limitcounter/keys.hpp>
+#include <limitcounter/redis.hpp>
+#include <limitcounter/rule.hpp>
+#include <limitcounter/transaction.hpp>
+#include <limitcounter/usage.hpp>
+
+namespace limitcounter {
+
+/// Settings of a LimitCounter.
+struct LimitCounterOptions {
+  /// Prepended to every key; see `CounterKeys`.
+  std::string key_prefix = std::string(CounterKeys::default_prefix);
+  /// How long a window's key outlives the window's end, so that late reads, refunds and
+  /// clocks a little behind still find it. The key expires at window end + grace.
+  std::chrono::seconds window_grace{std::chrono::hours{1}};
+  /// How long a reservation holds its quota unless confirmed or cancelled.
+  std::chrono::milliseconds reservation_timeout{std::chrono::minutes{15}};
+  /// The least time a transaction's idempotency record is kept (it is kept at least until
+  /// the end of the longest window it touched plus the grace). Also how long a cancel of
+  /// an unknown id keeps that id from being reserved.
+  std::chrono::milliseconds record_min_ttl{std::chrono::hours{24}};
+};
+
+/// One add of `LimitCounter::add_many`: the arguments of one `add` call.
+struct AddRequest {
+  std::string counter;
+  Dimension dimension;
+  std::vector<Period> periods;
+  std::int64_t count = 1;
+  std::int64_t amount = 0;
+  TimePoint at = Clock::now();
+};
+
+/// One result of a batch: the value, or the error that call alone ran into.
+template <typename T> using BatchResult = std::variant<T, Error>;
+
+/// The outcome of `refund`.
+struct RefundResult {
+  std::int64_t refunded_now = 0;   ///< given back by this call (0 for a repeated refund)
+  std::int64_t refunded_total = 0; ///< given back so far
+  std::int64_t consumed = 0;       ///< the transaction's consumed amount
+};
+
+/// The outcome of `confirm`.
+struct ConfirmResult {
+  bool already = false;      ///< it had been confirmed before; nothing changed now
+  std::int64_t amount = 0;   ///< the final amount
+  std::int64_t released = 0; ///< hold given back by this call (held - final)
+};
+
+/// The outcome of `take_daily_cap`.
+struct CapDecision {
+  bool allowed = false;       ///< taken; a refused attempt is not counted
+  std::int64_t used = 0;      ///< used today, after this call
+  std::int64_t remaining = 0; ///< still allowed today
+  Window window;              ///< the day (in the calendar's zone); the cap resets at its end
+};
+
+/// The outcome of `hit_sliding_window`.
+struct SlidingDecision {
+  bool allowed = false;       ///< admitted and recorded; a refused request is not recorded
+  std::int64_t used = 0;      ///< admitted requests in the window, after this call
+  std::int64_t remaining = 0; ///< how many more fit now
+  TimePoint retry_at;         ///< when the oldest admitted request leaves the window
+};
+
+/// The outcome of `cancel`.
+enum class CancelResult {
+  cancelled,        ///< the reservation's hold was released
+  already_ended,    ///< it was cancelled or had expired before; nothing changed
+  recorded_unknown, ///< the id was unknown: recorded, so a later reserve of it is refused
+};
+
+/// Counts transactions and amounts per dimension per period window, in Redis, in the
+/// calendar's time zone. Thread-safe; share one instance across threads.
+///
+/// Every call is one round trip. Errors throw `Error`: bad input (invalid_argument,
+/// precision_overflow, window_closed) before anything is sent; Redis failures as
+/// described at `Redis`.
+class LimitCounter {
+public:
+  LimitCounter(Redis redis, Calendar calendar, LimitCounterOptions options = {});
+
+  /// Adds `count` transactions and `amount` minor units to `dimension` of `counter` in the
+  /// window of each of `periods` that contains `at`, atomically (all windows or none),
+  /// and returns the totals after the add, one per period in the order given.
+  ///
+  /// `counter` names the family of counters (e.g. "channel"); it is a key part that may
+  /// contain '+'. `count` and `amount` must be in [0, 2^53); a total that would reach
+  /// 2^53 throws precision_overflow and nothing is written. A window whose end + grace
+  /// has passed throws window_closed (its key would expire at once). Not idempotent:
+  /// a retry after Outcome::unknown may count twice (use the limits API for that).
+  std::vector<WindowUsage> add(std::string_view counter, const Dimension& dimension,
+                               const std::vector<Period>& periods, std::int64_t count,
+                               std::int64_t amount, TimePoint at = Clock::now());
+
+  /// Runs many independent `add`s pipelined on one connection (one round trip for the batch)
+  /// and returns one result per request, in order. Each add is atomic on its own; the batch
+  /// is not. Bad input anywhere throws before anything is sent.
+  std::vector<BatchResult<std::vector<WindowUsage>>>
+  add_many(const std::vector<AddRequest>& requests);
+
+  /// The usage of `dimension` of `counter` in the window of `period` containing `at`
+  /// (zero if nothing was counted or the window's key has expired).
+  Usage usage(std::string_view counter, const Dimension& dimension, Period period,
+              TimePoint at = Clock::now());
+
+  // ---- Limits (job 2 of DESIGN) ----
+
+  /// Replaces the rules, atomically for concurrent callers. Counters are kept: a rule's
+  /// counters belong to its shape and period, not to the rule.
+  void set_rules(RuleSet rules);
+  /// The rules in force.
+  std::shared_ptr<const RuleSet> rules() const;
+
+  /// Checks `transaction` against every applicable rule and, only if all have room,
+  /// counts it in every one of their windows: all or nothing, one round trip. A denial is
+  /// a Decision, not an exception. Idempotent by transaction id: a repeat returns the first
+  /// decision (`replayed`) and changes nothing, also when sent concurrently; the same id
+  /// with another amount or attributes throws conflict. Safe to retry after Outcome::unknown.
+  /// Throws invalid_argument for a bad id, amount or attribute (nothing is sent).
+  Decision consume(const Transaction& transaction);
+
+  /// Runs many independent `consume`s pipelined on one connection and returns one result per
+  /// transaction, in order (a conflict is that item's Error). Each consume is all or nothing
+  /// on its own and idempotent by its id; the batch is not atomic. Bad input anywhere throws
+  /// before anything is sent.
+  std::vector<BatchResult<Decision>> consume_many(const std::vector<Transaction>& transactions);
+
+  /// Like `consume`, but holds the quota for `reservation_timeout`: the hold counts against
+  /// every limit until `confirm` makes it final or `cancel` (or the timeout) releases it.
+  Decision reserve(const Transaction& transaction);
+
+  /// Decides as `consume` would, without counting anything (a peek). Expired holds are
+  /// released only by writes, so a peek may count a hold that has just expired.
+  Decision check(const Transaction& transaction);
+
+  /// Makes a reservation final at `final_amount` (default: all of it; at most what is held)
+  /// and releases the rest. Idempotent. Throws not_found for an unknown id, conflict if the
+  /// reservation was cancelled or expired (its hold is gone) or was a consume, and
+  /// invalid_argument if `final_amount` is more than held.
+  ConfirmResult confirm(const std::string& transaction_id,
+                        std::optional<std::int64_t> final_amount = std::nullopt);
+
+  /// Releases a reservation's hold. Idempotent. Cancelling an unknown id records it, so a
+  /// reserve that arrives later with that id is refused (Decision::Verdict::cancelled).
+  /// Throws conflict for a consumed or confirmed transaction (refund it instead).
+  CancelResult cancel(const std::string& transaction_id);
+
+  /// Gives quota back to exactly the windows the transaction was counted in (a December
+  /// refund of a November payment goes to November). Without `amount`: everything not yet
+  /// refunded, and the count; a repeat is a no-op. With `amount`: that much, once per
+  /// `refund_id` (required then). Never more than consumed (more throws invalid_argument),
+  /// never below zero. Throws not_found for an unknown id, conflict for a transaction
+  /// that is reserved, denied or cancelled.
+  RefundResult refund(const std::string& transaction_id,
+                      std::optional<std::int64_t> amount = std::nullopt,
+                      const std::string& refund_id = {});
+
+  // ---- Caps and rate limits (job 3 of DESIGN) ----
+
+  /// Takes `n` (default 1) from `subject`'s cap `cap` of `max_per_day` for the day containing
+  /// `at`, in the calendar's zone: "account a1 sends at most 1000 SMS a day". Over the cap,
+  /// refuses without counting. One round trip; the day's key expires at the day's end plus
+  /// the grace. `cap` and `subject` are key parts; `max_per_day` >= 0, `n` >= 1. Not
+  /// idempotent: a retry after Outcome::unknown may take twice.
+  CapDecision take_daily_cap(std::string_view cap, std::string_view subject,
+                             std::int64_t max_per_day, TimePoint at = Clock::now(),
+                             std::int64_t n = 1);
+
+  /// Admits a request of `subject` under `limiter` if fewer than `max` were admitted in the
+  /// `window` before `at` ("at most 10 in any 60 s"); exact under concurrency. Refused
+  /// requests are not recorded; memory is at most `max` entries per subject and expires
+  /// after `window` of quiet. `max` >= 1, `window` >= 1 ms.
+  SlidingDecision hit_sliding_window(std::string_view limiter, std::string_view subject,
+                                     std::int64_t max, std::chrono::milliseconds window,
+                                     TimePoint at = Clock::now());
+
+  const Calendar& calendar() const noexcept { return calendar_; }
+  const CounterKeys& keys() const noexcept { return keys_; }
+
+private:
+  /// A decide call ready to send, or the decision made in-process (a single-amount denial).
+  struct PreparedDecision {
+    std::optional<Decision> decided;
+    ScriptCall call;
+  };
+  PreparedDecision prepare_decide(std::string_view op, const Transaction& transaction,
+                                  const RuleSet& rules, TimePoint now) const;
+  Decision finish_decide(std::string_view op, const Transaction& transaction,
+                         const Reply& reply) const;
+  Decision decide(std::string_view op, const Transaction& transaction);
+  /// The script call of one add; throws on bad input.
+  ScriptCall prepare_add(const AddRequest& request, std::vector<WindowUsage>& windows,
+                         TimePoint now) const;
+  Reply run_limit(const std::vector<std::string>& keys, const std::vector<std::string>& args);
+
+  Redis redis_;
+  Calendar calendar_;
+  LimitCounterOptions options_;
+  CounterKeys keys_;
+  mutable std::mutex rules_mutex_;
+  std::shared_ptr<const RuleSet> rules_;
+};
+
+} // namespace limitcounter

@@ -1,0 +1,16 @@
+#pragma once
+// Umbrella header: everything a host application uses.
+
+#include <limitcounter/calendar.hpp>
+#include <limitcounter/decision.hpp>
+#include <limitcounter/dimension.hpp>
+#include <limitcounter/error.hpp>
+#include <limitcounter/key_part.hpp>
+#include <limitcounter/keys.hpp>
+#include <limitcounter/limit_counter.hpp>
+#include <limitcounter/redis.hpp>
+#include <limitcounter/reply.hpp>
+#include <limitcounter/rule.hpp>
+#include <limitcounter/script.hpp>
+#include <limitcounter/transaction.hpp>
+#include <limitcounter/usage.hpp>

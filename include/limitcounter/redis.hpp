@@ -1,0 +1,93 @@
+#pragma once
+// Redis: the connection shared by every domain object. A thread-safe pool of
+// hiredis connections to one server (or, later, the nodes of a cluster).
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <limitcounter/reply.hpp>
+#include <limitcounter/script.hpp>
+
+namespace limitcounter {
+
+/// How to reach Redis. Timeouts are per command and per connection attempt.
+struct RedisOptions {
+  std::string host = "127.0.0.1";
+  int port = 6379;
+  std::string unix_socket; ///< when set, used instead of host and port
+  std::string user;        ///< ACL user name; empty means the default user
+  std::string password;    ///< AUTH password; never logged nor put into error messages
+  int db = 0;              ///< SELECT index (standalone only)
+  std::chrono::milliseconds connect_timeout{100};
+  std::chrono::milliseconds command_timeout{50};
+  /// How long a caller waits for a free connection when all `pool_size` are busy.
+  std::chrono::milliseconds pool_wait_timeout{50};
+  std::size_t pool_size = 8;
+  /// Seed nodes ("host:port") of a Redis Cluster; when non-empty, `host`/`port` are unused
+  /// and commands are routed by key slot.
+  std::vector<std::string> cluster_seeds;
+
+  /// Parses `redis://[user:password@]host[:port][/db]`, `redis://:password@host:port`,
+  /// `redis://[::1]:6380`, `unix:///path/to/socket[?db=N]` and
+  /// `redis-cluster://[user:password@]host:port,host:port,...`. User and password may be
+  /// percent-encoded. Throws `Error` (invalid_argument) naming the part that is wrong; the
+  /// password is never echoed.
+  static RedisOptions from_uri(std::string_view uri);
+};
+
+/// One command of a pipeline: the script and its KEYS[] and ARGV[].
+struct ScriptCall {
+  const Script* script = nullptr;
+  std::vector<std::string> keys;
+  std::vector<std::string> args;
+};
+
+/// A handle to a pool of Redis connections. Copies share the pool; copy it
+/// freely into the domain objects. All member functions are thread-safe.
+///
+/// Errors: every function throws `Error`. `Error::outcome()` says whether the
+/// command was not sent (retried automatically once on a fresh connection when
+/// a pooled connection turns out to be dead), failed on the server, or may have
+/// run (timeout or broken connection after sending; never retried
+/// automatically). A connection that timed out or failed is closed and
+/// discarded, never returned to the pool.
+class Redis {
+public:
+  explicit Redis(RedisOptions options);
+  /// Same as `Redis(RedisOptions::from_uri(uri))`.
+  explicit Redis(std::string_view uri);
+  ~Redis();
+  Redis(const Redis&) = default;
+  Redis& operator=(const Redis&) = default;
+  Redis(Redis&&) noexcept = default;
+  Redis& operator=(Redis&&) noexcept = default;
+
+  /// Runs one command, e.g. `command({"HGETALL", key})`. An error reply is returned as a
+  /// `Reply` of type error, not thrown.
+  Reply command(const std::vector<std::string>& argv);
+
+  /// Runs `script` with EVALSHA; if the server answers NOSCRIPT, loads the script and
+  /// runs it again once. An error reply from the script throws `Error` (server_error,
+  /// Outcome::failed) with the server's text.
+  Reply eval(const Script& script, const std::vector<std::string>& keys,
+             const std::vector<std::string>& args);
+
+  /// Sends all `calls` in one pipeline on one connection and returns one reply per call,
+  /// in order. Error replies are returned in place (not thrown), so that one bad call
+  /// does not hide the results of the others. NOSCRIPT is handled as in `eval`.
+  std::vector<Reply> eval_pipeline(const std::vector<ScriptCall>& calls);
+
+  const RedisOptions& options() const noexcept;
+
+  class Impl;
+
+private:
+  std::shared_ptr<Impl> impl_;
+};
+
+} // namespace limitcounter

@@ -1,0 +1,202 @@
+#include "domain/limit_codec.hpp"
+
+#include <algorithm>
+#include <array>
+#include <optional>
+
+#include <limitcounter/error.hpp>
+
+#include "domain/amount.hpp"
+
+namespace limitcounter::detail {
+namespace {
+
+std::string limit_arg(std::optional<std::int64_t> limit) {
+  return limit ? std::to_string(*limit) : std::string("-1");
+}
+
+std::optional<std::int64_t> parse_limit(const Reply& reply) {
+  const std::int64_t value = reply.to_int64();
+  return value < 0 ? std::nullopt : std::optional<std::int64_t>(value);
+}
+
+Decision decode_fresh(const std::vector<Reply>& items, std::size_t first,
+                      std::string_view transaction_id, std::int64_t requested_amount) {
+  const auto field = [&](std::size_t i) -> const Reply& {
+    if (first + i >= items.size()) {
+      throw Error(errc::protocol_error,
+                  "limit reply for transaction " + std::string(transaction_id) + " is too short",
+                  Outcome::unknown);
+    }
+    return items[first + i];
+  };
+  Decision decision;
+  const std::string& verdict = field(0).as_string();
+  decision.dry_run = verdict == "would_allow" || verdict == "would_deny";
+  const bool allowed = verdict == "allowed" || verdict == "would_allow";
+  if (!allowed && verdict != "denied" && verdict != "would_deny") {
+    throw Error(errc::protocol_error, "limit reply has unknown verdict " + verdict,
+                Outcome::unknown);
+  }
+  decision.verdict = allowed ? Decision::Verdict::allowed : Decision::Verdict::denied;
+  const std::int64_t denied_rule = field(1).to_int64();
+  const std::string& metric = field(2).as_string();
+  const std::int64_t rule_count = field(3).to_int64();
+  for (std::int64_t i = 0; i < rule_count; ++i) {
+    const std::size_t at = 4 + static_cast<std::size_t>(i) * 8;
+    RuleStatus status;
+    status.rule = field(at).as_string();
+    status.period = parse_period(field(at + 1).as_string());
+    status.window_id = field(at + 2).as_string();
+    status.resets_at = TimePoint{std::chrono::milliseconds{field(at + 3).to_int64()}};
+    status.max_count = parse_limit(field(at + 4));
+    status.max_amount = parse_limit(field(at + 5));
+    status.used = {field(at + 6).to_int64(), field(at + 7).to_int64()};
+    if (i + 1 == denied_rule) {
+      const bool by_count = metric == "count";
+      decision.denial = Denial{
+          status.rule, by_count ? Metric::count : Metric::amount,
+          by_count ? status.max_count.value_or(0) : status.max_amount.value_or(0),
+          by_count ? status.used.count : status.used.amount, by_count ? 1 : requested_amount};
+    }
+    decision.rules.push_back(std::move(status));
+  }
+  if (!allowed && !decision.denial) {
+    throw Error(errc::protocol_error, "limit reply denies without naming a rule", Outcome::unknown);
+  }
+  return decision;
+}
+
+} // namespace
+
+std::string fingerprint(std::string_view op, const Transaction& transaction) {
+  std::string text(op);
+  text += '|';
+  text += std::to_string(transaction.amount);
+  for (const auto& [attribute, value] : transaction.attributes) {
+    text.append(1, '|').append(attribute).append(1, '=').append(value);
+  }
+  return text;
+}
+
+LimitCall build_decide(std::string_view op, const Transaction& transaction,
+                       const std::vector<const Rule*>& window_rules, const DecideContext& context) {
+  struct Counter {
+    std::string key;
+    std::string field;
+    Period period;
+    const Window* window;
+  };
+  // One window per period at most: computed once, shared by the rules of that period.
+  std::array<std::optional<Window>, 6> windows;
+  std::vector<Counter> counters;
+  std::vector<std::string> holds;
+  std::vector<std::size_t> counter_of_rule;
+  TimePoint record_expiry = context.now + context.record_min_ttl;
+
+  for (const Rule* rule : window_rules) {
+    const Period period = *rule->period();
+    auto& window = windows[static_cast<std::size_t>(period)];
+    if (!window) {
+      window = context.calendar->window(period, transaction.time);
+      record_expiry = std::max(record_expiry, window->end + context.window_grace);
+    }
+    const std::string counter_name = rule->counter_name();
+    std::string field;
+    for (const auto& condition : rule->conditions()) {
+      if (!field.empty()) {
+        field += '+';
+      }
+      field += transaction.attributes.at(condition.attribute);
+    }
+    std::string key = context.keys->window(counter_name, period, window->id);
+    const auto same = std::find_if(counters.begin(), counters.end(), [&](const Counter& c) {
+      return c.key == key && c.field == field;
+    });
+    counter_of_rule.push_back(static_cast<std::size_t>(same - counters.begin()));
+    if (same == counters.end()) {
+      counters.push_back({std::move(key), std::move(field), period, &*window});
+    }
+    std::string hold = context.keys->holds(counter_name);
+    if (std::find(holds.begin(), holds.end(), hold) == holds.end()) {
+      holds.push_back(std::move(hold));
+    }
+  }
+
+  const TimePoint hold_expiry = context.now + context.reservation_timeout;
+  record_expiry = std::max(record_expiry, hold_expiry);
+
+  LimitCall call;
+  call.keys.reserve(1 + holds.size() + counters.size());
+  call.keys.push_back(context.keys->transaction(transaction.id));
+  call.keys.insert(call.keys.end(), holds.begin(), holds.end());
+  call.args.reserve(9 + 6 * counters.size() + 4 * window_rules.size());
+  call.args = {std::string(op),
+               fingerprint(op, transaction),
+               std::to_string(transaction.amount),
+               std::to_string(unix_millis(context.now)),
+               std::to_string(unix_millis(record_expiry)),
+               std::to_string(unix_millis(hold_expiry)),
+               std::to_string(holds.size()),
+               std::to_string(counters.size())};
+  for (auto& counter : counters) {
+    // Rules of several shapes in one window share no key, but two rules of one shape and
+    // period share the key and field: they were merged into one counter above.
+    auto position = std::find(call.keys.begin(), call.keys.end(), counter.key);
+    if (position == call.keys.end()) {
+      position = call.keys.insert(call.keys.end(), counter.key);
+    }
+    call.args.push_back(std::to_string(position - call.keys.begin() + 1));
+    call.args.push_back(counter.field);
+    call.args.emplace_back(to_string(counter.period));
+    call.args.push_back(counter.window->id);
+    call.args.push_back(std::to_string(unix_millis(counter.window->end)));
+    call.args.push_back(std::to_string(unix_millis(counter.window->end + context.window_grace)));
+  }
+  call.args.push_back(std::to_string(window_rules.size()));
+  for (std::size_t i = 0; i < window_rules.size(); ++i) {
+    call.args.push_back(window_rules[i]->name());
+    call.args.push_back(std::to_string(counter_of_rule[i] + 1));
+    call.args.push_back(limit_arg(window_rules[i]->max_count()));
+    call.args.push_back(limit_arg(window_rules[i]->max_amount()));
+  }
+  return call;
+}
+
+Decision decode_decision(const Reply& reply, std::string_view transaction_id,
+                         std::int64_t requested_amount) {
+  const auto& items = reply.as_array();
+  if (items.empty()) {
+    throw Error(errc::protocol_error, "empty limit reply", Outcome::unknown);
+  }
+  const std::string& head = items[0].as_string();
+  if (head == "conflict") {
+    throw Error(errc::conflict,
+                "transaction " + std::string(transaction_id) +
+                    " was already used with another operation, amount or attributes",
+                Outcome::failed);
+  }
+  if (head == "overflow") {
+    throw Error(errc::precision_overflow,
+                "transaction " + std::string(transaction_id) + " would take the " +
+                    items.at(2).as_string() + " total of " + items.at(1).as_string() +
+                    " past 2^53 - 1; nothing was written",
+                Outcome::failed);
+  }
+  if (head == "cancelled") {
+    Decision decision;
+    decision.verdict = Decision::Verdict::cancelled;
+    decision.replayed = true;
+    decision.state = "cancelled";
+    return decision;
+  }
+  if (head == "replay") {
+    Decision decision = decode_fresh(items, 2, transaction_id, requested_amount);
+    decision.replayed = true;
+    decision.state = items.at(1).as_string();
+    return decision;
+  }
+  return decode_fresh(items, 0, transaction_id, requested_amount);
+}
+
+} // namespace limitcounter::detail

@@ -1,0 +1,46 @@
+#pragma once
+// The arguments and replies of lua/limit.lua. Pure; unit-tested without a server.
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <limitcounter/calendar.hpp>
+#include <limitcounter/decision.hpp>
+#include <limitcounter/keys.hpp>
+#include <limitcounter/reply.hpp>
+#include <limitcounter/rule.hpp>
+#include <limitcounter/transaction.hpp>
+
+namespace limitcounter::detail {
+
+/// KEYS[] and ARGV[] of one limit.lua call.
+struct LimitCall {
+  std::vector<std::string> keys;
+  std::vector<std::string> args;
+};
+
+/// What a decide call needs besides the transaction and its rules.
+struct DecideContext {
+  const Calendar* calendar = nullptr;
+  const CounterKeys* keys = nullptr;
+  std::chrono::milliseconds window_grace{0};
+  std::chrono::milliseconds record_min_ttl{0};
+  std::chrono::milliseconds reservation_timeout{0};
+  TimePoint now;
+};
+
+/// The fingerprint that tells a retry of `transaction` from a different use of its id:
+/// the operation, the amount and every attribute.
+std::string fingerprint(std::string_view op, const Transaction& transaction);
+
+/// Builds a consume, reserve or check call for `transaction` and its applicable window rules.
+LimitCall build_decide(std::string_view op, const Transaction& transaction,
+                       const std::vector<const Rule*>& window_rules, const DecideContext& context);
+
+/// Turns a decide reply into a Decision. `requested_amount` is the transaction's amount.
+/// Throws `Error` (conflict) when the id was used for different content.
+Decision decode_decision(const Reply& reply, std::string_view transaction_id,
+                         std::int64_t requested_amount);
+
+} // namespace limitcounter::detail

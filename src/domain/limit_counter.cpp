@@ -1,0 +1,123 @@
+#include <limitcounter/limit_counter.hpp>
+
+#include <utility>
+
+#include <limitcounter/detail/lua_scripts.hpp>
+
+#include "domain/amount.hpp"
+#include "domain/counter_codec.hpp"
+
+namespace limitcounter {
+
+LimitCounter::LimitCounter(Redis redis, Calendar calendar, LimitCounterOptions options)
+    : redis_(std::move(redis)), calendar_(std::move(calendar)), options_(std::move(options)),
+      keys_(options_.key_prefix), rules_(std::make_shared<const RuleSet>()) {
+  if (options_.window_grace.count() < 0) {
+    throw Error(errc::invalid_argument, "window_grace " +
+                                            std::to_string(options_.window_grace.count()) +
+                                            "s must not be negative");
+  }
+}
+
+ScriptCall LimitCounter::prepare_add(const AddRequest& request, std::vector<WindowUsage>& windows,
+                                     TimePoint now) const {
+  CounterKeys::validate_counter_name(request.counter);
+  detail::check_quantity("count", request.count);
+  detail::check_quantity("amount", request.amount);
+  if (request.periods.empty()) {
+    throw Error(errc::invalid_argument, "add needs at least one period");
+  }
+  ScriptCall call{&scripts::counter_add, {}, {}};
+  call.keys.reserve(request.periods.size());
+  call.args.reserve(3 + request.periods.size());
+  call.args = {request.dimension.field(), std::to_string(request.count),
+               std::to_string(request.amount)};
+  windows.clear();
+  windows.reserve(request.periods.size());
+  for (const Period period : request.periods) {
+    for (const auto& seen : windows) {
+      if (seen.period == period) {
+        throw Error(errc::invalid_argument,
+                    "period " + std::string(to_string(period)) + " is given twice");
+      }
+    }
+    Window window = calendar_.window(period, request.at);
+    const TimePoint expire_at = window.end + options_.window_grace;
+    if (expire_at <= now) {
+      throw Error(errc::window_closed, std::string(to_string(period)) + " window " + window.id +
+                                           " of counter " + request.counter +
+                                           " has closed (its key would expire at once)");
+    }
+    call.keys.push_back(keys_.window(request.counter, period, window.id));
+    call.args.push_back(std::to_string(detail::unix_millis(expire_at)));
+    windows.push_back({period, std::move(window), {}});
+  }
+  return call;
+}
+
+namespace {
+
+void fill_totals(const Reply& reply, const AddRequest& request, std::vector<WindowUsage>& windows) {
+  const auto totals = detail::decode_counter_add(reply, windows.size(),
+                                                 request.counter + " " + request.dimension.field());
+  for (std::size_t i = 0; i < totals.size(); ++i) {
+    windows[i].usage = totals[i];
+  }
+}
+
+} // namespace
+
+std::vector<WindowUsage> LimitCounter::add(std::string_view counter, const Dimension& dimension,
+                                           const std::vector<Period>& periods, std::int64_t count,
+                                           std::int64_t amount, TimePoint at) {
+  const AddRequest request{std::string(counter), dimension, periods, count, amount, at};
+  std::vector<WindowUsage> windows;
+  const ScriptCall call = prepare_add(request, windows, Clock::now());
+  fill_totals(redis_.eval(*call.script, call.keys, call.args), request, windows);
+  return windows;
+}
+
+std::vector<BatchResult<std::vector<WindowUsage>>>
+LimitCounter::add_many(const std::vector<AddRequest>& requests) {
+  const TimePoint now = Clock::now();
+  std::vector<std::vector<WindowUsage>> windows(requests.size());
+  std::vector<ScriptCall> calls;
+  calls.reserve(requests.size());
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    calls.push_back(prepare_add(requests[i], windows[i], now));
+  }
+  const std::vector<Reply> replies = redis_.eval_pipeline(calls);
+  std::vector<BatchResult<std::vector<WindowUsage>>> results;
+  results.reserve(requests.size());
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    try {
+      if (replies[i].is_error()) {
+        throw Error(errc::server_error, replies[i].as_string(), Outcome::failed);
+      }
+      fill_totals(replies[i], requests[i], windows[i]);
+      results.emplace_back(std::move(windows[i]));
+    } catch (const Error& e) {
+      results.emplace_back(e);
+    }
+  }
+  return results;
+}
+
+Usage LimitCounter::usage(std::string_view counter, const Dimension& dimension, Period period,
+                          TimePoint at) {
+  CounterKeys::validate_counter_name(counter);
+  const Window window = calendar_.window(period, at);
+  const Reply reply =
+      redis_.command({"HGET", keys_.window(counter, period, window.id), dimension.field()});
+  if (reply.is_nil()) {
+    return {};
+  }
+  if (reply.is_error()) {
+    throw Error(errc::server_error,
+                "HGET of counter " + std::string(counter) + ": " + reply.as_string(),
+                Outcome::failed);
+  }
+  return detail::parse_counter_value(reply.as_string());
+}
+
+} // namespace limitcounter

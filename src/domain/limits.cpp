@@ -1,0 +1,247 @@
+// LimitCounter's limits: consume, reserve, check, confirm, cancel, refund.
+#include <limitcounter/limit_counter.hpp>
+
+#include <limitcounter/detail/lua_scripts.hpp>
+
+#include "domain/amount.hpp"
+#include "domain/limit_codec.hpp"
+#include "domain/rule_matching.hpp"
+
+namespace limitcounter {
+namespace {
+
+std::string quoted_id(const std::string& id) { return "transaction \"" + id + "\""; }
+
+[[noreturn]] void throw_unexpected(const Reply& reply, const std::string& what) {
+  throw Error(errc::protocol_error, what + ": unexpected reply " + reply.debug_string(),
+              Outcome::unknown);
+}
+
+} // namespace
+
+void LimitCounter::set_rules(RuleSet rules) {
+  auto fresh = std::make_shared<const RuleSet>(std::move(rules));
+  const std::lock_guard<std::mutex> lock(rules_mutex_);
+  rules_ = std::move(fresh);
+}
+
+std::shared_ptr<const RuleSet> LimitCounter::rules() const {
+  const std::lock_guard<std::mutex> lock(rules_mutex_);
+  return rules_;
+}
+
+Decision LimitCounter::consume(const Transaction& transaction) {
+  return decide("consume", transaction);
+}
+
+Decision LimitCounter::reserve(const Transaction& transaction) {
+  return decide("reserve", transaction);
+}
+
+Decision LimitCounter::check(const Transaction& transaction) {
+  return decide("check", transaction);
+}
+
+Reply LimitCounter::run_limit(const std::vector<std::string>& keys,
+                              const std::vector<std::string>& args) {
+  return redis_.eval(scripts::limit, keys, args);
+}
+
+LimitCounter::PreparedDecision LimitCounter::prepare_decide(std::string_view op,
+                                                            const Transaction& transaction,
+                                                            const RuleSet& rules,
+                                                            TimePoint now) const {
+  detail::validate_transaction(rules, transaction);
+  detail::check_quantity(quoted_id(transaction.id) + " amount", transaction.amount);
+  const auto matched = detail::match_rules(rules, transaction);
+
+  PreparedDecision prepared;
+  for (const Rule* rule : matched.per_transaction) {
+    if (transaction.amount > *rule->max_amount()) {
+      Decision decision;
+      decision.verdict = Decision::Verdict::denied;
+      decision.dry_run = op == "check";
+      decision.state = "denied";
+      decision.denial =
+          Denial{rule->name(), Metric::single_amount, *rule->max_amount(), 0, transaction.amount};
+      prepared.decided = std::move(decision);
+      return prepared;
+    }
+  }
+
+  detail::DecideContext context;
+  context.calendar = &calendar_;
+  context.keys = &keys_;
+  context.window_grace = options_.window_grace;
+  context.record_min_ttl = options_.record_min_ttl;
+  context.reservation_timeout = options_.reservation_timeout;
+  context.now = now;
+  auto call = detail::build_decide(op, transaction, matched.window, context);
+  prepared.call = {&scripts::limit, std::move(call.keys), std::move(call.args)};
+  return prepared;
+}
+
+Decision LimitCounter::finish_decide(std::string_view op, const Transaction& transaction,
+                                     const Reply& reply) const {
+  if (reply.is_error()) {
+    throw Error(errc::server_error, reply.as_string(), Outcome::failed);
+  }
+  Decision decision = detail::decode_decision(reply, transaction.id, transaction.amount);
+  if (!decision.replayed && !decision.dry_run) {
+    decision.state = !decision.allowed() ? "denied" : op == "reserve" ? "reserved" : "consumed";
+  }
+  return decision;
+}
+
+Decision LimitCounter::decide(std::string_view op, const Transaction& transaction) {
+  PreparedDecision prepared = prepare_decide(op, transaction, *rules(), Clock::now());
+  if (prepared.decided) {
+    return std::move(*prepared.decided);
+  }
+  return finish_decide(op, transaction, run_limit(prepared.call.keys, prepared.call.args));
+}
+
+std::vector<BatchResult<Decision>>
+LimitCounter::consume_many(const std::vector<Transaction>& transactions) {
+  const auto rule_set = rules();
+  const TimePoint now = Clock::now();
+  std::vector<PreparedDecision> prepared;
+  prepared.reserve(transactions.size());
+  std::vector<ScriptCall> calls;
+  for (const auto& transaction : transactions) {
+    prepared.push_back(prepare_decide("consume", transaction, *rule_set, now));
+    if (!prepared.back().decided) {
+      calls.push_back(std::move(prepared.back().call));
+    }
+  }
+  const std::vector<Reply> replies =
+      calls.empty() ? std::vector<Reply>{} : redis_.eval_pipeline(calls);
+  std::vector<BatchResult<Decision>> results;
+  results.reserve(transactions.size());
+  std::size_t next_reply = 0;
+  for (std::size_t i = 0; i < transactions.size(); ++i) {
+    if (prepared[i].decided) {
+      results.emplace_back(std::move(*prepared[i].decided));
+      continue;
+    }
+    try {
+      results.emplace_back(finish_decide("consume", transactions[i], replies.at(next_reply++)));
+    } catch (const Error& e) {
+      results.emplace_back(e);
+    }
+  }
+  return results;
+}
+
+ConfirmResult LimitCounter::confirm(const std::string& transaction_id,
+                                    std::optional<std::int64_t> final_amount) {
+  validate_key_part("transaction id", transaction_id, ":");
+  if (final_amount) {
+    detail::check_quantity(quoted_id(transaction_id) + " final amount", *final_amount);
+  }
+  const Reply reply = run_limit({keys_.transaction(transaction_id)},
+                                {"confirm", final_amount ? std::to_string(*final_amount) : "-1",
+                                 std::to_string(detail::unix_millis(Clock::now()))});
+  const std::string& status = reply.at(0).as_string();
+  if (status == "confirmed" || status == "already") {
+    ConfirmResult result;
+    result.already = status == "already";
+    result.amount = reply.at(result.already ? 2 : 1).to_int64();
+    result.released = result.already ? 0 : reply.at(2).to_int64();
+    return result;
+  }
+  if (status == "unknown") {
+    throw Error(errc::not_found, "confirm: " + quoted_id(transaction_id) + " is unknown",
+                Outcome::failed);
+  }
+  if (status == "expired") {
+    throw Error(errc::conflict,
+                "confirm: the reservation of " + quoted_id(transaction_id) +
+                    " expired and its hold was released",
+                Outcome::failed);
+  }
+  if (status == "bad_state") {
+    throw Error(errc::conflict,
+                "confirm: " + quoted_id(transaction_id) + " is " + reply.at(1).as_string() +
+                    ", not reserved",
+                Outcome::failed);
+  }
+  if (status == "too_much") {
+    throw Error(errc::invalid_argument,
+                "confirm: final amount " + std::to_string(*final_amount) + " of " +
+                    quoted_id(transaction_id) + " is more than the " + reply.at(1).as_string() +
+                    " held",
+                Outcome::failed);
+  }
+  throw_unexpected(reply, "confirm " + transaction_id);
+}
+
+CancelResult LimitCounter::cancel(const std::string& transaction_id) {
+  validate_key_part("transaction id", transaction_id, ":");
+  const auto now = Clock::now();
+  const Reply reply =
+      run_limit({keys_.transaction(transaction_id)},
+                {"cancel", std::to_string(detail::unix_millis(now)),
+                 std::to_string(detail::unix_millis(now + options_.record_min_ttl))});
+  const std::string& status = reply.at(0).as_string();
+  if (status == "cancelled") {
+    return CancelResult::cancelled;
+  }
+  if (status == "already") {
+    return CancelResult::already_ended;
+  }
+  if (status == "tombstone") {
+    return CancelResult::recorded_unknown;
+  }
+  if (status == "bad_state") {
+    throw Error(errc::conflict,
+                "cancel: " + quoted_id(transaction_id) + " is " + reply.at(1).as_string() +
+                    " (refund a consumed transaction instead)",
+                Outcome::failed);
+  }
+  throw_unexpected(reply, "cancel " + transaction_id);
+}
+
+RefundResult LimitCounter::refund(const std::string& transaction_id,
+                                  std::optional<std::int64_t> amount,
+                                  const std::string& refund_id) {
+  validate_key_part("transaction id", transaction_id, ":");
+  if (amount) {
+    detail::check_quantity(quoted_id(transaction_id) + " refund amount", *amount, true);
+    if (refund_id.empty()) {
+      throw Error(errc::invalid_argument,
+                  "refund of " + std::to_string(*amount) + " from " + quoted_id(transaction_id) +
+                      " needs a refund id (partial refunds are idempotent by it)");
+    }
+  }
+  if (!refund_id.empty()) {
+    validate_key_part("refund id", refund_id, ":");
+  }
+  const Reply reply =
+      run_limit({keys_.transaction(transaction_id)},
+                {"refund", amount ? std::to_string(*amount) : "-1", amount ? refund_id : "full"});
+  const std::string& status = reply.at(0).as_string();
+  if (status == "refunded") {
+    return {reply.at(1).to_int64(), reply.at(2).to_int64(), reply.at(3).to_int64()};
+  }
+  if (status == "unknown") {
+    throw Error(errc::not_found, "refund: " + quoted_id(transaction_id) + " is unknown",
+                Outcome::failed);
+  }
+  if (status == "bad_state") {
+    throw Error(errc::conflict,
+                "refund: " + quoted_id(transaction_id) + " is " + reply.at(1).as_string() +
+                    ", so nothing of it was consumed",
+                Outcome::failed);
+  }
+  if (status == "too_much") {
+    throw Error(errc::invalid_argument,
+                "refund of " + std::to_string(amount.value_or(0)) + " from " +
+                    quoted_id(transaction_id) + " is more than the " + reply.at(1).as_string() +
+                    " still refundable",
+                Outcome::failed);
+  }
+  throw_unexpected(reply, "refund " + transaction_id);
+}
+
+} // namespace limitcounter

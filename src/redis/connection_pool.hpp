@@ -1,0 +1,63 @@
+#pragma once
+// A bounded pool of connections to one Redis node. Connections are made lazily; a
+// broken one is freed, never returned.
+
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "redis/connection.hpp"
+
+namespace limitcounter::detail {
+
+class ConnectionPool {
+public:
+  ConnectionPool(RedisOptions options, std::string host, int port)
+      : options_(std::move(options)), host_(std::move(host)), port_(port) {}
+
+  /// A connection on loan; it goes back to the pool when the lease ends, unless broken.
+  class Lease {
+  public:
+    Lease(ConnectionPool* pool, std::unique_ptr<Connection> connection)
+        : pool_(pool), connection_(std::move(connection)) {}
+    Lease(Lease&&) noexcept = default;
+    Lease& operator=(Lease&&) noexcept = delete;
+    Lease(const Lease&) = delete;
+    Lease& operator=(const Lease&) = delete;
+    ~Lease() {
+      if (connection_) {
+        pool_->give_back(std::move(connection_));
+      }
+    }
+    Connection& operator*() const noexcept { return *connection_; }
+    Connection* operator->() const noexcept { return connection_.get(); }
+
+  private:
+    ConnectionPool* pool_;
+    std::unique_ptr<Connection> connection_;
+  };
+
+  /// A usable connection: an idle one that is still open, else a new one if the pool has
+  /// room, else the first to come back within `pool_wait_timeout`. Throws
+  /// Error(pool_exhausted | connect_failed, Outcome::not_sent).
+  Lease acquire();
+
+  const std::string& host() const noexcept { return host_; }
+  int port() const noexcept { return port_; }
+
+private:
+  void give_back(std::unique_ptr<Connection> connection);
+
+  RedisOptions options_;
+  std::string host_;
+  int port_;
+  std::mutex mutex_;
+  std::condition_variable returned_;
+  std::vector<std::unique_ptr<Connection>> idle_;
+  std::size_t open_ = 0; // idle + on loan
+};
+
+} // namespace limitcounter::detail

@@ -1,0 +1,183 @@
+// RedisOptions::from_uri: the URI grammar, kept free of I/O so it is unit-tested.
+#include <limitcounter/redis.hpp>
+
+#include <charconv>
+
+#include <limitcounter/error.hpp>
+#include <limitcounter/key_part.hpp>
+
+namespace limitcounter {
+namespace {
+
+[[noreturn]] void bad_uri(const std::string& problem) {
+  throw Error(errc::invalid_argument, "Redis URI: " + problem);
+}
+
+int hex_value(char c) {
+  if (c >= '0' && c <= '9') {
+    return c - '0';
+  }
+  if (c >= 'a' && c <= 'f') {
+    return c - 'a' + 10;
+  }
+  if (c >= 'A' && c <= 'F') {
+    return c - 'A' + 10;
+  }
+  return -1;
+}
+
+// Percent-decoding of the user and password. `what` names the part in errors; the
+// value itself is never shown, since it may be a secret.
+std::string percent_decode(std::string_view text, const char* what) {
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '%') {
+      out += text[i];
+      continue;
+    }
+    const int high = i + 2 < text.size() ? hex_value(text[i + 1]) : -1;
+    const int low = i + 2 < text.size() ? hex_value(text[i + 2]) : -1;
+    if (high < 0 || low < 0) {
+      bad_uri(std::string("bad percent-encoding in the ") + what);
+    }
+    out += static_cast<char>(high * 16 + low);
+    i += 2;
+  }
+  return out;
+}
+
+int parse_number(std::string_view text, const char* what, int min, int max) {
+  int value = 0;
+  const char* end = text.data() + text.size();
+  const auto result = std::from_chars(text.data(), end, value);
+  if (text.empty() || result.ec != std::errc{} || result.ptr != end || value < min || value > max) {
+    bad_uri(std::string(what) + " " + detail::quote_for_message(text) + " is not a number from " +
+            std::to_string(min) + " to " + std::to_string(max));
+  }
+  return value;
+}
+
+// "host", "host:port", "[v6]" or "[v6]:port".
+std::pair<std::string, int> parse_host_port(std::string_view text) {
+  std::string_view host = text;
+  std::string_view port;
+  if (!text.empty() && text.front() == '[') {
+    const auto close = text.find(']');
+    if (close == std::string_view::npos) {
+      bad_uri("host " + detail::quote_for_message(text) + " opens '[' without ']'");
+    }
+    host = text.substr(1, close - 1);
+    const std::string_view rest = text.substr(close + 1);
+    if (!rest.empty()) {
+      if (rest.front() != ':') {
+        bad_uri("unexpected " + detail::quote_for_message(rest) + " after the IPv6 host");
+      }
+      port = rest.substr(1);
+    }
+  } else if (const auto colon = text.rfind(':'); colon != std::string_view::npos) {
+    host = text.substr(0, colon);
+    port = text.substr(colon + 1);
+  }
+  if (host.empty()) {
+    bad_uri("the host is missing in " + detail::quote_for_message(text));
+  }
+  for (const char c : host) {
+    if (static_cast<unsigned char>(c) <= 0x20 || c == '/' || c == '@' || c == '?' || c == '#') {
+      bad_uri("host " + detail::quote_for_message(host) + " has a character not allowed in a host");
+    }
+  }
+  const int number = port.empty() && text.find(':') == std::string_view::npos
+                         ? 6379
+                         : parse_number(port, "port", 1, 65535);
+  return {std::string(host), number};
+}
+
+void parse_credentials(std::string_view userinfo, RedisOptions& options) {
+  const auto colon = userinfo.find(':');
+  if (colon == std::string_view::npos) {
+    // A lone "secret@" is a password, as redis-cli reads it.
+    options.password = percent_decode(userinfo, "password");
+    return;
+  }
+  options.user = percent_decode(userinfo.substr(0, colon), "user name");
+  options.password = percent_decode(userinfo.substr(colon + 1), "password");
+}
+
+int parse_db_query(std::string_view query) {
+  if (query.substr(0, 3) != "db=") {
+    bad_uri("unknown query " + detail::quote_for_message(query) + " (only db=N is known)");
+  }
+  return parse_number(query.substr(3), "db", 0, 1 << 20);
+}
+
+} // namespace
+
+RedisOptions RedisOptions::from_uri(std::string_view uri) {
+  RedisOptions options;
+  const auto scheme_end = uri.find("://");
+  if (scheme_end == std::string_view::npos) {
+    bad_uri("missing scheme (redis://, unix:// or redis-cluster://)");
+  }
+  const std::string_view scheme = uri.substr(0, scheme_end);
+  std::string_view rest = uri.substr(scheme_end + 3);
+
+  if (scheme == "unix") {
+    // unix://[[user]:password@]/path[?db=N]
+    if (const auto at = rest.find('@'); at != std::string_view::npos && rest.find('/') > at) {
+      parse_credentials(rest.substr(0, at), options);
+      rest.remove_prefix(at + 1);
+    }
+    if (const auto question = rest.find('?'); question != std::string_view::npos) {
+      options.db = parse_db_query(rest.substr(question + 1));
+      rest = rest.substr(0, question);
+    }
+    if (rest.empty() || rest.front() != '/') {
+      bad_uri("unix socket path " + detail::quote_for_message(rest) + " is not absolute");
+    }
+    options.unix_socket = std::string(rest);
+    return options;
+  }
+  if (scheme != "redis" && scheme != "redis-cluster") {
+    bad_uri("unsupported scheme " + detail::quote_for_message(scheme) +
+            " (redis://, unix:// or redis-cluster://)");
+  }
+
+  if (const auto at = rest.rfind('@'); at != std::string_view::npos) {
+    parse_credentials(rest.substr(0, at), options);
+    rest.remove_prefix(at + 1);
+  }
+  std::string_view path;
+  if (const auto slash = rest.find('/'); slash != std::string_view::npos) {
+    path = rest.substr(slash + 1);
+    rest = rest.substr(0, slash);
+  }
+
+  if (scheme == "redis-cluster") {
+    if (!path.empty()) {
+      bad_uri("a cluster has no database number (found /" + std::string(path.substr(0, 16)) + ")");
+    }
+    while (!rest.empty()) {
+      const auto comma = rest.find(',');
+      const auto [host, port] = parse_host_port(rest.substr(0, comma));
+      options.cluster_seeds.push_back(host.find(':') != std::string::npos
+                                          ? "[" + host + "]:" + std::to_string(port)
+                                          : host + ":" + std::to_string(port));
+      rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
+    }
+    if (options.cluster_seeds.empty()) {
+      bad_uri("redis-cluster:// needs at least one host:port");
+    }
+    return options;
+  }
+
+  auto [host, port] = parse_host_port(rest);
+  options.host = std::move(host);
+  options.port = port;
+  if (!path.empty()) {
+    options.db = parse_number(path, "db", 0, 1 << 20);
+  }
+  return options;
+}
+
+} // namespace limitcounter

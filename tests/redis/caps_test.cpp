@@ -1,0 +1,135 @@
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <thread>
+
+#include <date/date.h>
+#include <date/tz.h>
+
+#include <limitcounter/limit_counter.hpp>
+
+#include "support/redis_server.hpp"
+
+using namespace std::chrono_literals;
+using limitcounter::errc;
+using limitcounter::Error;
+using limitcounter::LimitCounter;
+using limitcounter::LimitCounterOptions;
+using limitcounter::Redis;
+using limitcounter::TimePoint;
+using limitcounter::testing::shared_server;
+using limitcounter::testing::unique_prefix;
+
+namespace {
+
+struct CapsFixture {
+  Redis redis{shared_server().options()};
+  std::string prefix = unique_prefix() + "sms:";
+  LimitCounter limits{redis, limitcounter::Calendar("Asia/Shanghai"), options()};
+
+  LimitCounterOptions options() const {
+    LimitCounterOptions o;
+    o.key_prefix = prefix;
+    return o;
+  }
+};
+
+TimePoint next_year_noon() {
+  const auto today =
+      date::year_month_day{date::floor<date::days>(std::chrono::system_clock::now())};
+  const auto day = date::local_days{date::year{int(today.year()) + 1} / 5 / 20};
+  return date::make_zoned("Asia/Shanghai", day + 12h).get_sys_time();
+}
+
+} // namespace
+
+TEST_CASE_METHOD(CapsFixture, "a daily cap allows N, refuses N+1 without counting, resets next day",
+                 "[caps][redis]") {
+  const TimePoint today = next_year_noon();
+  for (int i = 1; i <= 5; ++i) {
+    const auto taken = limits.take_daily_cap("sms", "acct-1", 5, today);
+    CHECK(taken.allowed);
+    CHECK(taken.used == i);
+    CHECK(taken.remaining == 5 - i);
+  }
+  for (int i = 0; i < 3; ++i) {
+    const auto refused = limits.take_daily_cap("sms", "acct-1", 5, today);
+    CHECK_FALSE(refused.allowed);
+    CHECK(refused.used == 5); // refused attempts are not counted
+    CHECK(refused.remaining == 0);
+  }
+  CHECK(limits.take_daily_cap("sms", "acct-2", 5, today).used == 1); // another subject
+  const auto tomorrow = limits.take_daily_cap("sms", "acct-1", 5, today + 24h);
+  CHECK(tomorrow.allowed);
+  CHECK(tomorrow.used == 1);
+  CHECK(tomorrow.window.id != limits.calendar().window(limitcounter::Period::day, today).id);
+
+  const auto key = limits.keys().cap_window("sms", tomorrow.window.id);
+  CHECK(redis.command({"PEXPIRETIME", key}).as_integer() ==
+        std::chrono::duration_cast<std::chrono::milliseconds>(
+            (tomorrow.window.end + 1h).time_since_epoch())
+            .count());
+  CHECK_THROWS_MATCHES(limits.take_daily_cap("sms", "acct 1", 5, today), Error,
+                       Catch::Predicate<Error>([](const Error& e) {
+                         return e.code() == errc::invalid_argument &&
+                                std::string(e.what()).find("acct 1") != std::string::npos;
+                       }));
+  CHECK_THROWS_AS(limits.take_daily_cap("sms", "acct-1", -1, today), Error);
+  CHECK_THROWS_AS(limits.take_daily_cap("sms", "acct-1", 5, today, 0), Error);
+}
+
+TEST_CASE_METHOD(CapsFixture, "a daily cap holds under concurrency", "[caps][redis][concurrency]") {
+  const TimePoint today = next_year_noon();
+  std::atomic<int> allowed{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 16; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 20; ++i) {
+        allowed += limits.take_daily_cap("sms", "hot", 100, today).allowed ? 1 : 0;
+      }
+    });
+  }
+  for (auto& thread : threads) {
+    thread.join();
+  }
+  CHECK(allowed == 100);
+  CHECK(limits.take_daily_cap("sms", "hot", 100, today).used == 100);
+}
+
+TEST_CASE_METHOD(CapsFixture, "a sliding window admits exactly max of 1000 at once",
+                 "[sliding][redis][concurrency]") {
+  std::atomic<int> allowed{0};
+  std::vector<std::thread> threads;
+  const TimePoint now = limitcounter::Clock::now();
+  for (int t = 0; t < 20; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 50; ++i) {
+        allowed += limits.hit_sliding_window("pay", "m1", 100, 60s, now).allowed ? 1 : 0;
+      }
+    });
+  }
+  for (auto& thread : threads) {
+    thread.join();
+  }
+  CHECK(allowed == 100);
+  const auto key = limits.keys().sliding("pay", "m1");
+  CHECK(redis.command({"ZCARD", key}).as_integer() == 100); // refused requests left no trace
+  CHECK(redis.command({"PTTL", key}).as_integer() > 0);
+}
+
+TEST_CASE_METHOD(CapsFixture, "a sliding window slides", "[sliding][redis]") {
+  const TimePoint t0 = limitcounter::Clock::now();
+  // virtual times close to now: the set's real TTL (the window length) outlives the test
+  CHECK(limits.hit_sliding_window("pay", "m2", 2, 5000ms, t0).allowed);
+  CHECK(limits.hit_sliding_window("pay", "m2", 2, 5000ms, t0 + 2000ms).allowed);
+  const auto refused = limits.hit_sliding_window("pay", "m2", 2, 5000ms, t0 + 4000ms);
+  CHECK_FALSE(refused.allowed);
+  CHECK(refused.retry_at == std::chrono::time_point_cast<std::chrono::milliseconds>(t0) + 5000ms);
+  // the first request leaves the window at t0 + 5000 ms
+  CHECK(limits.hit_sliding_window("pay", "m2", 2, 5000ms, t0 + 5001ms).allowed);
+  CHECK_FALSE(limits.hit_sliding_window("pay", "m2", 2, 5000ms, t0 + 5002ms).allowed);
+  CHECK(limits.hit_sliding_window("pay", "m2", 2, 5000ms, t0 + 7001ms).allowed);
+  CHECK_THROWS_AS(limits.hit_sliding_window("pay", "m2", 0, 1000ms, t0), Error);
+  CHECK_THROWS_AS(limits.hit_sliding_window("pay", "m2", 1, 0ms, t0), Error);
+  CHECK_THROWS_AS(limits.hit_sliding_window("p{x}", "m2", 1, 10ms, t0), Error);
+}

@@ -1,0 +1,432 @@
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <thread>
+
+#include <date/date.h>
+#include <date/tz.h>
+
+#include <limitcounter/limit_counter.hpp>
+
+#include "support/redis_server.hpp"
+
+using namespace std::chrono_literals;
+using limitcounter::CancelResult;
+using limitcounter::Decision;
+using limitcounter::Dimension;
+using limitcounter::errc;
+using limitcounter::Error;
+using limitcounter::LimitCounter;
+using limitcounter::LimitCounterOptions;
+using limitcounter::Metric;
+using limitcounter::Period;
+using limitcounter::Redis;
+using limitcounter::Rule;
+using limitcounter::RuleSet;
+using limitcounter::TimePoint;
+using limitcounter::Transaction;
+using limitcounter::Usage;
+using limitcounter::testing::shared_server;
+using limitcounter::testing::unique_prefix;
+
+namespace {
+
+constexpr const char* zone = "Asia/Shanghai";
+
+// A local time next year, so windows are open and keys get real TTLs.
+TimePoint next_year_local(unsigned month, unsigned day, std::chrono::minutes time_of_day = 12h) {
+  const auto today =
+      date::year_month_day{date::floor<date::days>(std::chrono::system_clock::now())};
+  const auto local_day =
+      date::local_days{date::year{int(today.year()) + 1} / date::month{month} / date::day{day}};
+  return date::make_zoned(zone, local_day + time_of_day).get_sys_time();
+}
+
+struct LimitsFixture {
+  explicit LimitsFixture(std::chrono::milliseconds reservation_timeout = 15min)
+      : limits{redis, limitcounter::Calendar(zone), options(reservation_timeout)} {}
+
+  Redis redis{shared_server().options()};
+  std::string prefix = unique_prefix() + "trans:limit:";
+  LimitCounter limits;
+  TimePoint at = next_year_local(11, 11);
+  int next_id = 0;
+
+  LimitCounterOptions options(std::chrono::milliseconds reservation_timeout) const {
+    LimitCounterOptions o;
+    o.key_prefix = prefix;
+    o.reservation_timeout = reservation_timeout;
+    return o;
+  }
+
+  Transaction tx(std::int64_t amount, std::string merchant = "m1", std::string dept = "cmb") {
+    Transaction t;
+    t.id = "tx-" + std::to_string(++next_id);
+    t.attributes = {{"merchant", std::move(merchant)},
+                    {"channel", "Ali"},
+                    {"transType", "Deduct"},
+                    {"dept", std::move(dept)}};
+    t.amount = amount;
+    t.time = at;
+    return t;
+  }
+  Usage used(const std::string& counter, const Dimension& dimension, Period period,
+             TimePoint when) {
+    return limits.usage(counter, dimension, period, when);
+  }
+  // Everything under this fixture's prefix, key by key, with values: a snapshot.
+  std::vector<std::string> snapshot() {
+    std::vector<std::string> out;
+    auto keys = redis.command({"KEYS", prefix + "*"}).as_array();
+    std::sort(keys.begin(), keys.end(),
+              [](auto& a, auto& b) { return a.as_string() < b.as_string(); });
+    for (const auto& key : keys) {
+      out.push_back(key.as_string() + " => " +
+                    redis.command({"DUMP", key.as_string()}).debug_string());
+    }
+    return out;
+  }
+};
+
+struct ShortReservations : LimitsFixture {
+  ShortReservations() : LimitsFixture(300ms) {}
+};
+
+} // namespace
+
+TEST_CASE_METHOD(LimitsFixture, "a count limit admits exactly its limit", "[limits][redis]") {
+  limits.set_rules(
+      RuleSet().add(Rule("merchant-day").where("merchant").per(Period::day).max_count(10)));
+  for (int i = 0; i < 10; ++i) {
+    const Decision d = limits.consume(tx(100));
+    REQUIRE(d.allowed());
+    CHECK(d.rules.at(0).remaining_count() == 9 - i);
+  }
+  const Decision eleventh = limits.consume(tx(100));
+  CHECK(eleventh.verdict == Decision::Verdict::denied);
+  REQUIRE(eleventh.denial);
+  CHECK(eleventh.denial->rule == "merchant-day");
+  CHECK(eleventh.denial->metric == Metric::count);
+  CHECK(eleventh.denial->limit == 10);
+  CHECK(eleventh.denial->used == 10);
+  CHECK(used("merchant", Dimension{"m1"}, Period::day, at) == Usage{10, 1000});
+
+  // raising the limit keeps the counter and admits two more
+  limits.set_rules(
+      RuleSet().add(Rule("merchant-day").where("merchant").per(Period::day).max_count(12)));
+  CHECK(limits.consume(tx(100)).allowed());
+  CHECK(limits.consume(tx(100)).allowed());
+  CHECK_FALSE(limits.consume(tx(100)).allowed());
+  CHECK(used("merchant", Dimension{"m1"}, Period::day, at) == Usage{12, 1200});
+}
+
+TEST_CASE_METHOD(LimitsFixture, "an amount limit admits an exact fit", "[limits][redis]") {
+  limits.set_rules(
+      RuleSet().add(Rule("merchant-day").where("merchant").per(Period::day).max_amount(1000)));
+  CHECK(limits.consume(tx(600)).allowed());
+  const Decision denied = limits.consume(tx(500));
+  CHECK_FALSE(denied.allowed());
+  CHECK(denied.denial->metric == Metric::amount);
+  CHECK(denied.denial->used == 600);
+  CHECK(denied.denial->requested == 500);
+  const Decision fit = limits.consume(tx(400));
+  CHECK(fit.allowed());
+  CHECK(fit.rules.at(0).remaining_amount() == 0);
+  CHECK(used("merchant", Dimension{"m1"}, Period::day, at) == Usage{2, 1000});
+}
+
+TEST_CASE_METHOD(LimitsFixture, "all or nothing: a full month denies and the day does not move",
+                 "[limits][redis]") {
+  limits.set_rules(RuleSet()
+                       .add(Rule("day").where("merchant").per(Period::day).max_amount(10000))
+                       .add(Rule("month").where("merchant").per(Period::month).max_amount(1500))
+                       .add(Rule("single").where("merchant").per_transaction().max_amount(500)));
+  CHECK(limits.consume(tx(500)).allowed());
+  at += 24h;
+  CHECK(limits.consume(tx(500)).allowed());
+  CHECK(limits.consume(tx(500)).allowed());
+  const auto before = snapshot();
+  const Decision month_full = limits.consume(tx(1));
+  CHECK(month_full.denial->rule == "month");
+  CHECK(used("merchant", Dimension{"m1"}, Period::day, at) == Usage{2, 1000});
+  CHECK(used("merchant", Dimension{"m1"}, Period::month, at) == Usage{3, 1500});
+
+  const Decision single = limits.consume(tx(501));
+  CHECK(single.denial->rule == "single");
+  CHECK(single.denial->metric == Metric::single_amount);
+  // neither denial moved any counter
+  const auto after = snapshot();
+  std::size_t changed = 0;
+  for (std::size_t i = 0; i < after.size(); ++i) {
+    changed += after[i].find("tx:{") == std::string::npos &&
+               std::find(before.begin(), before.end(), after[i]) == before.end();
+  }
+  CHECK(changed == 0);
+}
+
+TEST_CASE_METHOD(LimitsFixture, "an exact rule overrides the wildcard for its value only",
+                 "[limits][redis]") {
+  limits.set_rules(RuleSet()
+                       .add(Rule("bank").where("dept").per(Period::day).max_count(1))
+                       .add(Rule("bank-cmb").where("dept", "cmb").per(Period::day).max_count(3)));
+  for (int i = 0; i < 3; ++i) {
+    CHECK(limits.consume(tx(1, "m1", "cmb")).allowed());
+  }
+  CHECK(limits.consume(tx(1, "m1", "cmb")).denial->rule == "bank-cmb");
+  CHECK(limits.consume(tx(1, "m1", "cib")).allowed());
+  CHECK(limits.consume(tx(1, "m1", "cib")).denial->rule == "bank");
+}
+
+TEST_CASE_METHOD(LimitsFixture, "64 threads never pass the limits and the counters add up",
+                 "[limits][redis][concurrency]") {
+  limits.set_rules(RuleSet()
+                       .add(Rule("count").where("merchant").per(Period::day).max_count(300))
+                       .add(Rule("amount").where("merchant").per(Period::month).max_amount(50000)));
+  std::atomic<std::int64_t> accepted_count{0};
+  std::atomic<std::int64_t> accepted_amount{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 64; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 12; ++i) {
+        Transaction one = tx(0);
+        one.id = "c-" + std::to_string(t) + "-" + std::to_string(i);
+        one.amount = 1 + (t * 7 + i * 13) % 97;
+        if (limits.consume(one).allowed()) {
+          ++accepted_count;
+          accepted_amount += one.amount;
+        }
+      }
+    });
+  }
+  for (auto& thread : threads) {
+    thread.join();
+  }
+  CHECK(accepted_count <= 300);
+  CHECK(accepted_amount <= 50000);
+  CHECK(used("merchant", Dimension{"m1"}, Period::day, at) ==
+        Usage{accepted_count, accepted_amount});
+  CHECK(used("merchant", Dimension{"m1"}, Period::month, at) ==
+        Usage{accepted_count, accepted_amount});
+}
+
+TEST_CASE_METHOD(LimitsFixture, "the same id counts once, sequentially and concurrently",
+                 "[limits][redis][idempotency]") {
+  limits.set_rules(RuleSet().add(Rule("day").where("merchant").per(Period::day).max_count(1000)));
+  const Transaction once = tx(250);
+  const Decision first = limits.consume(once);
+  for (int i = 0; i < 99; ++i) {
+    const Decision again = limits.consume(once);
+    CHECK(again.replayed);
+    CHECK(again.allowed());
+    CHECK(again.rules.at(0).used == first.rules.at(0).used);
+  }
+  CHECK(used("merchant", Dimension{"m1"}, Period::day, at) == Usage{1, 250});
+
+  const Transaction racing = tx(10);
+  std::atomic<int> fresh{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 20; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 5; ++i) {
+        fresh += limits.consume(racing).replayed ? 0 : 1;
+      }
+    });
+  }
+  for (auto& thread : threads) {
+    thread.join();
+  }
+  CHECK(fresh == 1);
+  CHECK(used("merchant", Dimension{"m1"}, Period::day, at) == Usage{2, 260});
+
+  Transaction changed = once;
+  changed.amount = 251;
+  CHECK_THROWS_MATCHES(limits.consume(changed), Error, Catch::Predicate<Error>([](const Error& e) {
+                         return e.code() == errc::conflict;
+                       }));
+  changed = once;
+  changed.attributes["dept"] = "cib";
+  CHECK_THROWS_AS(limits.consume(changed), Error);
+}
+
+TEST_CASE_METHOD(LimitsFixture, "a denied id replayed later stays denied",
+                 "[limits][redis][idempotency]") {
+  limits.set_rules(RuleSet().add(Rule("day").where("merchant").per(Period::day).max_amount(100)));
+  const Transaction big = tx(150);
+  CHECK_FALSE(limits.consume(big).allowed());
+  limits.set_rules(RuleSet().add(Rule("day").where("merchant").per(Period::day).max_amount(1000)));
+  const Decision replay = limits.consume(big);
+  CHECK(replay.replayed);
+  CHECK_FALSE(replay.allowed());
+  CHECK(used("merchant", Dimension{"m1"}, Period::day, at) == Usage{});
+}
+
+TEST_CASE_METHOD(LimitsFixture, "refunds go back to the windows they came from",
+                 "[limits][redis][refund]") {
+  limits.set_rules(RuleSet()
+                       .add(Rule("day").where("merchant").per(Period::day).max_amount(100000))
+                       .add(Rule("month").where("merchant").per(Period::month).max_amount(100000)));
+  at = next_year_local(11, 30, 23h);
+  const Transaction november = tx(700);
+  REQUIRE(limits.consume(november).allowed());
+  at = next_year_local(12, 1, 10h);
+  REQUIRE(limits.consume(tx(50)).allowed());
+
+  // a refund on Dec 1 of the Nov 30 payment
+  auto result = limits.refund(november.id, 200, "r1");
+  CHECK(result.refunded_now == 200);
+  CHECK(used("merchant", Dimension{"m1"}, Period::day, november.time) == Usage{1, 500});
+  CHECK(used("merchant", Dimension{"m1"}, Period::month, november.time) == Usage{1, 500});
+  CHECK(used("merchant", Dimension{"m1"}, Period::month, at) == Usage{1, 50});
+  CHECK(limits.refund(november.id, 200, "r1").refunded_now == 0); // same refund id: once
+
+  CHECK_THROWS_MATCHES(limits.refund(november.id, 501, "r2"), Error,
+                       Catch::Predicate<Error>([](const Error& e) {
+                         return e.code() == errc::invalid_argument &&
+                                std::string(e.what()).find("500") != std::string::npos;
+                       }));
+  result = limits.refund(november.id);
+  CHECK(result.refunded_now == 500);
+  CHECK(result.refunded_total == 700);
+  CHECK(used("merchant", Dimension{"m1"}, Period::day, november.time) == Usage{0, 0});
+  CHECK(limits.refund(november.id).refunded_now == 0); // a second full refund is a no-op
+  CHECK(used("merchant", Dimension{"m1"}, Period::month, november.time) == Usage{0, 0});
+  CHECK(used("merchant", Dimension{"m1"}, Period::month, at) == Usage{1, 50});
+
+  CHECK_THROWS_MATCHES(
+      limits.refund("never-seen"), Error,
+      Catch::Predicate<Error>([](const Error& e) { return e.code() == errc::not_found; }));
+  CHECK_THROWS_AS(limits.refund(november.id, 5), Error); // partial needs a refund id
+}
+
+TEST_CASE_METHOD(LimitsFixture, "refunds never drive a counter below zero",
+                 "[limits][redis][refund]") {
+  limits.set_rules(
+      RuleSet().add(Rule("day").where("merchant").per(Period::day).max_amount(100000)));
+  const Transaction paid = tx(300);
+  REQUIRE(limits.consume(paid).allowed());
+  // someone reset the counter by hand
+  redis.command(
+      {"HSET",
+       limits.keys().window("merchant", Period::day, limits.calendar().window(Period::day, at).id),
+       "m1", "0:100"});
+  limits.refund(paid.id);
+  CHECK(used("merchant", Dimension{"m1"}, Period::day, at) == Usage{0, 0});
+}
+
+TEST_CASE_METHOD(ShortReservations, "reservations hold, confirm in part, cancel and expire",
+                 "[limits][redis][reserve]") {
+  limits.set_rules(RuleSet().add(Rule("day").where("merchant").per(Period::day).max_amount(1000)));
+  const Transaction auth = tx(800);
+  REQUIRE(limits.reserve(auth).allowed());
+  CHECK_FALSE(limits.consume(tx(300)).allowed()); // the hold counts against the limit
+
+  auto confirmed = limits.confirm(auth.id, 500);
+  CHECK(confirmed.amount == 500);
+  CHECK(confirmed.released == 300);
+  CHECK(limits.confirm(auth.id, 500).already);
+  CHECK(used("merchant", Dimension{"m1"}, Period::day, at) == Usage{1, 500});
+  CHECK(limits.consume(tx(300)).allowed());
+
+  // reserve -> cancel -> cancel
+  const Transaction second = tx(100);
+  REQUIRE(limits.reserve(second).allowed());
+  CHECK(limits.cancel(second.id) == CancelResult::cancelled);
+  CHECK(limits.cancel(second.id) == CancelResult::already_ended);
+  CHECK(used("merchant", Dimension{"m1"}, Period::day, at) == Usage{2, 800});
+  CHECK_THROWS_AS(limits.confirm(second.id), Error);
+
+  // cancel(unknown) first: a late reserve of that id is refused and holds nothing
+  CHECK(limits.cancel("late-1") == CancelResult::recorded_unknown);
+  Transaction late = tx(10);
+  late.id = "late-1";
+  CHECK(limits.reserve(late).verdict == Decision::Verdict::cancelled);
+  CHECK(used("merchant", Dimension{"m1"}, Period::day, at) == Usage{2, 800});
+
+  // an unconfirmed reservation expires and its hold is released
+  const Transaction forgotten = tx(200);
+  REQUIRE(limits.reserve(forgotten).allowed());
+  CHECK(used("merchant", Dimension{"m1"}, Period::day, at) == Usage{3, 1000});
+  std::this_thread::sleep_for(400ms);
+  CHECK(limits.consume(tx(150)).allowed()); // sweeps the expired hold first
+  CHECK(used("merchant", Dimension{"m1"}, Period::day, at) == Usage{3, 950});
+  CHECK_THROWS_MATCHES(
+      limits.confirm(forgotten.id), Error,
+      Catch::Predicate<Error>([](const Error& e) { return e.code() == errc::conflict; }));
+  CHECK_THROWS_AS(limits.cancel("{bad}"), Error);
+}
+
+TEST_CASE_METHOD(LimitsFixture, "check decides without consuming", "[limits][redis]") {
+  limits.set_rules(RuleSet().add(Rule("day").where("merchant").per(Period::day).max_count(1)));
+  const Decision peek = limits.check(tx(5));
+  CHECK(peek.allowed());
+  CHECK(peek.dry_run);
+  CHECK(used("merchant", Dimension{"m1"}, Period::day, at) == Usage{});
+  CHECK(limits.consume(tx(5)).allowed());
+  CHECK_FALSE(limits.check(tx(5)).allowed());
+}
+
+TEST_CASE_METHOD(LimitsFixture, "window edges and TTLs", "[limits][redis]") {
+  limits.set_rules(RuleSet().add(Rule("day").where("merchant").per(Period::day).max_count(1)));
+  const TimePoint midnight = next_year_local(3, 1, 0h);
+  at = midnight - 1ms;
+  CHECK(limits.consume(tx(1)).allowed());
+  at = midnight;
+  CHECK(limits.consume(tx(1)).allowed()); // another day: the limit of 1 applies afresh
+  const auto keys = redis.command({"KEYS", prefix + "*"});
+  for (const auto& key : keys.as_array()) {
+    INFO(key.as_string());
+    CHECK(redis.command({"PTTL", key.as_string()}).as_integer() > 0);
+  }
+}
+
+TEST_CASE_METHOD(LimitsFixture, "totals near 2^53 are refused, not rounded", "[limits][redis]") {
+  limits.set_rules(RuleSet().add(
+      Rule("day").where("merchant").per(Period::day).max_amount(limitcounter::max_exact_integer)));
+  CHECK(limits.consume(tx(limitcounter::max_exact_integer - 1)).allowed());
+  CHECK(limits.consume(tx(1)).allowed());
+  CHECK_FALSE(limits.consume(tx(1)).allowed());
+  CHECK(used("merchant", Dimension{"m1"}, Period::day, at) ==
+        Usage{2, limitcounter::max_exact_integer});
+  CHECK_THROWS_MATCHES(
+      limits.consume(tx(std::int64_t{1} << 53)), Error,
+      Catch::Predicate<Error>([](const Error& e) { return e.code() == errc::precision_overflow; }));
+}
+
+TEST_CASE_METHOD(LimitsFixture, "consume_many pipelines independent decisions",
+                 "[limits][redis][batch]") {
+  limits.set_rules(RuleSet()
+                       .add(Rule("day").where("merchant").per(Period::day).max_count(50))
+                       .add(Rule("single").where("merchant").per_transaction().max_amount(1000)));
+  std::vector<Transaction> batch;
+  for (int i = 0; i < 64; ++i) {
+    batch.push_back(tx(i == 3 ? 5000 : 10));
+  }
+  batch.push_back(batch[0]); // a retry inside the batch
+  Transaction conflicting = batch[1];
+  conflicting.amount = 11;
+  batch.push_back(conflicting);
+
+  const auto results = limits.consume_many(batch);
+  REQUIRE(results.size() == batch.size());
+  int allowed = 0;
+  int denied_by_day = 0;
+  for (std::size_t i = 0; i < 64; ++i) {
+    const auto* decision = std::get_if<Decision>(&results[i]);
+    REQUIRE(decision);
+    allowed += decision->allowed() ? 1 : 0;
+    denied_by_day += !decision->allowed() && decision->denial->rule == "day" ? 1 : 0;
+  }
+  CHECK(std::get<Decision>(results[3]).denial->rule == "single");
+  CHECK(allowed == 50);
+  CHECK(denied_by_day == 13);
+  CHECK(std::get<Decision>(results[64]).replayed);
+  const auto* error = std::get_if<Error>(&results[65]);
+  REQUIRE(error);
+  CHECK(error->code() == errc::conflict);
+  CHECK(used("merchant", Dimension{"m1"}, Period::day, at) == Usage{50, 500});
+
+  // bad input anywhere refuses the whole batch before anything is sent
+  std::vector<Transaction> bad{tx(1), tx(-1)};
+  CHECK_THROWS_AS(limits.consume_many(bad), Error);
+  CHECK(used("merchant", Dimension{"m1"}, Period::day, at) == Usage{50, 500});
+}

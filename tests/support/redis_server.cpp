@@ -1,0 +1,174 @@
+#include "support/redis_server.hpp"
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstring>
+#include <stdexcept>
+#include <thread>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <hiredis/hiredis.h>
+
+namespace limitcounter::testing {
+namespace {
+
+// A port the kernel has just handed out on 127.0.0.1, so no other listener has it.
+int free_loopback_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) {
+    throw std::runtime_error("socket() failed");
+  }
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = 0;
+  socklen_t length = sizeof(address);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+    close(fd);
+    throw std::runtime_error("could not find a free loopback port");
+  }
+  const int port = ntohs(address.sin_port);
+  close(fd);
+  return port;
+}
+
+bool answers_ping(int port) {
+  timeval timeout{0, 200000};
+  redisContext* context = redisConnectWithTimeout("127.0.0.1", port, timeout);
+  if (context == nullptr) {
+    return false;
+  }
+  bool ok = false;
+  if (context->err == 0) {
+    void* reply = redisCommand(context, "PING");
+    ok = reply != nullptr && static_cast<redisReply*>(reply)->type == REDIS_REPLY_STATUS;
+    if (reply != nullptr) {
+      freeReplyObject(reply);
+    }
+  }
+  redisFree(context);
+  return ok;
+}
+
+} // namespace
+
+RedisServer::RedisServer(std::vector<std::string> extra_args) : extra_args_(std::move(extra_args)) {
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    port_ = free_loopback_port();
+    if (port_ == 6379) {
+      continue;
+    }
+    try {
+      start();
+      return;
+    } catch (const std::runtime_error&) {
+      stop(); // the port was taken between the probe and the start: try another
+    }
+  }
+  throw std::runtime_error("redis-server did not start on any free port");
+}
+
+RedisServer::~RedisServer() {
+  if (pid_ > 0) {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+}
+
+void RedisServer::start() {
+  std::vector<std::string> args{"redis-server",
+                                "--port",
+                                std::to_string(port_),
+                                "--bind",
+                                "127.0.0.1",
+                                "--save",
+                                "",
+                                "--appendonly",
+                                "no",
+                                "--daemonize",
+                                "no",
+                                "--protected-mode",
+                                "no",
+                                "--logfile",
+                                ""};
+  args.insert(args.end(), extra_args_.begin(), extra_args_.end());
+  const pid_t child = fork();
+  if (child < 0) {
+    throw std::runtime_error("fork() failed");
+  }
+  if (child == 0) {
+    // The server must not outlive a test binary that crashes.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    std::vector<char*> argv;
+    for (auto& arg : args) {
+      argv.push_back(arg.data());
+    }
+    argv.push_back(nullptr);
+    // Keep the test output readable: the server logs to /dev/null.
+    freopen("/dev/null", "w", stdout);
+    execvp("redis-server", argv.data());
+    _exit(127);
+  }
+  pid_ = child;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (answers_ping(port_)) {
+      return;
+    }
+    int status = 0;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      throw std::runtime_error("redis-server exited at start (is it installed? port taken?)");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  throw std::runtime_error("redis-server on port " + std::to_string(port_) + " did not answer");
+}
+
+void RedisServer::stop() {
+  if (pid_ > 0) {
+    kill(pid_, SIGTERM);
+    waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+}
+
+void RedisServer::restart() {
+  stop();
+  start();
+}
+
+std::string RedisServer::uri() const { return "redis://127.0.0.1:" + std::to_string(port_); }
+
+RedisOptions RedisServer::options() const {
+  RedisOptions options;
+  options.host = "127.0.0.1";
+  options.port = port_;
+  // A loaded 2-core CI machine running sanitizer builds: generous, so no test flakes on time.
+  options.connect_timeout = std::chrono::milliseconds(2000);
+  options.command_timeout = std::chrono::milliseconds(2000);
+  options.pool_wait_timeout = std::chrono::milliseconds(5000);
+  options.pool_size = 16;
+  return options;
+}
+
+RedisServer& shared_server() {
+  static RedisServer server;
+  return server;
+}
+
+std::string unique_prefix() {
+  static std::atomic<int> counter{0};
+  return "t" + std::to_string(getpid()) + "-" + std::to_string(++counter) + ":";
+}
+
+} // namespace limitcounter::testing

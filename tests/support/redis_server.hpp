@@ -1,0 +1,51 @@
+#pragma once
+// A private redis-server for tests: started on a free loopback port with no
+// persistence, stopped by its pid. Never port 6379.
+
+#include <string>
+#include <sys/types.h>
+#include <vector>
+
+#include <limitcounter/redis.hpp>
+
+namespace limitcounter::testing {
+
+class RedisServer {
+public:
+  /// Starts `redis-server` (found on PATH) with `extra_args` appended to its command
+  /// line, on a free port of 127.0.0.1; returns once it answers PING. Throws
+  /// std::runtime_error if it does not come up within a few seconds.
+  explicit RedisServer(std::vector<std::string> extra_args = {});
+  /// Kills the server by its pid (SIGKILL unless already stopped) and reaps it.
+  ~RedisServer();
+  RedisServer(const RedisServer&) = delete;
+  RedisServer& operator=(const RedisServer&) = delete;
+
+  int port() const noexcept { return port_; }
+  pid_t pid() const noexcept { return pid_; }
+  /// `redis://127.0.0.1:<port>`
+  std::string uri() const;
+  /// Options for this server with generous test timeouts (a loaded CI machine).
+  RedisOptions options() const;
+
+  /// Stops the server (SIGTERM, then waits), for fault tests.
+  void stop();
+  /// Starts it again on the same port with the same arguments.
+  void restart();
+
+private:
+  void start();
+  std::vector<std::string> extra_args_;
+  int port_ = 0;
+  pid_t pid_ = -1;
+};
+
+/// The server shared by all tests of one test binary, started on first use and
+/// stopped when the binary exits.
+RedisServer& shared_server();
+
+/// A key prefix unique to this call within the process (`t<N>:`), so tests on the
+/// shared server never see each other's keys.
+std::string unique_prefix();
+
+} // namespace limitcounter::testing

@@ -1,0 +1,107 @@
+#include <catch2/catch.hpp>
+
+#include <limitcounter/error.hpp>
+
+#include "domain/limit_codec.hpp"
+
+using namespace std::chrono_literals;
+using limitcounter::Calendar;
+using limitcounter::CounterKeys;
+using limitcounter::Decision;
+using limitcounter::errc;
+using limitcounter::Error;
+using limitcounter::Metric;
+using limitcounter::Period;
+using limitcounter::Reply;
+using limitcounter::Rule;
+using limitcounter::Transaction;
+using namespace limitcounter::detail;
+
+namespace {
+
+Reply str(const char* text) { return Reply::string(text); }
+
+} // namespace
+
+TEST_CASE("a decide call names every counter once and every rule", "[limit-codec]") {
+  const Calendar calendar("Asia/Shanghai");
+  const CounterKeys keys("p:");
+  const Rule day_count = Rule("bank-day").where("dept").per(Period::day).max_count(10);
+  const Rule day_amount =
+      Rule("bank-day-amount").where("dept", "cmb").per(Period::day).max_amount(500);
+  const Rule month = Rule("merchant-month").where("merchant").per(Period::month).max_amount(900);
+
+  Transaction tx;
+  tx.id = "t1";
+  tx.attributes = {{"dept", "cmb"}, {"merchant", "m1"}};
+  tx.amount = 42;
+  tx.time = limitcounter::TimePoint{1636648200s}; // 2021-11-11T16:30:00Z: Nov 12 in Shanghai
+
+  DecideContext context;
+  context.calendar = &calendar;
+  context.keys = &keys;
+  context.window_grace = 1h;
+  context.record_min_ttl = 24h;
+  context.reservation_timeout = 15min;
+  context.now = tx.time;
+  const auto call = build_decide("consume", tx, {&day_count, &day_amount, &month}, context);
+
+  CHECK(call.keys == std::vector<std::string>{"p:tx:{t1}", "p:{dept}:holds", "p:{merchant}:holds",
+                                              "p:{dept}:day:20211112",
+                                              "p:{merchant}:month:202111"});
+  REQUIRE(call.args.size() == 8 + 2 * 6 + 1 + 3 * 4);
+  CHECK(call.args[0] == "consume");
+  CHECK(call.args[1] == "consume|42|dept=cmb|merchant=m1");
+  CHECK(call.args[2] == "42");
+  CHECK(call.args[6] == "2"); // hold sets
+  CHECK(call.args[7] == "2"); // counters: both dept rules share one
+  CHECK(call.args[8] == "4");
+  CHECK(call.args[9] == "cmb");
+  CHECK(call.args[10] == "day");
+  CHECK(call.args[11] == "20211112");
+  CHECK(call.args[20] == "3");
+  CHECK(std::vector<std::string>(call.args.begin() + 21, call.args.begin() + 25) ==
+        std::vector<std::string>{"bank-day", "1", "10", "-1"});
+  CHECK(std::vector<std::string>(call.args.begin() + 29, call.args.end()) ==
+        std::vector<std::string>{"merchant-month", "2", "-1", "900"});
+  // the record outlives the month window by the grace
+  const auto month_end_ms = std::stoll(call.args[18]);
+  CHECK(std::stoll(call.args[4]) == month_end_ms + 3600 * 1000);
+}
+
+TEST_CASE("decide replies decode into decisions", "[limit-codec]") {
+  const std::vector<Reply> rule{str("bank-day"), str("day"), str("20211112"), str("1636732800000"),
+                                str("10"),       str("-1"),  str("10"),       str("420")};
+  std::vector<Reply> denied{str("denied"), Reply::integer(1), str("count"), Reply::integer(1)};
+  denied.insert(denied.end(), rule.begin(), rule.end());
+  const Decision decision = decode_decision(Reply::array(denied), "t1", 42);
+  CHECK(decision.verdict == Decision::Verdict::denied);
+  REQUIRE(decision.denial);
+  CHECK(decision.denial->rule == "bank-day");
+  CHECK(decision.denial->metric == Metric::count);
+  CHECK(decision.denial->limit == 10);
+  CHECK(decision.denial->used == 10);
+  CHECK(decision.denial->requested == 1);
+  REQUIRE(decision.rules.size() == 1);
+  CHECK(decision.rules[0].window_id == "20211112");
+  CHECK(decision.rules[0].remaining_count() == 0);
+  CHECK_FALSE(decision.rules[0].remaining_amount());
+  CHECK_FALSE(decision.replayed);
+
+  std::vector<Reply> replay{str("replay"),     str("consumed"), str("allowed"),
+                            Reply::integer(0), str(""),         Reply::integer(1)};
+  replay.insert(replay.end(), rule.begin(), rule.end());
+  const Decision replayed = decode_decision(Reply::array(replay), "t1", 42);
+  CHECK(replayed.allowed());
+  CHECK(replayed.replayed);
+  CHECK(replayed.state == "consumed");
+  CHECK_FALSE(replayed.denial);
+
+  CHECK(decode_decision(Reply::array({str("cancelled")}), "t1", 42).verdict ==
+        Decision::Verdict::cancelled);
+  CHECK_THROWS_MATCHES(
+      decode_decision(Reply::array({str("conflict")}), "t1", 42), Error,
+      Catch::Predicate<Error>([](const Error& e) { return e.code() == errc::conflict; }));
+  CHECK_THROWS_AS(decode_decision(Reply::array({str("denied"), Reply::integer(1)}), "t1", 42),
+                  Error);
+}
