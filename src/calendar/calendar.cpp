@@ -1,5 +1,6 @@
 #include <limitcounter/calendar.hpp>
 
+#include <algorithm>
 #include <stdexcept>
 
 #include <date/date.h>
@@ -23,9 +24,9 @@ const date::time_zone* zone_of(const void* zone) {
 }
 
 // The first instant at which the local clock shows `local` or later. A local time shown
-// twice (DST fall-back) maps to its first showing; one never shown (spring-forward gap)
-// maps to the transition that skipped it. Used for both ends of a window, so that
-// consecutive windows stay contiguous and a repeated local hour is one 2-hour window.
+// twice (a fall-back at midnight) maps to its first showing; one never shown (a gap at
+// midnight) maps to the transition that skipped it. Used for both ends of day and longer
+// windows, so that consecutive windows stay contiguous.
 TimePoint first_instant_at(const date::time_zone& zone, local_seconds local) {
   const date::local_info info = zone.get_info(local);
   if (info.result == date::local_info::nonexistent) {
@@ -87,7 +88,8 @@ Calendar::Calendar(std::string_view zone) : zone_name_(zone), zone_(nullptr) {
 
 Window Calendar::window(Period period, TimePoint at) const {
   const date::time_zone& zone = *zone_of(zone_);
-  const local_seconds local = date::floor<seconds>(zone.to_local(at));
+  const date::sys_info offset_period = zone.get_info(date::floor<seconds>(at));
+  const local_seconds local{date::floor<seconds>(at).time_since_epoch() + offset_period.offset};
   const local_days local_day = date::floor<days>(local);
   const date::year_month_day day{local_day};
 
@@ -97,18 +99,26 @@ Window Calendar::window(Period period, TimePoint at) const {
   switch (period) {
   case Period::minute:
   case Period::hour: {
+    // Sub-day windows follow the offset in force at `at`, clipped to the span of that
+    // offset: across a DST switch they stay contiguous. A local hour shown twice (fall-back)
+    // is two windows with one id, so its counter covers both passes (stricter, never looser).
     const bool by_minute = period == Period::minute;
-    start = by_minute ? local_seconds{date::floor<minutes>(local)}
-                      : local_seconds{date::floor<hours>(local)};
-    end = start + (by_minute ? seconds{minutes{1}} : seconds{hours{1}});
-    const auto time_of_day = date::hh_mm_ss<seconds>{start - local_day};
+    const local_seconds local_start = by_minute ? local_seconds{date::floor<minutes>(local)}
+                                                : local_seconds{date::floor<hours>(local)};
+    const seconds length = by_minute ? seconds{minutes{1}} : seconds{hours{1}};
+    // In seconds: a zone without further transitions has an offset span ending in year 32767,
+    // past what a nanosecond time point holds.
+    const date::sys_seconds start_at{local_start.time_since_epoch() - offset_period.offset};
+    window.start = TimePoint{std::max(start_at, offset_period.begin).time_since_epoch()};
+    window.end = TimePoint{std::min(start_at + length, offset_period.end).time_since_epoch()};
+    const auto time_of_day = date::hh_mm_ss<seconds>{local_start - local_day};
     window.id.reserve(12);
     append_date(window.id, day, true);
     append_digits(window.id, static_cast<unsigned>(time_of_day.hours().count()), 2);
     if (by_minute) {
       append_digits(window.id, static_cast<unsigned>(time_of_day.minutes().count()), 2);
     }
-    break;
+    return window;
   }
   case Period::day:
     start = local_day;
