@@ -50,7 +50,7 @@ struct LimitsFixture {
   std::string prefix = unique_prefix() + "trans:limit:";
   LimitCounter limits;
   TimePoint at = next_year_local(11, 11);
-  int next_id = 0;
+  std::atomic<int> next_id{0};
 
   LimitCounterOptions options(std::chrono::milliseconds reservation_timeout) const {
     LimitCounterOptions o;
