@@ -57,7 +57,13 @@ run_stage() {
       local fuzzer
       for fuzzer in build-fuzz/fuzz/*_fuzzer; do
         echo "-- $(basename "$fuzzer")"
-        "$fuzzer" -max_total_time="${LIMITCOUNTER_FUZZ_SECONDS:-15}" -print_final_stats=0 2>&1 | tail -n 2
+        "$fuzzer" -max_total_time="${LIMITCOUNTER_FUZZ_SECONDS:-15}" -artifact_prefix=build-fuzz/ \
+          >build-fuzz/"$(basename "$fuzzer")".log 2>&1 || {
+          tail -n 40 build-fuzz/"$(basename "$fuzzer")".log
+          echo "$(basename "$fuzzer") found a failing input (saved under build-fuzz/)"
+          exit 1
+        }
+        tail -n 1 build-fuzz/"$(basename "$fuzzer")".log
       done
       ;;
     *) echo "unknown stage $1" >&2; exit 2 ;;

@@ -179,7 +179,7 @@ Decision decode_decision(const Reply& reply, std::string_view transaction_id,
   if (head == "overflow") {
     throw Error(errc::precision_overflow,
                 "transaction " + std::string(transaction_id) + " would take the " +
-                    items.at(2).as_string() + " total of " + items.at(1).as_string() +
+                    reply.at(2).as_string() + " total of " + reply.at(1).as_string() +
                     " past 2^53 - 1; nothing was written",
                 Outcome::failed);
   }
@@ -193,7 +193,7 @@ Decision decode_decision(const Reply& reply, std::string_view transaction_id,
   if (head == "replay") {
     Decision decision = decode_fresh(items, 2, transaction_id, requested_amount);
     decision.replayed = true;
-    decision.state = items.at(1).as_string();
+    decision.state = reply.at(1).as_string();
     return decision;
   }
   return decode_fresh(items, 0, transaction_id, requested_amount);

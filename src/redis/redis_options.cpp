@@ -139,7 +139,12 @@ RedisOptions RedisOptions::from_uri(std::string_view uri) {
     return options;
   }
   if (scheme != "redis" && scheme != "redis-cluster") {
-    bad_uri("unsupported scheme " + detail::quote_for_message(scheme) +
+    // Only a short, plain scheme is echoed: anything else may be a mangled secret.
+    const bool plain = scheme.size() <= 16 &&
+                       scheme.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789+-.") ==
+                           std::string_view::npos;
+    bad_uri("unsupported scheme" +
+            (plain ? " " + detail::quote_for_message(scheme) : std::string()) +
             " (redis://, unix:// or redis-cluster://)");
   }
 
