@@ -8,6 +8,9 @@
 #include <limitcounter/key_part.hpp>
 #include <limitcounter/keys.hpp>
 #include <limitcounter/limit_counter.hpp>
+#include <limitcounter/red_packet.hpp>
+#include <limitcounter/red_packet_keys.hpp>
+#include <limitcounter/red_packet_split.hpp>
 #include <limitcounter/redis.hpp>
 #include <limitcounter/reply.hpp>
 #include <limitcounter/rule.hpp>

@@ -1,0 +1,93 @@
+-- payout: the reliable queue of red-packet payouts of one partition. A task moves
+-- ready -> inflight (leased, with a visibility deadline) -> done, or back to ready
+-- (failure, with back-off; or its worker died and the deadline passed), or to dead
+-- after max attempts. A lease number guards every move, so a worker that lost its
+-- lease (it was too slow) cannot acknowledge or fail a task someone else now holds.
+--
+-- Partition keys: ready (zset task -> due ms), inflight (zset task -> deadline ms),
+-- tasks (hash task -> "<amount>:<attempts>:<lease>"), dead (list of
+-- "<task>:<amount>:<attempts>"). A task id is "<packet>:<user>".
+--
+-- op take: KEYS ready, inflight, tasks, dead
+--   ARGV[2] now (ms), ARGV[3] visibility (ms), ARGV[4] max tasks, ARGV[5] max attempts
+--   First, tasks whose deadline passed count a failed attempt and go back to ready (or dead).
+--   Reply: flat list of task, amount, attempt (1-based), lease for each task taken.
+-- op ack: KEYS inflight, tasks, paid (the packet's hash user -> paid time)
+--   ARGV[2] task, ARGV[3] lease, ARGV[4] user, ARGV[5] now (ms), ARGV[6] keep paid for (ms)
+--   Reply: {"paid"} | {"stale"} (the lease is gone: someone else holds or finished it)
+-- op fail: KEYS ready, inflight, tasks, dead
+--   ARGV[2] task, ARGV[3] lease, ARGV[4] now (ms), ARGV[5] max attempts, ARGV[6] back-off base (ms)
+--   Reply: {"retry", due ms} | {"dead"} | {"stale"}
+
+local op = ARGV[1]
+
+local function parse(value)
+  local first = string.find(value, ':', 1, true)
+  local second = string.find(value, ':', first + 1, true)
+  return tonumber(string.sub(value, 1, first - 1)), tonumber(string.sub(value, first + 1, second - 1)),
+    tonumber(string.sub(value, second + 1))
+end
+
+-- One more failed attempt: back to ready after a back-off, or to dead.
+local function failed(ready, inflight, tasks, dead, task, now, max_attempts, backoff)
+  local amount, attempts, lease = parse(redis.call('HGET', tasks, task))
+  attempts = attempts + 1
+  redis.call('ZREM', inflight, task)
+  if attempts >= max_attempts then
+    redis.call('HDEL', tasks, task)
+    redis.call('RPUSH', dead, task .. ':' .. amount .. ':' .. attempts)
+    return {'dead'}
+  end
+  redis.call('HSET', tasks, task, amount .. ':' .. attempts .. ':' .. lease)
+  local due = now + backoff * 2 ^ (attempts - 1)
+  redis.call('ZADD', ready, due, task)
+  return {'retry', due}
+end
+
+if op == 'take' then
+  local ready, inflight, tasks, dead = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+  local now, visibility, max = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+  for _, task in ipairs(redis.call('ZRANGEBYSCORE', inflight, '-inf', now, 'LIMIT', 0, 100)) do
+    failed(ready, inflight, tasks, dead, task, now, tonumber(ARGV[5]), 0)
+  end
+  local taken = {}
+  for _, task in ipairs(redis.call('ZRANGEBYSCORE', ready, '-inf', now, 'LIMIT', 0, max)) do
+    local amount, attempts, lease = parse(redis.call('HGET', tasks, task))
+    lease = lease + 1
+    redis.call('HSET', tasks, task, amount .. ':' .. attempts .. ':' .. lease)
+    redis.call('ZREM', ready, task)
+    redis.call('ZADD', inflight, now + visibility, task)
+    taken[#taken + 1] = task
+    taken[#taken + 1] = amount
+    taken[#taken + 1] = attempts + 1
+    taken[#taken + 1] = lease
+  end
+  return taken
+elseif op == 'ack' then
+  local inflight, tasks, paid = KEYS[1], KEYS[2], KEYS[3]
+  local value = redis.call('HGET', tasks, ARGV[2])
+  if not value or redis.call('ZSCORE', inflight, ARGV[2]) == false then
+    return {'stale'}
+  end
+  local _, _, lease = parse(value)
+  if lease ~= tonumber(ARGV[3]) then
+    return {'stale'}
+  end
+  redis.call('ZREM', inflight, ARGV[2])
+  redis.call('HDEL', tasks, ARGV[2])
+  redis.call('HSET', paid, ARGV[4], ARGV[5])
+  redis.call('PEXPIRE', paid, ARGV[6], 'NX')
+  return {'paid'}
+elseif op == 'fail' then
+  local ready, inflight, tasks, dead = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+  local value = redis.call('HGET', tasks, ARGV[2])
+  if not value or redis.call('ZSCORE', inflight, ARGV[2]) == false then
+    return {'stale'}
+  end
+  local _, _, lease = parse(value)
+  if lease ~= tonumber(ARGV[3]) then
+    return {'stale'}
+  end
+  return failed(ready, inflight, tasks, dead, ARGV[2], tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]))
+end
+return redis.error_reply('payout: unknown op ' .. tostring(op))

@@ -1,0 +1,135 @@
+#include <catch2/catch.hpp>
+
+#include <numeric>
+
+#include <limitcounter/error.hpp>
+#include <limitcounter/red_packet_split.hpp>
+
+#include "domain/red_packet_codec.hpp"
+
+using limitcounter::errc;
+using limitcounter::Error;
+using limitcounter::split;
+using limitcounter::SplitOptions;
+
+namespace {
+
+void check_split(std::int64_t total, std::int64_t count, SplitOptions options) {
+  INFO("total " << total << " count " << count << " guaranteed " << options.guaranteed_percent);
+  const auto amounts = split(total, count, options);
+  REQUIRE(amounts.size() == static_cast<std::size_t>(count));
+  CHECK(std::accumulate(amounts.begin(), amounts.end(), std::int64_t{0}) == total);
+  for (const auto amount : amounts) {
+    REQUIRE(amount >= options.min_amount);
+    if (options.max_amount) {
+      REQUIRE(amount <= *options.max_amount);
+    }
+  }
+}
+
+} // namespace
+
+TEST_CASE("splits are exact, bounded and complete over a grid", "[redpacket][split]") {
+  SplitOptions options;
+  options.seed = 7;
+  for (const int guaranteed : {0, 50, 100}) {
+    options.guaranteed_percent = guaranteed;
+    options.max_amount.reset();
+    check_split(2, 2, options);
+    check_split(1, 1, options);
+    check_split(10000, 1, options);
+    check_split(500, 500, options); // N × min
+    check_split(10'000'000, 10'000, options);
+    check_split(99'999, 7, options);
+    options.max_amount = 3;
+    check_split(300, 100, options); // N × cap: all equal to the cap
+    check_split(250, 100, options);
+    options.max_amount = 2000;
+    check_split(10000, 10, options);
+  }
+  options.guaranteed_percent = 0;
+  options.max_amount = 3;
+  const auto capped = split(300, 100, options);
+  CHECK(std::all_of(capped.begin(), capped.end(), [](auto a) { return a == 3; }));
+}
+
+TEST_CASE("impossible splits are errors naming the values", "[redpacket][split]") {
+  const auto refused = [](std::int64_t total, std::int64_t count, SplitOptions options,
+                          const std::string& needle) {
+    try {
+      split(total, count, options);
+      FAIL("accepted");
+    } catch (const Error& e) {
+      CHECK_THAT(e.what(), Catch::Contains(needle));
+    }
+  };
+  refused(1, 3, {}, "total 1 cannot give 3 packets");
+  refused(100, 0, {}, "count 0");
+  refused(0, 1, {}, "0");
+  SplitOptions capped;
+  capped.max_amount = 9;
+  refused(100, 10, capped, "max_amount 9 is too small");
+  SplitOptions bad_min;
+  bad_min.min_amount = 0;
+  refused(100, 10, bad_min, "min_amount 0");
+  SplitOptions bad_percent;
+  bad_percent.guaranteed_percent = 101;
+  refused(100, 10, bad_percent, "guaranteed_percent 101");
+  CHECK_THROWS_MATCHES(
+      split(std::int64_t{1} << 53, 2), Error,
+      Catch::Predicate<Error>([](const Error& e) { return e.code() == errc::precision_overflow; }));
+}
+
+TEST_CASE("every position's mean is the fair share", "[redpacket][split][statistics]") {
+  constexpr int runs = 100'000;
+  std::vector<double> sums(10, 0.0);
+  std::vector<double> spread(2, 0.0);
+  for (const int guaranteed : {0, 60}) {
+    std::fill(sums.begin(), sums.end(), 0.0);
+    SplitOptions options;
+    options.guaranteed_percent = guaranteed;
+    double squares = 0;
+    for (int run = 0; run < runs; ++run) {
+      options.seed =
+          static_cast<std::uint64_t>(run) * 7919U + static_cast<std::uint64_t>(guaranteed);
+      const auto amounts = split(10'000, 10, options);
+      for (std::size_t i = 0; i < amounts.size(); ++i) {
+        sums[i] += static_cast<double>(amounts[i]);
+        squares +=
+            (static_cast<double>(amounts[i]) - 1000.0) * (static_cast<double>(amounts[i]) - 1000.0);
+      }
+    }
+    for (std::size_t i = 0; i < sums.size(); ++i) {
+      INFO("guaranteed " << guaranteed << " position " << i);
+      CHECK(sums[i] / runs == Approx(1000.0).epsilon(0.01));
+    }
+    spread[guaranteed == 0 ? 0 : 1] = squares;
+  }
+  CHECK(spread[1] < spread[0] / 4); // guaranteeing 60 % of the mean narrows the spread
+}
+
+TEST_CASE("grab and take replies decode", "[redpacket][codec]") {
+  using limitcounter::GrabResult;
+  using limitcounter::Reply;
+  using namespace limitcounter::detail;
+  CHECK(decode_grab(Reply::array({Reply::string("granted"), Reply::integer(42)}), "p").amount ==
+        42);
+  CHECK(decode_grab(Reply::array({Reply::string("already"), Reply::integer(7)}), "p").status ==
+        GrabResult::Status::already);
+  CHECK(decode_grab(Reply::array({Reply::string("sold_out")}), "p").status ==
+        GrabResult::Status::sold_out);
+  CHECK_THROWS_MATCHES(
+      decode_grab(Reply::array({Reply::string("unknown")}), "p1"), Error,
+      Catch::Predicate<Error>([](const Error& e) { return e.code() == errc::not_found; }));
+  const auto tasks = decode_take(Reply::array({Reply::string("pk:u1"), Reply::string("5"),
+                                               Reply::integer(2), Reply::integer(9)}),
+                                 3);
+  REQUIRE(tasks.size() == 1);
+  CHECK(tasks[0].packet_id == "pk");
+  CHECK(tasks[0].user_id == "u1");
+  CHECK(tasks[0].attempt == 2);
+  CHECK(tasks[0].lease == 9);
+  CHECK(tasks[0].partition == 3);
+  CHECK(tasks[0].idempotency_key() == "pk:u1");
+  CHECK_THROWS_AS(decode_take(Reply::array({Reply::string("x")}), 0), Error);
+}
