@@ -5,6 +5,7 @@
 #include <limitcounter/decision.hpp>
 #include <limitcounter/dimension.hpp>
 #include <limitcounter/error.hpp>
+#include <limitcounter/journal_consumer.hpp>
 #include <limitcounter/key_part.hpp>
 #include <limitcounter/keys.hpp>
 #include <limitcounter/limit_counter.hpp>
@@ -17,3 +18,5 @@
 #include <limitcounter/script.hpp>
 #include <limitcounter/transaction.hpp>
 #include <limitcounter/usage.hpp>
+#include <limitcounter/wallet.hpp>
+#include <limitcounter/wallet_keys.hpp>

@@ -1,0 +1,140 @@
+#pragma once
+// Wallet: user balances in Redis with an atomic journal (job 4 of DESIGN). A deduction,
+// its order record, its pending entry and its journal event are written by one script,
+// so no deduction can exist without its event.
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <future>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <limitcounter/calendar.hpp>
+#include <limitcounter/redis.hpp>
+#include <limitcounter/wallet_keys.hpp>
+
+namespace limitcounter {
+
+/// Settings of a Wallet (and of its JournalConsumer: the same prefix and partitions).
+struct WalletOptions {
+  std::string key_prefix = std::string(WalletKeys::default_prefix);
+  /// Journal partitions (Redis Streams); a user's events always go to the same one. Every
+  /// process of the host must use the same number.
+  std::uint32_t partitions = 16;
+  /// How long an order record is kept (its id deduplicates retries meanwhile).
+  std::chrono::milliseconds order_ttl{std::chrono::hours{24 * 7}};
+};
+
+/// A user's balance as the system of record has it, for `Wallet::load`.
+struct AccountSnapshot {
+  std::int64_t balance = 0;   ///< minor units; may be negative down to the threshold
+  std::int64_t version = 0;   ///< increases with every change in the system of record
+  std::int64_t threshold = 0; ///< the least balance a deduction may leave
+};
+
+/// A user's cached account.
+struct Account {
+  std::int64_t balance = 0;
+  std::int64_t threshold = 0;
+  std::int64_t version = 0;
+  TimePoint updated;
+};
+
+/// The outcome of `deduct` or `credit`.
+struct WalletResult {
+  enum class Status {
+    ok,           ///< done now, or done before with this id (`replayed`): nothing moved twice
+    insufficient, ///< balance - amount would fall below the threshold; nothing recorded
+    not_loaded,   ///< the user is not cached and no loader could load it
+  };
+  Status status = Status::ok;
+  bool replayed = false;
+  std::int64_t balance = 0; ///< after the change (ok) or as found (insufficient)
+  std::int64_t version = 0;
+  std::string event_id; ///< the journal event of the change (ok)
+};
+
+/// The outcome of `rollback`.
+enum class RollbackResult {
+  rolled_back,     ///< reversed now: balance restored, reversal event appended
+  already,         ///< reversed before; nothing changed
+  recorded_unknown ///< the order was unknown: recorded, so a late deduct of it is refused
+};
+
+/// Balances in Redis. Thread-safe; share one instance.
+///
+/// Amounts are minor units in [1, 2^53); order and user ids are key parts (':' allowed in
+/// order ids). Bad input throws `Error` before anything is sent.
+class Wallet {
+public:
+  /// Loads a missing user from the system of record; empty if the user does not exist.
+  using Loader = std::function<std::optional<AccountSnapshot>(const std::string& user)>;
+
+  explicit Wallet(Redis redis, WalletOptions options = {}, Loader loader = {});
+
+  /// Caches `snapshot` unless a newer or equal version is cached: a stale load never
+  /// overwrites a newer balance. Returns true if it was stored.
+  bool load(const std::string& user, const AccountSnapshot& snapshot);
+
+  /// Takes `amount` from the user's balance if `balance - amount >= threshold`, and in the
+  /// same script bumps the version, records the order (TTL `order_ttl`), adds it to the
+  /// pending sets and appends a "deduct" journal event. Idempotent by `order`: a retry
+  /// returns the first result and deducts nothing (an insufficient attempt is not recorded,
+  /// so its retry decides again). A missing user is loaded through the loader (once per
+  /// miss across threads) and the deduction proceeds. Throws conflict if the order id was
+  /// used for another type or amount, or was rolled back.
+  WalletResult deduct(const std::string& user, const std::string& order, std::int64_t amount,
+                      TimePoint at = Clock::now());
+
+  /// Adds `amount` (a top-up or refund), with the same record, pending entry, journal event
+  /// and idempotency as `deduct`.
+  WalletResult credit(const std::string& user, const std::string& order, std::int64_t amount,
+                      TimePoint at = Clock::now());
+
+  /// Reverses an order once (see RollbackResult). Throws conflict if the user is not cached.
+  RollbackResult rollback(const std::string& user, const std::string& order,
+                          TimePoint at = Clock::now());
+
+  /// The cached account, if any.
+  std::optional<Account> account(const std::string& user);
+
+  /// The user's orders not yet persisted whose time is before `now - older_than`.
+  std::vector<std::string> pending_orders(const std::string& user,
+                                          std::chrono::milliseconds older_than,
+                                          TimePoint now = Clock::now());
+  /// Every "<user>:<order>" of `partition` not yet persisted, older than `older_than`.
+  std::vector<std::string> stale_pending(std::uint32_t partition,
+                                         std::chrono::milliseconds older_than,
+                                         TimePoint now = Clock::now());
+
+  /// Whether the cached balance and version equal the system of record's.
+  struct Comparison {
+    bool cached = false;
+    bool matches = false;
+    std::int64_t cached_balance = 0;
+    std::int64_t cached_version = 0;
+  };
+  Comparison compare(const std::string& user, std::int64_t balance, std::int64_t version);
+
+  const WalletKeys& keys() const noexcept { return keys_; }
+
+private:
+  WalletResult change(const char* op, const std::string& user, const std::string& order,
+                      std::int64_t amount, TimePoint at);
+  std::vector<std::string> user_keys(const std::string& user, const std::string& order) const;
+  /// Runs the loader for `user` once for all threads that miss it at the same time.
+  void load_once(const std::string& user);
+
+  Redis redis_;
+  WalletOptions options_;
+  WalletKeys keys_;
+  Loader loader_;
+  std::mutex loading_mutex_;
+  std::map<std::string, std::shared_future<void>> loading_;
+};
+
+} // namespace limitcounter

@@ -1,0 +1,112 @@
+-- wallet: a user's balance, changed only together with its order record, its pending
+-- entry and its journal event, in one script. Every check runs before the first write.
+--
+-- KEYS (every op): [1] account hash (balance, threshold, version, updated),
+--   [2] order record (type, amount, time, balance, version, state), [3] the user's pending
+--   zset (order -> time), [4] the partition's journal stream, [5] the partition's pending
+--   zset ("<user>:<order>" -> time).
+-- Journal event fields: type (deduct | credit | rollback), user, order, amount, balance,
+--   version, time.
+--
+-- op load: ARGV[2] balance, ARGV[3] version, ARGV[4] threshold, ARGV[5] now (ms)
+--   Sets the account if absent or if `version` is newer than the cached one.
+--   Reply: {"loaded", version} | {"stale", cached version}
+-- op deduct | credit: ARGV[2] user, ARGV[3] order, ARGV[4] amount (> 0), ARGV[5] now (ms),
+--   ARGV[6] order record TTL (ms)
+--   deduct succeeds only if balance - amount >= threshold; credit always (below 2^53).
+--   Reply: {"ok", balance, version, event id} | {"replay", balance, version, event id} (the
+--   order was done before: nothing moved) | {"insufficient", balance, version} (not recorded:
+--   a retry decides again) | {"not_loaded"} | {"rolled_back"} (the order was rolled back:
+--   it never runs again) | {"conflict", type, amount} (the order id was used for another
+--   type or amount) | {"overflow"}
+-- op rollback: ARGV[2] user, ARGV[3] order, ARGV[4] now (ms), ARGV[5] record TTL (ms)
+--   Reverses a deduct or credit once: balance restored, version + 1, pending entries
+--   removed, a rollback event appended; the record stays as a marker with state
+--   rolled_back. Rollback of an unknown order records that marker (a late deduct of it is
+--   then refused).
+--   Reply: {"rolled_back", balance, version} | {"already"} | {"unknown"} | {"not_loaded"}
+
+local op = ARGV[1]
+local account, order, user_pending, journal, pending = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local max_exact = 9007199254740991
+
+local function event(type, user, order_id, amount, balance, version, now)
+  return redis.call('XADD', journal, '*', 'type', type, 'user', user, 'order', order_id,
+    'amount', amount, 'balance', string.format('%d', balance), 'version', version, 'time', now)
+end
+
+if op == 'load' then
+  local cached = redis.call('HGET', account, 'version')
+  if cached and tonumber(cached) >= tonumber(ARGV[3]) then
+    return {'stale', tonumber(cached)}
+  end
+  redis.call('HSET', account, 'balance', ARGV[2], 'version', ARGV[3], 'threshold', ARGV[4], 'updated', ARGV[5])
+  return {'loaded', tonumber(ARGV[3])}
+end
+
+if op == 'deduct' or op == 'credit' then
+  local user, order_id, amount, now = ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5]
+  local done = redis.call('HMGET', order, 'state', 'type', 'amount', 'balance', 'version', 'event')
+  if done[1] == 'rolled_back' then
+    return {'rolled_back'}
+  end
+  if done[1] then
+    if done[2] ~= op or tonumber(done[3]) ~= amount then
+      return {'conflict', done[2], done[3]}
+    end
+    return {'replay', tonumber(done[4]), tonumber(done[5]), done[6]}
+  end
+  local state = redis.call('HMGET', account, 'balance', 'threshold', 'version')
+  if not state[1] then
+    return {'not_loaded'}
+  end
+  local balance, threshold, version = tonumber(state[1]), tonumber(state[2]), tonumber(state[3])
+  if op == 'deduct' then
+    if balance - amount < threshold then
+      return {'insufficient', balance, version}
+    end
+    balance = balance - amount
+  else
+    if balance + amount > max_exact then
+      return {'overflow'}
+    end
+    balance = balance + amount
+  end
+  version = version + 1
+  local id = event(op, user, order_id, ARGV[4], balance, version, now)
+  redis.call('HSET', account, 'balance', string.format('%d', balance), 'version', version, 'updated', now)
+  redis.call('HSET', order, 'type', op, 'amount', ARGV[4], 'time', now, 'balance', string.format('%d', balance),
+    'version', version, 'state', 'done', 'event', id)
+  redis.call('PEXPIRE', order, ARGV[6])
+  redis.call('ZADD', user_pending, now, order_id)
+  redis.call('ZADD', pending, now, user .. ':' .. order_id)
+  return {'ok', balance, version, id}
+end
+
+if op == 'rollback' then
+  local user, order_id, now = ARGV[2], ARGV[3], ARGV[4]
+  local done = redis.call('HMGET', order, 'state', 'type', 'amount')
+  if done[1] == 'rolled_back' then
+    return {'already'}
+  end
+  if not done[1] then
+    redis.call('HSET', order, 'state', 'rolled_back', 'type', 'none', 'time', now)
+    redis.call('PEXPIRE', order, ARGV[5])
+    return {'unknown'}
+  end
+  local state = redis.call('HMGET', account, 'balance', 'version')
+  if not state[1] then
+    return {'not_loaded'}
+  end
+  local amount = tonumber(done[3])
+  local balance = tonumber(state[1]) + (done[2] == 'deduct' and amount or -amount)
+  local version = tonumber(state[2]) + 1
+  event('rollback', user, order_id, done[3], balance, version, now)
+  redis.call('HSET', account, 'balance', string.format('%d', balance), 'version', version, 'updated', now)
+  redis.call('HSET', order, 'state', 'rolled_back')
+  redis.call('ZREM', user_pending, order_id)
+  redis.call('ZREM', pending, user .. ':' .. order_id)
+  return {'rolled_back', balance, version}
+end
+
+return redis.error_reply('wallet: unknown op ' .. tostring(op))

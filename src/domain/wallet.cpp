@@ -1,0 +1,216 @@
+#include <limitcounter/wallet.hpp>
+
+#include <cstdlib>
+
+#include <limitcounter/detail/lua_scripts.hpp>
+#include <limitcounter/error.hpp>
+
+#include "domain/amount.hpp"
+
+namespace limitcounter {
+namespace {
+
+std::string millis(TimePoint at) { return std::to_string(detail::unix_millis(at)); }
+
+void validate_user(const std::string& user) { validate_key_part("wallet user", user); }
+void validate_order(const std::string& order) { validate_key_part("wallet order", order, ":"); }
+
+} // namespace
+
+Wallet::Wallet(Redis redis, WalletOptions options, Loader loader)
+    : redis_(std::move(redis)), options_(std::move(options)),
+      keys_(options_.key_prefix, options_.partitions), loader_(std::move(loader)) {
+  if (options_.order_ttl.count() < 1) {
+    throw Error(errc::invalid_argument, "wallet order_ttl must be positive");
+  }
+}
+
+std::vector<std::string> Wallet::user_keys(const std::string& user,
+                                           const std::string& order) const {
+  const std::uint32_t partition = keys_.partition_of(user);
+  return {keys_.account(user), keys_.order(user, order), keys_.user_pending(user),
+          keys_.journal(partition), keys_.pending(partition)};
+}
+
+bool Wallet::load(const std::string& user, const AccountSnapshot& snapshot) {
+  validate_user(user);
+  if (std::abs(snapshot.balance) > max_exact_integer ||
+      std::abs(snapshot.threshold) > max_exact_integer) {
+    throw Error(errc::precision_overflow,
+                "wallet " + user + " balance " + std::to_string(snapshot.balance) +
+                    " or threshold " + std::to_string(snapshot.threshold) + " is beyond 2^53");
+  }
+  detail::check_quantity("wallet " + user + " version", snapshot.version);
+  // The order key is unused by load, but every call names the same keys (one slot).
+  const Reply reply =
+      redis_.eval(scripts::wallet, user_keys(user, "-"),
+                  {"load", std::to_string(snapshot.balance), std::to_string(snapshot.version),
+                   std::to_string(snapshot.threshold), millis(Clock::now())});
+  return reply.at(0).as_string() == "loaded";
+}
+
+void Wallet::load_once(const std::string& user) {
+  std::promise<void> promise;
+  std::shared_future<void> pending;
+  bool mine = false;
+  {
+    const std::lock_guard<std::mutex> lock(loading_mutex_);
+    auto found = loading_.find(user);
+    if (found == loading_.end()) {
+      found = loading_.emplace(user, promise.get_future().share()).first;
+      mine = true;
+    }
+    pending = found->second;
+  }
+  if (!mine) {
+    pending.get(); // rethrows the loader's error to every waiter
+    return;
+  }
+  try {
+    if (const auto snapshot = loader_(user)) {
+      load(user, *snapshot);
+    }
+    promise.set_value();
+  } catch (...) {
+    promise.set_exception(std::current_exception());
+  }
+  {
+    const std::lock_guard<std::mutex> lock(loading_mutex_);
+    loading_.erase(user);
+  }
+  pending.get();
+}
+
+WalletResult Wallet::change(const char* op, const std::string& user, const std::string& order,
+                            std::int64_t amount, TimePoint at) {
+  validate_user(user);
+  validate_order(order);
+  detail::check_quantity(std::string("wallet ") + op + " amount", amount, true);
+  const std::vector<std::string> keys = user_keys(user, order);
+  const std::vector<std::string> args{op,         user,
+                                      order,      std::to_string(amount),
+                                      millis(at), std::to_string(options_.order_ttl.count())};
+  Reply reply = redis_.eval(scripts::wallet, keys, args);
+  if (reply.at(0).as_string() == "not_loaded" && loader_) {
+    load_once(user);
+    reply = redis_.eval(scripts::wallet, keys, args);
+  }
+  const std::string& status = reply.at(0).as_string();
+  WalletResult result;
+  if (status == "ok" || status == "replay") {
+    result.replayed = status == "replay";
+    result.balance = reply.at(1).to_int64();
+    result.version = reply.at(2).to_int64();
+    result.event_id = reply.at(3).as_string();
+  } else if (status == "insufficient") {
+    result.status = WalletResult::Status::insufficient;
+    result.balance = reply.at(1).to_int64();
+    result.version = reply.at(2).to_int64();
+  } else if (status == "not_loaded") {
+    result.status = WalletResult::Status::not_loaded;
+  } else if (status == "rolled_back") {
+    throw Error(errc::conflict,
+                "wallet order " + order + " of " + user + " was rolled back; it never runs again",
+                Outcome::failed);
+  } else if (status == "conflict") {
+    throw Error(errc::conflict,
+                "wallet order " + order + " of " + user + " was a " + reply.at(1).as_string() +
+                    " of " + reply.at(2).as_string() + ", not a " + op + " of " +
+                    std::to_string(amount),
+                Outcome::failed);
+  } else if (status == "overflow") {
+    throw Error(errc::precision_overflow, "wallet " + user + " balance would pass 2^53",
+                Outcome::failed);
+  } else {
+    throw Error(errc::protocol_error, std::string("wallet ") + op + ": " + reply.debug_string(),
+                Outcome::unknown);
+  }
+  return result;
+}
+
+WalletResult Wallet::deduct(const std::string& user, const std::string& order, std::int64_t amount,
+                            TimePoint at) {
+  return change("deduct", user, order, amount, at);
+}
+
+WalletResult Wallet::credit(const std::string& user, const std::string& order, std::int64_t amount,
+                            TimePoint at) {
+  return change("credit", user, order, amount, at);
+}
+
+RollbackResult Wallet::rollback(const std::string& user, const std::string& order, TimePoint at) {
+  validate_user(user);
+  validate_order(order);
+  const Reply reply = redis_.eval(
+      scripts::wallet, user_keys(user, order),
+      {"rollback", user, order, millis(at), std::to_string(options_.order_ttl.count())});
+  const std::string& status = reply.at(0).as_string();
+  if (status == "rolled_back") {
+    return RollbackResult::rolled_back;
+  }
+  if (status == "already") {
+    return RollbackResult::already;
+  }
+  if (status == "unknown") {
+    return RollbackResult::recorded_unknown;
+  }
+  if (status == "not_loaded") {
+    throw Error(errc::conflict, "rollback of " + order + ": wallet " + user + " is not cached",
+                Outcome::failed);
+  }
+  throw Error(errc::protocol_error, "wallet rollback: " + reply.debug_string(), Outcome::unknown);
+}
+
+std::optional<Account> Wallet::account(const std::string& user) {
+  validate_user(user);
+  const Reply reply =
+      redis_.command({"HMGET", keys_.account(user), "balance", "threshold", "version", "updated"});
+  if (reply.at(0).is_nil()) {
+    return std::nullopt;
+  }
+  return Account{reply.at(0).to_int64(), reply.at(1).to_int64(), reply.at(2).to_int64(),
+                 TimePoint{std::chrono::milliseconds{reply.at(3).to_int64()}}};
+}
+
+std::vector<std::string> Wallet::pending_orders(const std::string& user,
+                                                std::chrono::milliseconds older_than,
+                                                TimePoint now) {
+  validate_user(user);
+  std::vector<std::string> orders;
+  const Reply reply =
+      redis_.command({"ZRANGEBYSCORE", keys_.user_pending(user), "-inf", millis(now - older_than)});
+  for (const Reply& item : reply.as_array()) {
+    orders.push_back(item.as_string());
+  }
+  return orders;
+}
+
+std::vector<std::string> Wallet::stale_pending(std::uint32_t partition,
+                                               std::chrono::milliseconds older_than,
+                                               TimePoint now) {
+  if (partition >= keys_.partitions()) {
+    throw Error(errc::invalid_argument, "wallet partition " + std::to_string(partition) +
+                                            " is not below " + std::to_string(keys_.partitions()));
+  }
+  std::vector<std::string> orders;
+  const Reply reply =
+      redis_.command({"ZRANGEBYSCORE", keys_.pending(partition), "-inf", millis(now - older_than)});
+  for (const Reply& item : reply.as_array()) {
+    orders.push_back(item.as_string());
+  }
+  return orders;
+}
+
+Wallet::Comparison Wallet::compare(const std::string& user, std::int64_t balance,
+                                   std::int64_t version) {
+  Comparison comparison;
+  if (const auto cached = account(user)) {
+    comparison.cached = true;
+    comparison.cached_balance = cached->balance;
+    comparison.cached_version = cached->version;
+    comparison.matches = cached->balance == balance && cached->version == version;
+  }
+  return comparison;
+}
+
+} // namespace limitcounter

@@ -1,0 +1,242 @@
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <random>
+#include <set>
+#include <thread>
+
+#include <limitcounter/error.hpp>
+#include <limitcounter/journal_consumer.hpp>
+#include <limitcounter/wallet.hpp>
+
+#include "support/redis_server.hpp"
+
+using namespace std::chrono_literals;
+using limitcounter::AccountSnapshot;
+using limitcounter::errc;
+using limitcounter::Error;
+using limitcounter::JournalConsumer;
+using limitcounter::JournalConsumerOptions;
+using limitcounter::JournalEvent;
+using limitcounter::Redis;
+using limitcounter::RollbackResult;
+using limitcounter::Wallet;
+using limitcounter::WalletOptions;
+using limitcounter::WalletResult;
+using limitcounter::testing::shared_server;
+using limitcounter::testing::unique_prefix;
+
+namespace {
+
+struct WalletFixture {
+  Redis redis{shared_server().options()};
+  WalletOptions options = make_options();
+  Wallet wallet{redis, options};
+
+  static WalletOptions make_options() {
+    WalletOptions o;
+    o.key_prefix = unique_prefix() + "wallet:";
+    o.partitions = 4;
+    return o;
+  }
+  std::int64_t journal_length(const std::string& user) {
+    return redis.command({"XLEN", wallet.keys().journal(wallet.keys().partition_of(user))})
+        .as_integer();
+  }
+  std::vector<std::string> all_keys() {
+    std::vector<std::string> names;
+    const auto reply = redis.command({"KEYS", options.key_prefix + "*"});
+    for (const auto& item : reply.as_array()) {
+      names.push_back(item.as_string() + "=" +
+                      redis.command({"DUMP", item.as_string()}).debug_string());
+    }
+    std::sort(names.begin(), names.end());
+    return names;
+  }
+};
+
+} // namespace
+
+TEST_CASE_METHOD(WalletFixture, "64 threads deduct from one user: exact, never below the threshold",
+                 "[wallet][redis][concurrency]") {
+  REQUIRE(wallet.load("alice", AccountSnapshot{100'000, 7, -5'000}));
+  std::mutex mutex;
+  std::map<std::string, std::int64_t> accepted; // order -> amount
+  std::set<std::string> denied;
+  std::vector<std::int64_t> versions;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 64; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937 random(static_cast<unsigned>(t));
+      for (int i = 0; i < 10; ++i) {
+        const std::string order = "o-" + std::to_string(t) + "-" + std::to_string(i);
+        const std::int64_t amount = 1 + static_cast<std::int64_t>(random() % 400);
+        const WalletResult result = wallet.deduct("alice", order, amount);
+        const std::lock_guard<std::mutex> lock(mutex);
+        if (result.status == WalletResult::Status::ok) {
+          accepted.emplace(order, amount);
+          versions.push_back(result.version);
+          CHECK(result.balance >= -5'000);
+        } else {
+          CHECK(result.status == WalletResult::Status::insufficient);
+          denied.insert(order);
+        }
+      }
+    });
+  }
+  for (auto& thread : threads) {
+    thread.join();
+  }
+  std::int64_t taken = 0;
+  for (const auto& entry : accepted) {
+    taken += entry.second;
+  }
+  const auto account = wallet.account("alice");
+  REQUIRE(account);
+  CHECK(account->balance == 100'000 - taken);
+  CHECK(account->balance >= -5'000);
+  CHECK(!denied.empty()); // the threshold was reached
+  std::sort(versions.begin(), versions.end());
+  for (std::size_t i = 0; i < versions.size(); ++i) {
+    REQUIRE(versions[i] == 8 + static_cast<std::int64_t>(i)); // contiguous
+  }
+  CHECK(account->version == 7 + static_cast<std::int64_t>(accepted.size()));
+  CHECK(journal_length("alice") == static_cast<std::int64_t>(accepted.size()));
+  const auto pending = redis.command({"ZCARD", wallet.keys().user_pending("alice")}).as_integer();
+  CHECK(pending == static_cast<std::int64_t>(accepted.size()));
+  for (const auto& [order, amount] : accepted) {
+    REQUIRE(redis.command({"HGET", wallet.keys().order("alice", order), "amount"}).as_string() ==
+            std::to_string(amount));
+  }
+  for (const auto& order : denied) {
+    REQUIRE(redis.command({"EXISTS", wallet.keys().order("alice", order)}).as_integer() == 0);
+  }
+}
+
+TEST_CASE_METHOD(WalletFixture, "retries, rollbacks, stale loads and bad input",
+                 "[wallet][redis]") {
+  REQUIRE(wallet.load("bob", AccountSnapshot{1'000, 3, 0}));
+  CHECK_FALSE(wallet.load("bob", AccountSnapshot{50, 2, 0})); // stale: ignored
+  CHECK_FALSE(wallet.load("bob", AccountSnapshot{50, 3, 0})); // same version: ignored
+  CHECK(wallet.account("bob")->balance == 1'000);
+
+  const WalletResult first = wallet.deduct("bob", "pay-1", 300);
+  CHECK(first.status == WalletResult::Status::ok);
+  CHECK(first.balance == 700);
+  CHECK(first.version == 4);
+  const WalletResult retry = wallet.deduct("bob", "pay-1", 300);
+  CHECK(retry.replayed);
+  CHECK(retry.balance == 700);
+  CHECK(retry.event_id == first.event_id);
+  CHECK(wallet.account("bob")->balance == 700);
+  CHECK_THROWS_MATCHES(
+      wallet.deduct("bob", "pay-1", 301), Error,
+      Catch::Predicate<Error>([](const Error& e) { return e.code() == errc::conflict; }));
+
+  CHECK(wallet.rollback("bob", "pay-1") == RollbackResult::rolled_back);
+  CHECK(wallet.rollback("bob", "pay-1") == RollbackResult::already);
+  CHECK(wallet.account("bob")->balance == 1'000);
+  CHECK(wallet.account("bob")->version == 5);
+  CHECK_THROWS_AS(wallet.deduct("bob", "pay-1", 300), Error); // a late retry after rollback
+  CHECK(wallet.account("bob")->balance == 1'000);
+  CHECK(wallet.rollback("bob", "never-paid") == RollbackResult::recorded_unknown);
+  CHECK_THROWS_AS(wallet.deduct("bob", "never-paid", 5), Error);
+
+  const WalletResult top_up = wallet.credit("bob", "topup-1", 500);
+  CHECK(top_up.balance == 1'500);
+  CHECK(wallet.credit("bob", "topup-1", 500).replayed);
+  CHECK(journal_length("bob") == 3); // deduct, rollback, credit
+
+  // bad input writes nothing at all
+  const auto before = all_keys();
+  CHECK_THROWS_AS(wallet.deduct("bob", "x", 0), Error);
+  CHECK_THROWS_AS(wallet.deduct("bob", "x", -5), Error);
+  CHECK_THROWS_MATCHES(
+      wallet.deduct("bob", "x", std::int64_t{1} << 53), Error,
+      Catch::Predicate<Error>([](const Error& e) { return e.code() == errc::precision_overflow; }));
+  CHECK_THROWS_AS(wallet.deduct("b ob", "x", 5), Error);
+  CHECK_THROWS_AS(wallet.deduct("bob", "x{y}", 5), Error);
+  CHECK(wallet.deduct("nobody", "x", 5).status == WalletResult::Status::not_loaded);
+  CHECK(wallet.deduct("bob", "too-much", 10'000).status == WalletResult::Status::insufficient);
+  CHECK(all_keys() == before);
+}
+
+TEST_CASE_METHOD(WalletFixture, "concurrent misses call the loader once", "[wallet][redis]") {
+  std::atomic<int> loads{0};
+  Wallet loading(redis, options, [&](const std::string& user) -> std::optional<AccountSnapshot> {
+    ++loads;
+    std::this_thread::sleep_for(50ms); // a slow database
+    return user == "carol" ? std::optional<AccountSnapshot>(AccountSnapshot{10'000, 1, 0})
+                           : std::nullopt;
+  });
+  std::vector<std::thread> threads;
+  std::atomic<int> ok{0};
+  for (int t = 0; t < 16; ++t) {
+    threads.emplace_back([&, t] {
+      ok +=
+          loading.deduct("carol", "c-" + std::to_string(t), 100).status == WalletResult::Status::ok;
+    });
+  }
+  for (auto& thread : threads) {
+    thread.join();
+  }
+  CHECK(loads == 1);
+  CHECK(ok == 16);
+  CHECK(loading.account("carol")->balance == 10'000 - 1'600);
+  CHECK(loading.deduct("ghost", "g-1", 1).status == WalletResult::Status::not_loaded);
+}
+
+TEST_CASE_METHOD(WalletFixture, "a crashed persister's events are reclaimed; each order lands once",
+                 "[wallet][redis][persister]") {
+  for (const char* user : {"u1", "u2", "u3", "u4", "u5"}) {
+    REQUIRE(wallet.load(user, AccountSnapshot{1'000, 1, 0}));
+    for (int i = 0; i < 4; ++i) {
+      REQUIRE(wallet.deduct(user, std::string(user) + "-o" + std::to_string(i), 10).status ==
+              WalletResult::Status::ok);
+    }
+  }
+  std::map<std::string, int> database; // "<type>:<order>" -> times written (idempotent by event id)
+  std::set<std::string> seen_events;
+  const auto persist = [&](const std::vector<JournalEvent>& events) {
+    for (const auto& event : events) {
+      if (seen_events.insert(event.id).second) {
+        ++database[event.type + ":" + event.order];
+      }
+    }
+  };
+
+  JournalConsumerOptions crashed_options;
+  crashed_options.consumer = "crashed";
+  crashed_options.claim_idle = 200ms;
+  JournalConsumer crashed(redis, options, crashed_options);
+  std::size_t read_before_crash = 0;
+  for (std::uint32_t p = 0; p < options.partitions; ++p) {
+    read_before_crash += crashed.read(p).size(); // read, never acknowledged: it "dies"
+  }
+  CHECK(read_before_crash == 20);
+
+  JournalConsumerOptions survivor_options;
+  survivor_options.consumer = "survivor";
+  survivor_options.claim_idle = 200ms;
+  JournalConsumer survivor(redis, options, survivor_options);
+  CHECK(survivor.poll(persist) == 0); // nothing new, and the lost events are not idle long enough
+  std::this_thread::sleep_for(300ms);
+  CHECK(survivor.poll(persist) == 20);
+  CHECK(survivor.poll(persist) == 0);
+
+  CHECK(database.size() == 20);
+  for (const auto& [order, times] : database) {
+    CHECK(times == 1);
+  }
+  for (const char* user : {"u1", "u2", "u3", "u4", "u5"}) {
+    CHECK(redis.command({"ZCARD", wallet.keys().user_pending(user)}).as_integer() == 0);
+    CHECK(wallet.pending_orders(user, 0ms).empty());
+  }
+  for (std::uint32_t p = 0; p < options.partitions; ++p) {
+    CHECK(wallet.stale_pending(p, 0ms).empty());
+  }
+  CHECK(wallet.compare("u1", 960, 5).matches);
+  CHECK_FALSE(wallet.compare("u1", 960, 4).matches);
+}
