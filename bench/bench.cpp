@@ -1,0 +1,400 @@
+// limitcounter benchmarks: each scenario runs the library and raw hiredis doing the same
+// script call, in the same run, and reports both and their ratio.
+//
+//   limitcounter_bench <redis-uri> [--json] [--millis N] [--only SUBSTRING]
+
+#include <cstring>
+#include <iostream>
+#include <memory>
+#include <optional>
+
+#include <hiredis/hiredis.h>
+
+#include <limitcounter/detail/lua_scripts.hpp>
+#include <limitcounter/limitcounter.hpp>
+
+#include "domain/limit_codec.hpp"
+#include "domain/rule_matching.hpp"
+#include "driver.hpp"
+
+namespace lc = limitcounter;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr int thread_count = 4;
+constexpr int batch = 64;
+
+// Raw hiredis: one connection per thread, the same EVALSHA the library sends.
+class RawClient {
+public:
+  RawClient(const lc::RedisOptions& options) {
+    context_ = redisConnect(options.host.c_str(), options.port);
+    if (context_ == nullptr || context_->err != 0) {
+      throw std::runtime_error("raw hiredis cannot connect");
+    }
+  }
+  ~RawClient() { redisFree(context_); }
+  RawClient(const RawClient&) = delete;
+  RawClient& operator=(const RawClient&) = delete;
+
+  void append(const lc::ScriptCall& call) {
+    argv_.clear();
+    lengths_.clear();
+    numkeys_ = std::to_string(call.keys.size());
+    push("EVALSHA", 7);
+    push(call.script->sha1.data(), call.script->sha1.size());
+    push(numkeys_.data(), numkeys_.size());
+    for (const auto& key : call.keys) {
+      push(key.data(), key.size());
+    }
+    for (const auto& arg : call.args) {
+      push(arg.data(), arg.size());
+    }
+    redisAppendCommandArgv(context_, static_cast<int>(argv_.size()), argv_.data(), lengths_.data());
+  }
+  void read(int replies) {
+    for (int i = 0; i < replies; ++i) {
+      void* reply = nullptr;
+      if (redisGetReply(context_, &reply) != REDIS_OK) {
+        throw std::runtime_error("raw hiredis failed");
+      }
+      if (static_cast<redisReply*>(reply)->type == REDIS_REPLY_ERROR) {
+        throw std::runtime_error(std::string("raw hiredis error: ") + static_cast<redisReply*>(reply)->str);
+      }
+      freeReplyObject(reply);
+    }
+  }
+
+private:
+  void push(const char* data, std::size_t size) {
+    argv_.push_back(data);
+    lengths_.push_back(size);
+  }
+  redisContext* context_;
+  std::vector<const char*> argv_;
+  std::vector<std::size_t> lengths_;
+  std::string numkeys_;
+};
+
+struct Scenario {
+  std::string name;
+  // The exact call the library makes for operation i of thread t (for the baseline).
+  std::function<lc::ScriptCall(int t, std::uint64_t i)> call;
+  std::function<void(int t, std::uint64_t i)> library;
+  std::function<void(int t, std::uint64_t i)> library_batch; // 64 operations, or empty
+  std::function<void()> reset;                                // before each side and mode, or empty
+};
+
+struct Bench {
+  lc::RedisOptions options;
+  lc::Redis redis;
+  std::chrono::milliseconds duration;
+  std::string nonce;
+  std::vector<bench::Row> rows;
+
+  void run(const Scenario& scenario) {
+    std::vector<std::unique_ptr<RawClient>> raw;
+    for (int t = 0; t < thread_count; ++t) {
+      raw.push_back(std::make_unique<RawClient>(options));
+    }
+    const auto baseline = [&](int t, std::uint64_t i) {
+      raw[static_cast<std::size_t>(t)]->append(scenario.call(t, i));
+      raw[static_cast<std::size_t>(t)]->read(1);
+    };
+    const auto baseline_batch = [&](int t, std::uint64_t i) {
+      for (int k = 0; k < batch; ++k) {
+        raw[static_cast<std::size_t>(t)]->append(scenario.call(t, i * batch + static_cast<std::uint64_t>(k)));
+      }
+      raw[static_cast<std::size_t>(t)]->read(batch);
+    };
+    const auto side = [&](int threads, int per_call, const std::function<void(int, std::uint64_t)>& op) {
+      if (scenario.reset) {
+        scenario.reset();
+      }
+      return bench::measure(threads, duration, per_call, op);
+    };
+    rows.push_back({scenario.name + "_sync", side(1, 1, scenario.library), side(1, 1, baseline)});
+    rows.push_back({scenario.name + "_threads", side(thread_count, 1, scenario.library),
+                    side(thread_count, 1, baseline)});
+    if (scenario.library_batch) {
+      rows.push_back({scenario.name + "_batch64", side(1, batch, scenario.library_batch),
+                      side(1, batch, baseline_batch)});
+    }
+  }
+};
+
+std::string id(const char* kind, const std::string& nonce, int t, std::uint64_t i) {
+  return std::string(kind) + nonce.substr(nonce.size() - 6) + "-" + std::to_string(t) + "-" + std::to_string(i);
+}
+
+void counter_scenarios(Bench& bench, lc::LimitCounter& counter) {
+  const auto now = lc::Clock::now();
+  const std::vector<lc::Period> periods{lc::Period::day, lc::Period::month};
+  std::vector<std::string> keys;
+  std::vector<std::string> expiries;
+  for (const auto period : periods) {
+    const auto window = counter.calendar().window(period, now);
+    keys.push_back(counter.keys().window("channel", period, window.id));
+    expiries.push_back(std::to_string(
+        std::chrono::duration_cast<std::chrono::milliseconds>((window.end + 1h).time_since_epoch()).count()));
+  }
+  const auto dimension = [](std::uint64_t i) { return lc::Dimension{"Ali", "Deduct", "b" + std::to_string(i % 100)}; };
+  Scenario add;
+  add.name = "counter_add";
+  add.call = [=](int, std::uint64_t i) {
+    return lc::ScriptCall{&lc::scripts::counter_add, keys, {dimension(i).field(), "1", "100", expiries[0], expiries[1]}};
+  };
+  add.library = [&, periods, now, dimension](int, std::uint64_t i) { counter.add("channel", dimension(i), periods, 1, 100, now); };
+  add.library_batch = [&, periods, now, dimension](int, std::uint64_t i) {
+    std::vector<lc::AddRequest> requests;
+    for (int k = 0; k < batch; ++k) {
+      requests.push_back({"channel", dimension(i * batch + static_cast<std::uint64_t>(k)), periods, 1, 100, now});
+    }
+    counter.add_many(requests);
+  };
+  bench.run(add);
+
+  Scenario cap;
+  cap.name = "sms_cap";
+  const auto day = counter.calendar().window(lc::Period::day, now);
+  const std::string cap_key = counter.keys().cap_window("sms", day.id);
+  const std::string cap_expiry = std::to_string(
+      std::chrono::duration_cast<std::chrono::milliseconds>((day.end + 1h).time_since_epoch()).count());
+  cap.call = [=](int, std::uint64_t i) {
+    return lc::ScriptCall{&lc::scripts::cap_take, {cap_key}, {"acct" + std::to_string(i % 1000), "1", "1000000000000", cap_expiry}};
+  };
+  cap.library = [&, now](int, std::uint64_t i) { counter.take_daily_cap("sms", "acct" + std::to_string(i % 1000), 1'000'000'000'000, now); };
+  bench.run(cap);
+
+  Scenario sliding;
+  sliding.name = "sliding_window";
+  sliding.call = [&bench, &counter](int t, std::uint64_t i) {
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(lc::Clock::now().time_since_epoch()).count();
+    return lc::ScriptCall{&lc::scripts::sliding_window,
+                          {counter.keys().sliding("pay", "m" + std::to_string(i % 1000))},
+                          {std::to_string(ms), "60000", "1000000000", id("r", bench.nonce, t, i)}};
+  };
+  sliding.library = [&](int, std::uint64_t i) {
+    counter.hit_sliding_window("pay", "m" + std::to_string(i % 1000), 1'000'000'000, 60s);
+  };
+  bench.run(sliding);
+}
+
+void consume_scenario(Bench& bench, lc::LimitCounter& limits, int rule_count) {
+  static const char* const shapes[] = {"merchant", "dept", "channel", "user"};
+  static const lc::Period periods[] = {lc::Period::day, lc::Period::month, lc::Period::hour, lc::Period::minute};
+  lc::RuleSet rules;
+  for (int r = 0; r < rule_count; ++r) {
+    rules.add(lc::Rule("r" + std::to_string(r)).where(shapes[r % 4]).per(periods[r / 4]).max_amount(1'000'000'000'000'000));
+  }
+  limits.set_rules(rules);
+  const auto now = lc::Clock::now();
+  const auto transaction = [&bench, now](const char* kind, int t, std::uint64_t i) {
+    lc::Transaction tx;
+    tx.id = id(kind, bench.nonce, t, i);
+    tx.attributes = {{"merchant", "m" + std::to_string(i % 50)}, {"dept", "cmb"}, {"channel", "Ali"}, {"user", "u1"}};
+    tx.amount = 100;
+    tx.time = now;
+    return tx;
+  };
+  // The baseline sends exactly what the library would: its arguments come from the same
+  // builder; only the record key changes per transaction.
+  lc::CounterKeys keys(limits.keys());
+  Scenario consume;
+  consume.name = "consume_" + std::to_string(rule_count) + "_rules";
+  consume.call = [&, keys, rules, transaction](int t, std::uint64_t i) {
+    const lc::Transaction tx = transaction("b", t, i);
+    lc::detail::DecideContext context;
+    context.calendar = &limits.calendar();
+    context.keys = &keys;
+    context.window_grace = 1h;
+    context.record_min_ttl = 24h;
+    context.reservation_timeout = 15min;
+    context.now = now;
+    static thread_local std::optional<lc::detail::LimitCall> templates[64];
+    auto& cached = templates[static_cast<std::size_t>(t) * 16 + static_cast<std::size_t>(i % 50) % 16];
+    if (!cached || cached->args[1] != lc::detail::fingerprint("consume", tx)) {
+      cached = lc::detail::build_decide("consume", tx, lc::detail::match_rules(rules, tx).window, context);
+    }
+    lc::ScriptCall call{&lc::scripts::limit, cached->keys, cached->args};
+    call.keys[0] = keys.transaction(tx.id);
+    return call;
+  };
+  consume.library = [&, transaction](int t, std::uint64_t i) { limits.consume(transaction("l", t, i)); };
+  consume.library_batch = [&, transaction](int t, std::uint64_t i) {
+    std::vector<lc::Transaction> txs;
+    for (int k = 0; k < batch; ++k) {
+      txs.push_back(transaction("L", t, i * batch + static_cast<std::uint64_t>(k)));
+    }
+    limits.consume_many(txs);
+  };
+  bench.run(consume);
+}
+
+void wallet_scenario(Bench& bench) {
+  lc::WalletOptions options;
+  options.key_prefix = "bench:" + bench.nonce + ":wallet:";
+  lc::Wallet wallet(bench.redis, options);
+  for (int t = 0; t < thread_count; ++t) {
+    wallet.load("u" + std::to_string(t), {1'000'000'000'000, 1, 0});
+  }
+  Scenario deduct;
+  deduct.name = "wallet_deduct";
+  deduct.call = [&](int t, std::uint64_t i) {
+    const std::string user = "u" + std::to_string(t);
+    const std::string order = id("b", bench.nonce, t, i);
+    const auto partition = wallet.keys().partition_of(user);
+    return lc::ScriptCall{&lc::scripts::wallet,
+                          {wallet.keys().account(user), wallet.keys().order(user, order), wallet.keys().user_pending(user),
+                           wallet.keys().journal(partition), wallet.keys().pending(partition)},
+                          {"deduct", user, order, "1", "1700000000000", "604800000"}};
+  };
+  deduct.library = [&](int t, std::uint64_t i) { wallet.deduct("u" + std::to_string(t), id("l", bench.nonce, t, i), 1); };
+  bench.run(deduct);
+}
+
+void grab_scenario(Bench& bench) {
+  lc::RedPacketOptions options;
+  options.key_prefix = "bench:" + bench.nonce + ":rp:";
+  lc::RedPacketPool pool(bench.redis, options);
+  int round = 0;
+  std::string packet;
+  Scenario grab;
+  grab.name = "red_packet_grab";
+  grab.reset = [&] {
+    packet = "p" + std::to_string(++round);
+    pool.create(packet, std::vector<std::int64_t>(400'000, 1)); // never sold out within a run
+  };
+  grab.call = [&](int t, std::uint64_t i) {
+    const auto partition = pool.keys().partition_of(packet);
+    return lc::ScriptCall{&lc::scripts::red_packet,
+                          {pool.keys().packet(packet, "meta"), pool.keys().packet(packet, "list"),
+                           pool.keys().packet(packet, "drawn"), pool.keys().packet(packet, "attempts"),
+                           pool.keys().payout(partition, "ready"), pool.keys().payout(partition, "tasks")},
+                          {"grab", packet, "u" + std::to_string(t) + "-" + std::to_string(i), "1700000000000"}};
+  };
+  grab.library = [&](int t, std::uint64_t i) { pool.grab(packet, "u" + std::to_string(t) + "-" + std::to_string(i)); };
+  grab.library_batch = [&](int t, std::uint64_t i) {
+    std::vector<std::string> users;
+    for (int k = 0; k < batch; ++k) {
+      users.push_back("u" + std::to_string(t) + "-" + std::to_string(i * batch + static_cast<std::uint64_t>(k)));
+    }
+    pool.grab_many(packet, users);
+  };
+  bench.run(grab);
+}
+
+// Redis memory per counter (count and amount) with 100,000 dimensions in one day window.
+void memory_per_counter(Bench& bench, lc::LimitCounter& counter, bool json) {
+  const auto now = lc::Clock::now();
+  std::vector<lc::AddRequest> requests;
+  for (int i = 0; i < 100'000; ++i) {
+    requests.push_back({"memory", lc::Dimension{"Ali", "Deduct", "bank" + std::to_string(i)}, {lc::Period::day}, 1, 12345, now});
+    if (requests.size() == 1000) {
+      counter.add_many(requests);
+      requests.clear();
+    }
+  }
+  const auto key = counter.keys().window("memory", lc::Period::day, counter.calendar().window(lc::Period::day, now).id);
+  const double bytes = static_cast<double>(bench.redis.command({"MEMORY", "USAGE", key, "SAMPLES", "0"}).as_integer()) / 100'000;
+  if (json) {
+    std::printf("{\"scenario\": \"memory_per_counter\", \"bytes_per_counter\": %.1f, \"dimensions\": 100000}\n", bytes);
+  } else {
+    std::printf("memory per counter (count and amount, 100,000 dimensions, one hash per window): %.1f bytes\n", bytes);
+  }
+}
+
+// Server time of EVALSHA per call (INFO commandstats) for consume with 1 and 16 rules.
+void server_time_per_rule(Bench& bench, lc::LimitCounter& limits, bool json) {
+  double usec[2] = {0, 0};
+  const int counts[2] = {1, 16};
+  for (int k = 0; k < 2; ++k) {
+    lc::RuleSet rules;
+    static const char* const shapes[] = {"merchant", "dept", "channel", "user"};
+    static const lc::Period periods[] = {lc::Period::day, lc::Period::month, lc::Period::hour, lc::Period::minute};
+    for (int r = 0; r < counts[k]; ++r) {
+      rules.add(lc::Rule("r" + std::to_string(r)).where(shapes[r % 4]).per(periods[r / 4]).max_amount(1'000'000'000'000'000));
+    }
+    limits.set_rules(rules);
+    bench.redis.command({"CONFIG", "RESETSTAT"});
+    for (int i = 0; i < 5000; ++i) {
+      lc::Transaction tx{id("s", bench.nonce, k, static_cast<std::uint64_t>(i)),
+                         {{"merchant", "m1"}, {"dept", "cmb"}, {"channel", "Ali"}, {"user", "u1"}}, 100};
+      limits.consume(tx);
+    }
+    const std::string stats = bench.redis.command({"INFO", "commandstats"}).as_string();
+    const auto at = stats.find("cmdstat_evalsha:");
+    const auto per_call = stats.find("usec_per_call=", at);
+    usec[k] = std::stod(stats.substr(per_call + 14));
+  }
+  const double per_rule = (usec[1] - usec[0]) / 15;
+  if (json) {
+    std::printf("{\"scenario\": \"consume_server_time\", \"usec_1_rule\": %.2f, \"usec_16_rules\": %.2f, "
+                "\"usec_per_extra_rule\": %.3f}\n", usec[0], usec[1], per_rule);
+  } else {
+    std::printf("server time of consume: %.2f us with 1 rule, %.2f us with 16 rules: %.3f us per extra rule\n",
+                usec[0], usec[1], per_rule);
+  }
+}
+
+} // namespace
+
+int main(int argc, char** argv) try {
+  if (argc < 2) {
+    std::cerr << "usage: limitcounter_bench <redis-uri> [--json] [--millis N] [--only SUBSTRING]\n";
+    return 2;
+  }
+  bool json = false;
+  std::string only;
+  std::chrono::milliseconds duration{1000};
+  for (int i = 2; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--json") == 0) {
+      json = true;
+    } else if (std::strcmp(argv[i], "--millis") == 0 && i + 1 < argc) {
+      duration = std::chrono::milliseconds{std::stoll(argv[++i])};
+    } else if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc) {
+      only = argv[++i];
+    }
+  }
+  lc::RedisOptions options = lc::RedisOptions::from_uri(argv[1]);
+  options.command_timeout = 2000ms;
+  options.pool_size = thread_count * 2;
+  Bench bench{options, lc::Redis(options), duration, std::to_string(lc::Clock::now().time_since_epoch().count()), {}};
+  lc::LimitCounterOptions counter_options;
+  counter_options.key_prefix = "bench:" + bench.nonce + ":";
+  lc::LimitCounter counter(bench.redis, lc::Calendar("Asia/Shanghai"), counter_options);
+  for (const auto& script : lc::scripts::all) {
+    bench.redis.command({"SCRIPT", "LOAD", std::string(script->source)});
+  }
+  const auto wanted = [&](const char* name) { return only.empty() || std::string(name).find(only) != std::string::npos; };
+  if (wanted("counter_add") || wanted("sms_cap") || wanted("sliding_window")) {
+    counter_scenarios(bench, counter);
+  }
+  for (const int rules : {1, 4, 16}) {
+    if (wanted(("consume_" + std::to_string(rules) + "_rules").c_str())) {
+      consume_scenario(bench, counter, rules);
+    }
+  }
+  if (wanted("wallet_deduct")) {
+    wallet_scenario(bench);
+  }
+  if (wanted("red_packet_grab")) {
+    grab_scenario(bench);
+  }
+  if (json) {
+    bench::print_json(bench.rows);
+  } else {
+    bench::print_table(bench.rows);
+  }
+  if (wanted("memory")) {
+    memory_per_counter(bench, counter, json);
+  }
+  if (wanted("server_time")) {
+    server_time_per_rule(bench, counter, json);
+  }
+  return 0;
+} catch (const std::exception& e) {
+  std::cerr << "limitcounter_bench: " << e.what() << '\n';
+  return 1;
+}
