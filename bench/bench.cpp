@@ -60,7 +60,8 @@ public:
         throw std::runtime_error("raw hiredis failed");
       }
       if (static_cast<redisReply*>(reply)->type == REDIS_REPLY_ERROR) {
-        throw std::runtime_error(std::string("raw hiredis error: ") + static_cast<redisReply*>(reply)->str);
+        throw std::runtime_error(std::string("raw hiredis error: ") +
+                                 static_cast<redisReply*>(reply)->str);
       }
       freeReplyObject(reply);
     }
@@ -83,7 +84,7 @@ struct Scenario {
   std::function<lc::ScriptCall(int t, std::uint64_t i)> call;
   std::function<void(int t, std::uint64_t i)> library;
   std::function<void(int t, std::uint64_t i)> library_batch; // 64 operations, or empty
-  std::function<void()> reset;                                // before each side and mode, or empty
+  std::function<void()> reset;                               // before each side and mode, or empty
 };
 
 struct Bench {
@@ -104,11 +105,13 @@ struct Bench {
     };
     const auto baseline_batch = [&](int t, std::uint64_t i) {
       for (int k = 0; k < batch; ++k) {
-        raw[static_cast<std::size_t>(t)]->append(scenario.call(t, i * batch + static_cast<std::uint64_t>(k)));
+        raw[static_cast<std::size_t>(t)]->append(
+            scenario.call(t, i * batch + static_cast<std::uint64_t>(k)));
       }
       raw[static_cast<std::size_t>(t)]->read(batch);
     };
-    const auto side = [&](int threads, int per_call, const std::function<void(int, std::uint64_t)>& op) {
+    const auto side = [&](int threads, int per_call,
+                          const std::function<void(int, std::uint64_t)>& op) {
       if (scenario.reset) {
         scenario.reset();
       }
@@ -125,7 +128,8 @@ struct Bench {
 };
 
 std::string id(const char* kind, const std::string& nonce, int t, std::uint64_t i) {
-  return std::string(kind) + nonce.substr(nonce.size() - 6) + "-" + std::to_string(t) + "-" + std::to_string(i);
+  return std::string(kind) + nonce.substr(nonce.size() - 6) + "-" + std::to_string(t) + "-" +
+         std::to_string(i);
 }
 
 void counter_scenarios(Bench& bench, lc::LimitCounter& counter) {
@@ -137,19 +141,27 @@ void counter_scenarios(Bench& bench, lc::LimitCounter& counter) {
     const auto window = counter.calendar().window(period, now);
     keys.push_back(counter.keys().window("channel", period, window.id));
     expiries.push_back(std::to_string(
-        std::chrono::duration_cast<std::chrono::milliseconds>((window.end + 1h).time_since_epoch()).count()));
+        std::chrono::duration_cast<std::chrono::milliseconds>((window.end + 1h).time_since_epoch())
+            .count()));
   }
-  const auto dimension = [](std::uint64_t i) { return lc::Dimension{"Ali", "Deduct", "b" + std::to_string(i % 100)}; };
+  const auto dimension = [](std::uint64_t i) {
+    return lc::Dimension{"Ali", "Deduct", "b" + std::to_string(i % 100)};
+  };
   Scenario add;
   add.name = "counter_add";
   add.call = [=](int, std::uint64_t i) {
-    return lc::ScriptCall{&lc::scripts::counter_add, keys, {dimension(i).field(), "1", "100", expiries[0], expiries[1]}};
+    return lc::ScriptCall{&lc::scripts::counter_add,
+                          keys,
+                          {dimension(i).field(), "1", "100", expiries[0], expiries[1]}};
   };
-  add.library = [&, periods, now, dimension](int, std::uint64_t i) { counter.add("channel", dimension(i), periods, 1, 100, now); };
+  add.library = [&, periods, now, dimension](int, std::uint64_t i) {
+    counter.add("channel", dimension(i), periods, 1, 100, now);
+  };
   add.library_batch = [&, periods, now, dimension](int, std::uint64_t i) {
     std::vector<lc::AddRequest> requests;
     for (int k = 0; k < batch; ++k) {
-      requests.push_back({"channel", dimension(i * batch + static_cast<std::uint64_t>(k)), periods, 1, 100, now});
+      requests.push_back(
+          {"channel", dimension(i * batch + static_cast<std::uint64_t>(k)), periods, 1, 100, now});
     }
     counter.add_many(requests);
   };
@@ -160,17 +172,24 @@ void counter_scenarios(Bench& bench, lc::LimitCounter& counter) {
   const auto day = counter.calendar().window(lc::Period::day, now);
   const std::string cap_key = counter.keys().cap_window("sms", day.id);
   const std::string cap_expiry = std::to_string(
-      std::chrono::duration_cast<std::chrono::milliseconds>((day.end + 1h).time_since_epoch()).count());
+      std::chrono::duration_cast<std::chrono::milliseconds>((day.end + 1h).time_since_epoch())
+          .count());
   cap.call = [=](int, std::uint64_t i) {
-    return lc::ScriptCall{&lc::scripts::cap_take, {cap_key}, {"acct" + std::to_string(i % 1000), "1", "1000000000000", cap_expiry}};
+    return lc::ScriptCall{&lc::scripts::cap_take,
+                          {cap_key},
+                          {"acct" + std::to_string(i % 1000), "1", "1000000000000", cap_expiry}};
   };
-  cap.library = [&, now](int, std::uint64_t i) { counter.take_daily_cap("sms", "acct" + std::to_string(i % 1000), 1'000'000'000'000, now); };
+  cap.library = [&, now](int, std::uint64_t i) {
+    counter.take_daily_cap("sms", "acct" + std::to_string(i % 1000), 1'000'000'000'000, now);
+  };
   bench.run(cap);
 
   Scenario sliding;
   sliding.name = "sliding_window";
   sliding.call = [&bench, &counter](int t, std::uint64_t i) {
-    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(lc::Clock::now().time_since_epoch()).count();
+    const auto ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(lc::Clock::now().time_since_epoch())
+            .count();
     return lc::ScriptCall{&lc::scripts::sliding_window,
                           {counter.keys().sliding("pay", "m" + std::to_string(i % 1000))},
                           {std::to_string(ms), "60000", "1000000000", id("r", bench.nonce, t, i)}};
@@ -183,17 +202,24 @@ void counter_scenarios(Bench& bench, lc::LimitCounter& counter) {
 
 void consume_scenario(Bench& bench, lc::LimitCounter& limits, int rule_count) {
   static const char* const shapes[] = {"merchant", "dept", "channel", "user"};
-  static const lc::Period periods[] = {lc::Period::day, lc::Period::month, lc::Period::hour, lc::Period::minute};
+  static const lc::Period periods[] = {lc::Period::day, lc::Period::month, lc::Period::hour,
+                                       lc::Period::minute};
   lc::RuleSet rules;
   for (int r = 0; r < rule_count; ++r) {
-    rules.add(lc::Rule("r" + std::to_string(r)).where(shapes[r % 4]).per(periods[r / 4]).max_amount(1'000'000'000'000'000));
+    rules.add(lc::Rule("r" + std::to_string(r))
+                  .where(shapes[r % 4])
+                  .per(periods[r / 4])
+                  .max_amount(1'000'000'000'000'000));
   }
   limits.set_rules(rules);
   const auto now = lc::Clock::now();
   const auto transaction = [&bench, now](const char* kind, int t, std::uint64_t i) {
     lc::Transaction tx;
     tx.id = id(kind, bench.nonce, t, i);
-    tx.attributes = {{"merchant", "m" + std::to_string(i % 50)}, {"dept", "cmb"}, {"channel", "Ali"}, {"user", "u1"}};
+    tx.attributes = {{"merchant", "m" + std::to_string(i % 50)},
+                     {"dept", "cmb"},
+                     {"channel", "Ali"},
+                     {"user", "u1"}};
     tx.amount = 100;
     tx.time = now;
     return tx;
@@ -213,15 +239,19 @@ void consume_scenario(Bench& bench, lc::LimitCounter& limits, int rule_count) {
     context.reservation_timeout = 15min;
     context.now = now;
     static thread_local std::optional<lc::detail::LimitCall> templates[64];
-    auto& cached = templates[static_cast<std::size_t>(t) * 16 + static_cast<std::size_t>(i % 50) % 16];
+    auto& cached =
+        templates[static_cast<std::size_t>(t) * 16 + static_cast<std::size_t>(i % 50) % 16];
     if (!cached || cached->args[1] != lc::detail::fingerprint("consume", tx)) {
-      cached = lc::detail::build_decide("consume", tx, lc::detail::match_rules(rules, tx).window, context);
+      cached = lc::detail::build_decide("consume", tx, lc::detail::match_rules(rules, tx).window,
+                                        context);
     }
     lc::ScriptCall call{&lc::scripts::limit, cached->keys, cached->args};
     call.keys[0] = keys.transaction(tx.id);
     return call;
   };
-  consume.library = [&, transaction](int t, std::uint64_t i) { limits.consume(transaction("l", t, i)); };
+  consume.library = [&, transaction](int t, std::uint64_t i) {
+    limits.consume(transaction("l", t, i));
+  };
   consume.library_batch = [&, transaction](int t, std::uint64_t i) {
     std::vector<lc::Transaction> txs;
     for (int k = 0; k < batch; ++k) {
@@ -246,11 +276,14 @@ void wallet_scenario(Bench& bench) {
     const std::string order = id("b", bench.nonce, t, i);
     const auto partition = wallet.keys().partition_of(user);
     return lc::ScriptCall{&lc::scripts::wallet,
-                          {wallet.keys().account(user), wallet.keys().order(user, order), wallet.keys().user_pending(user),
-                           wallet.keys().journal(partition), wallet.keys().pending(partition)},
+                          {wallet.keys().account(user), wallet.keys().order(user, order),
+                           wallet.keys().user_pending(user), wallet.keys().journal(partition),
+                           wallet.keys().pending(partition)},
                           {"deduct", user, order, "1", "1700000000000", "604800000"}};
   };
-  deduct.library = [&](int t, std::uint64_t i) { wallet.deduct("u" + std::to_string(t), id("l", bench.nonce, t, i), 1); };
+  deduct.library = [&](int t, std::uint64_t i) {
+    wallet.deduct("u" + std::to_string(t), id("l", bench.nonce, t, i), 1);
+  };
   bench.run(deduct);
 }
 
@@ -268,17 +301,21 @@ void grab_scenario(Bench& bench) {
   };
   grab.call = [&](int t, std::uint64_t i) {
     const auto partition = pool.keys().partition_of(packet);
-    return lc::ScriptCall{&lc::scripts::red_packet,
-                          {pool.keys().packet(packet, "meta"), pool.keys().packet(packet, "list"),
-                           pool.keys().packet(packet, "drawn"), pool.keys().packet(packet, "attempts"),
-                           pool.keys().payout(partition, "ready"), pool.keys().payout(partition, "tasks")},
-                          {"grab", packet, "u" + std::to_string(t) + "-" + std::to_string(i), "1700000000000"}};
+    return lc::ScriptCall{
+        &lc::scripts::red_packet,
+        {pool.keys().packet(packet, "meta"), pool.keys().packet(packet, "list"),
+         pool.keys().packet(packet, "drawn"), pool.keys().packet(packet, "attempts"),
+         pool.keys().payout(partition, "ready"), pool.keys().payout(partition, "tasks")},
+        {"grab", packet, "u" + std::to_string(t) + "-" + std::to_string(i), "1700000000000"}};
   };
-  grab.library = [&](int t, std::uint64_t i) { pool.grab(packet, "u" + std::to_string(t) + "-" + std::to_string(i)); };
+  grab.library = [&](int t, std::uint64_t i) {
+    pool.grab(packet, "u" + std::to_string(t) + "-" + std::to_string(i));
+  };
   grab.library_batch = [&](int t, std::uint64_t i) {
     std::vector<std::string> users;
     for (int k = 0; k < batch; ++k) {
-      users.push_back("u" + std::to_string(t) + "-" + std::to_string(i * batch + static_cast<std::uint64_t>(k)));
+      users.push_back("u" + std::to_string(t) + "-" +
+                      std::to_string(i * batch + static_cast<std::uint64_t>(k)));
     }
     pool.grab_many(packet, users);
   };
@@ -290,18 +327,31 @@ void memory_per_counter(Bench& bench, lc::LimitCounter& counter, bool json) {
   const auto now = lc::Clock::now();
   std::vector<lc::AddRequest> requests;
   for (int i = 0; i < 100'000; ++i) {
-    requests.push_back({"memory", lc::Dimension{"Ali", "Deduct", "bank" + std::to_string(i)}, {lc::Period::day}, 1, 12345, now});
+    requests.push_back({"memory",
+                        lc::Dimension{"Ali", "Deduct", "bank" + std::to_string(i)},
+                        {lc::Period::day},
+                        1,
+                        12345,
+                        now});
     if (requests.size() == 1000) {
       counter.add_many(requests);
       requests.clear();
     }
   }
-  const auto key = counter.keys().window("memory", lc::Period::day, counter.calendar().window(lc::Period::day, now).id);
-  const double bytes = static_cast<double>(bench.redis.command({"MEMORY", "USAGE", key, "SAMPLES", "0"}).as_integer()) / 100'000;
+  const auto key = counter.keys().window("memory", lc::Period::day,
+                                         counter.calendar().window(lc::Period::day, now).id);
+  const double bytes =
+      static_cast<double>(
+          bench.redis.command({"MEMORY", "USAGE", key, "SAMPLES", "0"}).as_integer()) /
+      100'000;
   if (json) {
-    std::printf("{\"scenario\": \"memory_per_counter\", \"bytes_per_counter\": %.1f, \"dimensions\": 100000}\n", bytes);
+    std::printf("{\"scenario\": \"memory_per_counter\", \"bytes_per_counter\": %.1f, "
+                "\"dimensions\": 100000}\n",
+                bytes);
   } else {
-    std::printf("memory per counter (count and amount, 100,000 dimensions, one hash per window): %.1f bytes\n", bytes);
+    std::printf("memory per counter (count and amount, 100,000 dimensions, one hash per window): "
+                "%.1f bytes\n",
+                bytes);
   }
 }
 
@@ -312,15 +362,20 @@ void server_time_per_rule(Bench& bench, lc::LimitCounter& limits, bool json) {
   for (int k = 0; k < 2; ++k) {
     lc::RuleSet rules;
     static const char* const shapes[] = {"merchant", "dept", "channel", "user"};
-    static const lc::Period periods[] = {lc::Period::day, lc::Period::month, lc::Period::hour, lc::Period::minute};
+    static const lc::Period periods[] = {lc::Period::day, lc::Period::month, lc::Period::hour,
+                                         lc::Period::minute};
     for (int r = 0; r < counts[k]; ++r) {
-      rules.add(lc::Rule("r" + std::to_string(r)).where(shapes[r % 4]).per(periods[r / 4]).max_amount(1'000'000'000'000'000));
+      rules.add(lc::Rule("r" + std::to_string(r))
+                    .where(shapes[r % 4])
+                    .per(periods[r / 4])
+                    .max_amount(1'000'000'000'000'000));
     }
     limits.set_rules(rules);
     bench.redis.command({"CONFIG", "RESETSTAT"});
     for (int i = 0; i < 5000; ++i) {
       lc::Transaction tx{id("s", bench.nonce, k, static_cast<std::uint64_t>(i)),
-                         {{"merchant", "m1"}, {"dept", "cmb"}, {"channel", "Ali"}, {"user", "u1"}}, 100};
+                         {{"merchant", "m1"}, {"dept", "cmb"}, {"channel", "Ali"}, {"user", "u1"}},
+                         100};
       limits.consume(tx);
     }
     const std::string stats = bench.redis.command({"INFO", "commandstats"}).as_string();
@@ -330,10 +385,13 @@ void server_time_per_rule(Bench& bench, lc::LimitCounter& limits, bool json) {
   }
   const double per_rule = (usec[1] - usec[0]) / 15;
   if (json) {
-    std::printf("{\"scenario\": \"consume_server_time\", \"usec_1_rule\": %.2f, \"usec_16_rules\": %.2f, "
-                "\"usec_per_extra_rule\": %.3f}\n", usec[0], usec[1], per_rule);
+    std::printf(
+        "{\"scenario\": \"consume_server_time\", \"usec_1_rule\": %.2f, \"usec_16_rules\": %.2f, "
+        "\"usec_per_extra_rule\": %.3f}\n",
+        usec[0], usec[1], per_rule);
   } else {
-    std::printf("server time of consume: %.2f us with 1 rule, %.2f us with 16 rules: %.3f us per extra rule\n",
+    std::printf("server time of consume: %.2f us with 1 rule, %.2f us with 16 rules: %.3f us per "
+                "extra rule\n",
                 usec[0], usec[1], per_rule);
   }
 }
@@ -360,14 +418,20 @@ int main(int argc, char** argv) try {
   lc::RedisOptions options = lc::RedisOptions::from_uri(argv[1]);
   options.command_timeout = 2000ms;
   options.pool_size = thread_count * 2;
-  Bench bench{options, lc::Redis(options), duration, std::to_string(lc::Clock::now().time_since_epoch().count()), {}};
+  Bench bench{options,
+              lc::Redis(options),
+              duration,
+              std::to_string(lc::Clock::now().time_since_epoch().count()),
+              {}};
   lc::LimitCounterOptions counter_options;
   counter_options.key_prefix = "bench:" + bench.nonce + ":";
   lc::LimitCounter counter(bench.redis, lc::Calendar("Asia/Shanghai"), counter_options);
   for (const auto& script : lc::scripts::all) {
     bench.redis.command({"SCRIPT", "LOAD", std::string(script->source)});
   }
-  const auto wanted = [&](const char* name) { return only.empty() || std::string(name).find(only) != std::string::npos; };
+  const auto wanted = [&](const char* name) {
+    return only.empty() || std::string(name).find(only) != std::string::npos;
+  };
   if (wanted("counter_add") || wanted("sms_cap") || wanted("sliding_window")) {
     counter_scenarios(bench, counter);
   }

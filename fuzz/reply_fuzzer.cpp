@@ -41,7 +41,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   };
   must_not_escape([&] { limitcounter::detail::parse_counter_value(text); });
   must_not_escape([&] { limitcounter::detail::decode_counter_add(reply, 2, "fuzz"); });
-  must_not_escape([&] { limitcounter::detail::decode_decision(reply, "fuzz", 1); });
+  const std::vector<std::string> args{"consume", "fp",       "1", "0", "0", "0", "0", "1",  "f",
+                                      "day",     "20261122", "0", "0", "1", "r", "1", "-1", "5"};
+  must_not_escape([&] { limitcounter::detail::decode_decision(reply, args, "fuzz", 1); });
+  must_not_escape([&] { limitcounter::detail::decode_decision(reply, {}, "fuzz", 1); });
   must_not_escape([&] { (void)reply.debug_string(); });
   return 0;
 }

@@ -23,6 +23,7 @@ if used + take > cap then
   return {0, used}
 end
 used = used + take
-redis.call('HSET', KEYS[1], field, string.format('%d:0', used))
-redis.call('PEXPIREAT', KEYS[1], ARGV[4], 'NX')
+if redis.call('HSET', KEYS[1], field, string.format('%d:0', used)) == 1 then
+  redis.call('PEXPIREAT', KEYS[1], ARGV[4], 'NX') -- a new field may be a new key
+end
 return {1, used}

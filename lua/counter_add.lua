@@ -10,8 +10,9 @@
 -- Reply: {"ok", count_1, amount_1, count_2, amount_2, ...}, the totals after the add,
 --        or {"overflow", i, count_i, amount_i} if a total would reach 2^53; then
 --        nothing is written (every check runs before the first write).
--- Expiry: PEXPIREAT ... NX sets the window's expiry when the key has none, so a new key
---         never lives without a TTL and an existing one is not rewritten on every call.
+-- Expiry: when a field is created (so possibly its key), PEXPIREAT ... NX gives the key
+--         its window expiry if it has none: a new key never lives without a TTL, and the
+--         common case (an existing field) costs no expiry command at all.
 
 local max_exact = 9007199254740991 -- 2^53 - 1: the largest integer a Lua number holds exactly
 local field = ARGV[1]
@@ -38,8 +39,10 @@ end
 local reply = {'ok'}
 for i = 1, #KEYS do
   local count, amount = totals[i][1], totals[i][2]
-  redis.call('HSET', KEYS[i], field, string.format('%d:%d', count, amount))
-  redis.call('PEXPIREAT', KEYS[i], ARGV[3 + i], 'NX')
+  -- A new field may be a new key: only then can the key lack its expiry.
+  if redis.call('HSET', KEYS[i], field, string.format('%d:%d', count, amount)) == 1 then
+    redis.call('PEXPIREAT', KEYS[i], ARGV[3 + i], 'NX')
+  end
   reply[#reply + 1] = count
   reply[#reply + 1] = amount
 end

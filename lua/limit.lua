@@ -3,35 +3,36 @@
 -- counters that share a slot. One call decides; nothing is half done: every check
 -- runs before the first write.
 --
--- Transaction record (hash KEYS[1]): fp (fingerprint: amount and attributes), state
--- (consumed | denied | reserved | confirmed | cancelled | expired), amount (held or
+-- Transaction record (hash KEYS[1]): fp (fingerprint: operation, amount, attributes),
+-- state (consumed | denied | reserved | confirmed | cancelled | expired), amount (held or
 -- consumed), refunded, counted (1 while the transaction's count is in the counters),
--- ctr (cmsgpack list of {key, field} it moved), holds (cmsgpack list of hold sets),
--- hexp (hold expiry, ms), reply (cmsgpack of the first reply, for replays), and
--- r:<refund id> = refunded amount, per partial refund.
+-- args (the counter and rule arguments of the first call, joined by newlines), keys (the
+-- counter keys it moved, joined by newlines), reply (cmsgpack of the first reply), holds
+-- (cmsgpack list of hold sets), hexp (hold expiry, ms), and r:<refund id> per refund.
 -- Counter field value: "<count>:<amount>", integers below 2^53.
 -- Hold set (zset): member = record key, score = hold expiry in ms.
 --
 -- ARGV[1] = op.
 --
 -- op consume | reserve | check:
---   KEYS[1]        the transaction record
---   KEYS[2..1+h]   the hold sets of the counters' scopes (expired holds there are released first)
---   KEYS[2+h..]    the counter window hashes
+--   KEYS[1]            the transaction record
+--   KEYS[2..1+h]       the hold sets of the counters' shapes (expired holds there are released first)
+--   KEYS[2+h..1+h+c]   the counter window hashes, one per counter
 --   ARGV[2]  fingerprint      ARGV[3] amount         ARGV[4] now (ms)
 --   ARGV[5]  record expiry (ms, >= every window end + grace)
 --   ARGV[6]  hold expiry (ms; reserve only)
 --   ARGV[7]  h, number of hold sets    ARGV[8] c, number of counters
---   then c counters of 6: key index in KEYS, field, period, window id, window end (ms), key expiry (ms)
+--   then c counters of 5: field, period, window id, window end (ms), key expiry (ms)
 --   then r, number of rules, and r rules of 4: name, counter number (1..c), max count, max amount
 --        (a max of -1 means no such limit)
 --   Reply: {verdict, denied rule number (0 if none), denied metric ("count" | "amount" | ""),
---           r, then per rule: name, period, window id, window end, max count, max amount,
---           count, amount} where count/amount are the counter's totals after the write (allowed)
---           or as found (denied). verdict: "allowed" | "denied" (check: "would_allow" | "would_deny").
---   Replays: {"replay", state, <the first reply>...}; a different fingerprint: {"conflict"};
---   an id cancelled before it was reserved: {"cancelled"}; a counter total that would reach
---   2^53: {"overflow", field, period} (nothing written).
+--           c, then per counter: count, amount} with the counter's totals after the write
+--           (allowed) or as found (denied). verdict: "allowed" | "denied" (check:
+--           "would_allow" | "would_deny"). The caller maps rules to counters from its ARGV.
+--   Replays: {"replay", state, the first call's ARGV[9..] joined by newlines, <the first
+--   reply>...}; a different fingerprint: {"conflict"}; an id cancelled before it was
+--   reserved: {"cancelled"}; a counter total that would reach 2^53: {"overflow", field,
+--   period} (nothing written).
 --
 -- op refund:  KEYS[1] record; ARGV[2] amount (-1 = all that is left), ARGV[3] refund id
 --   Reply: {"refunded", amount given back now, refunded in total, amount}
@@ -51,22 +52,36 @@ local function read_counter(key, field)
   if not value then
     return 0, 0
   end
-  local cut = string.find(value, ':', 1, true)
-  return tonumber(string.sub(value, 1, cut - 1)), tonumber(string.sub(value, cut + 1))
+  local count, amount = string.match(value, '^(%d+):(%d+)$')
+  return tonumber(count), tonumber(amount)
 end
 
+-- Returns 1 if the field is new.
 local function write_counter(key, field, count, amount)
-  redis.call('HSET', key, field, string.format('%d:%d', count, amount))
+  return redis.call('HSET', key, field, string.format('%d:%d', count, amount))
+end
+
+local function split_lines(text)
+  local parts = {}
+  for part in string.gmatch(text, '[^\n]+') do
+    parts[#parts + 1] = part
+  end
+  return parts
 end
 
 -- Takes count and amount back out of every counter the record moved, never below zero.
 -- Keys that have expired since are left alone (their window is over).
-local function give_back(counters, count, amount)
-  for _, counter in ipairs(counters) do
-    local key, field = counter[1], counter[2]
-    if redis.call('EXISTS', key) == 1 then
-      local c, a = read_counter(key, field)
-      write_counter(key, field, math.max(c - count, 0), math.max(a - amount, 0))
+local function give_back(key, count, amount)
+  local moved = redis.call('HGET', key, 'keys')
+  if not moved or moved == '' then
+    return
+  end
+  local args = split_lines(redis.call('HGET', key, 'args'))
+  for j, counter in ipairs(split_lines(moved)) do
+    local field = args[5 * (j - 1) + 1]
+    if redis.call('EXISTS', counter) == 1 then
+      local c, a = read_counter(counter, field)
+      write_counter(counter, field, math.max(c - count, 0), math.max(a - amount, 0))
     end
   end
 end
@@ -82,7 +97,7 @@ end
 
 -- Ends a reservation: releases its hold and sets its final state.
 local function release_reservation(key, state, count, amount)
-  give_back(cmsgpack.unpack(redis.call('HGET', key, 'ctr')), count, amount)
+  give_back(key, count, amount)
   drop_holds(key)
   redis.call('HSET', key, 'state', state)
 end
@@ -103,15 +118,15 @@ local function decide()
   local h, c = tonumber(ARGV[7]), tonumber(ARGV[8])
 
   if redis.call('EXISTS', record) == 1 then
-    local first = redis.call('HGET', record, 'reply')
-    if not first then
+    local first = redis.call('HMGET', record, 'reply', 'fp', 'state', 'args')
+    if not first[1] then
       return {'cancelled'} -- a tombstone: cancel came first
     end
-    if redis.call('HGET', record, 'fp') ~= fingerprint then
+    if first[2] ~= fingerprint then
       return {'conflict'}
     end
-    local reply = {'replay', redis.call('HGET', record, 'state')}
-    for _, item in ipairs(cmsgpack.unpack(first)) do
+    local reply = {'replay', first[3], first[4]}
+    for _, item in ipairs(cmsgpack.unpack(first[1])) do
       reply[#reply + 1] = item
     end
     return reply
@@ -123,85 +138,59 @@ local function decide()
     end
   end
 
-  local counters, totals = {}, {}
-  local base = 8
+  -- Read every counter, then decide, then write: nothing is written before every check.
+  local reply = {'', 0, '', c}
   for j = 1, c do
-    local key = KEYS[tonumber(ARGV[base + 1])]
-    counters[j] = {key = key, field = ARGV[base + 2], period = ARGV[base + 3], window = ARGV[base + 4],
-                   window_end = ARGV[base + 5], expire_at = ARGV[base + 6]}
-    local count, total = read_counter(key, ARGV[base + 2])
-    totals[j] = {count, total}
-    base = base + 6
+    reply[3 + 2 * j], reply[4 + 2 * j] = read_counter(KEYS[1 + h + j], ARGV[4 + 5 * j])
   end
-
-  local r = tonumber(ARGV[base + 1])
-  base = base + 1
+  local rules_at = 9 + 5 * c
   local denied, metric = 0, ''
-  for i = 1, r do
-    local j = tonumber(ARGV[base + 4 * (i - 1) + 2])
-    local max_count = tonumber(ARGV[base + 4 * (i - 1) + 3])
-    local max_amount = tonumber(ARGV[base + 4 * (i - 1) + 4])
-    if max_count >= 0 and totals[j][1] + 1 > max_count then
+  for i = 1, tonumber(ARGV[rules_at]) do
+    local at = rules_at + 4 * (i - 1)
+    local j = tonumber(ARGV[at + 2])
+    local max_count, max_amount = tonumber(ARGV[at + 3]), tonumber(ARGV[at + 4])
+    if max_count >= 0 and reply[3 + 2 * j] + 1 > max_count then
       denied, metric = i, 'count'
       break
-    end
-    if max_amount >= 0 and totals[j][2] + amount > max_amount then
+    elseif max_amount >= 0 and reply[4 + 2 * j] + amount > max_amount then
       denied, metric = i, 'amount'
       break
     end
   end
-
   local allowed = denied == 0
-  if allowed and op ~= 'check' then
+  reply[2], reply[3] = denied, metric
+
+  if op == 'check' then
+    reply[1] = allowed and 'would_allow' or 'would_deny'
+    return reply
+  end
+  reply[1] = allowed and 'allowed' or 'denied'
+  if allowed then
     for j = 1, c do
-      if totals[j][1] + 1 > max_exact or totals[j][2] + amount > max_exact then
-        return {'overflow', counters[j].field, counters[j].period}
+      if reply[3 + 2 * j] + 1 > max_exact or reply[4 + 2 * j] + amount > max_exact then
+        return {'overflow', ARGV[4 + 5 * j], ARGV[5 + 5 * j]}
       end
     end
     for j = 1, c do
-      totals[j][1] = totals[j][1] + 1
-      totals[j][2] = totals[j][2] + amount
-      write_counter(counters[j].key, counters[j].field, totals[j][1], totals[j][2])
-      redis.call('PEXPIREAT', counters[j].key, counters[j].expire_at, 'NX')
+      local count, total = reply[3 + 2 * j] + 1, reply[4 + 2 * j] + amount
+      reply[3 + 2 * j], reply[4 + 2 * j] = count, total
+      -- A new field may be a new key: only then can the key lack its expiry.
+      if write_counter(KEYS[1 + h + j], ARGV[4 + 5 * j], count, total) == 1 then
+        redis.call('PEXPIREAT', KEYS[1 + h + j], ARGV[8 + 5 * j], 'NX')
+      end
     end
   end
 
-  local verdict
-  if op == 'check' then
-    verdict = allowed and 'would_allow' or 'would_deny'
-  else
-    verdict = allowed and 'allowed' or 'denied'
-  end
-  local reply = {verdict, denied, metric, r}
-  for i = 1, r do
-    local j = tonumber(ARGV[base + 4 * (i - 1) + 2])
-    local counter = counters[j]
-    reply[#reply + 1] = ARGV[base + 4 * (i - 1) + 1]
-    reply[#reply + 1] = counter.period
-    reply[#reply + 1] = counter.window
-    reply[#reply + 1] = counter.window_end
-    reply[#reply + 1] = ARGV[base + 4 * (i - 1) + 3]
-    reply[#reply + 1] = ARGV[base + 4 * (i - 1) + 4]
-    reply[#reply + 1] = string.format('%d', totals[j][1])
-    reply[#reply + 1] = string.format('%d', totals[j][2])
-  end
-  if op == 'check' then
-    return reply
-  end
-
-  local new_state = 'denied'
+  local state = 'denied'
   if allowed then
-    new_state = op == 'reserve' and 'reserved' or 'consumed'
+    state = op == 'reserve' and 'reserved' or 'consumed'
   end
-  local moved, holds = {}, {}
-  if allowed then
-    for j = 1, c do
-      moved[j] = {counters[j].key, counters[j].field}
-    end
-  end
-  redis.call('HSET', record, 'fp', fingerprint, 'state', new_state, 'amount', ARGV[3], 'refunded', 0,
-    'counted', allowed and 1 or 0, 'ctr', cmsgpack.pack(moved), 'reply', cmsgpack.pack(reply))
+  redis.call('HSET', record, 'fp', fingerprint, 'state', state, 'amount', ARGV[3], 'refunded', 0,
+    'counted', allowed and 1 or 0, 'args', table.concat(ARGV, '\n', 9),
+    'keys', allowed and c > 0 and table.concat(KEYS, '\n', 2 + h, 1 + h + c) or '',
+    'reply', cmsgpack.pack(reply))
   if allowed and op == 'reserve' then
+    local holds = {}
     for i = 1, h do
       holds[i] = KEYS[1 + i]
       redis.call('ZADD', KEYS[1 + i], ARGV[6], record)
@@ -244,7 +233,7 @@ local function refund()
     redis.call('HSET', record, 'counted', 0)
   end
   if give > 0 or count > 0 then
-    give_back(cmsgpack.unpack(redis.call('HGET', record, 'ctr')), count, give)
+    give_back(record, count, give)
   end
   redis.call('HSET', record, 'refunded', string.format('%d', refunded + give), refund_field,
     string.format('%d', give))
@@ -274,7 +263,7 @@ local function confirm()
   elseif final > held then
     return {'too_much', string.format('%d', held)}
   end
-  give_back(cmsgpack.unpack(redis.call('HGET', record, 'ctr')), 0, held - final)
+  give_back(record, 0, held - final)
   drop_holds(record)
   redis.call('HSET', record, 'state', 'confirmed', 'amount', string.format('%d', final))
   return {'confirmed', string.format('%d', final), string.format('%d', held - final)}

@@ -205,7 +205,7 @@ private:
   PreparedDecision prepare_decide(std::string_view op, const Transaction& transaction,
                                   const RuleSet& rules, TimePoint now) const;
   Decision finish_decide(std::string_view op, const Transaction& transaction,
-                         const Reply& reply) const;
+                         const std::vector<std::string>& args, const Reply& reply) const;
   Decision decide(std::string_view op, const Transaction& transaction);
   /// The script call of one add; throws on bad input.
   ScriptCall prepare_add(const AddRequest& request, std::vector<WindowUsage>& windows,

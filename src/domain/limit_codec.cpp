@@ -15,54 +15,70 @@ std::string limit_arg(std::optional<std::int64_t> limit) {
   return limit ? std::to_string(*limit) : std::string("-1");
 }
 
-std::optional<std::int64_t> parse_limit(const Reply& reply) {
-  const std::int64_t value = reply.to_int64();
-  return value < 0 ? std::nullopt : std::optional<std::int64_t>(value);
-}
-
+// `items[first..]` is the reply {verdict, denied, metric, c, count, amount, ...};
+// `args` are the call's ARGV from the counters on (ARGV[9..]).
 Decision decode_fresh(const std::vector<Reply>& items, std::size_t first,
-                      std::string_view transaction_id, std::int64_t requested_amount) {
-  const auto field = [&](std::size_t i) -> const Reply& {
+                      const std::vector<std::string_view>& args, std::string_view transaction_id,
+                      std::int64_t requested_amount) {
+  const auto bad = [&](const char* what) {
+    return Error(errc::protocol_error,
+                 "limit reply for transaction " + std::string(transaction_id) + ": " + what,
+                 Outcome::unknown);
+  };
+  const auto item = [&](std::size_t i) -> const Reply& {
     if (first + i >= items.size()) {
-      throw Error(errc::protocol_error,
-                  "limit reply for transaction " + std::string(transaction_id) + " is too short",
-                  Outcome::unknown);
+      throw bad("too short");
     }
     return items[first + i];
   };
+  const auto arg = [&](std::size_t i) -> std::string_view {
+    if (i >= args.size()) {
+      throw bad("arguments too short");
+    }
+    return args[i];
+  };
+  const auto number = [&](std::string_view text) {
+    return Reply::string(std::string(text)).to_int64();
+  };
   Decision decision;
-  const std::string& verdict = field(0).as_string();
+  const std::string& verdict = item(0).as_string();
   decision.dry_run = verdict == "would_allow" || verdict == "would_deny";
   const bool allowed = verdict == "allowed" || verdict == "would_allow";
   if (!allowed && verdict != "denied" && verdict != "would_deny") {
-    throw Error(errc::protocol_error, "limit reply has unknown verdict " + verdict,
-                Outcome::unknown);
+    throw bad("unknown verdict");
   }
   decision.verdict = allowed ? Decision::Verdict::allowed : Decision::Verdict::denied;
-  const std::int64_t denied_rule = field(1).to_int64();
-  const std::string& metric = field(2).as_string();
-  const std::int64_t rule_count = field(3).to_int64();
-  for (std::int64_t i = 0; i < rule_count; ++i) {
-    const std::size_t at = 4 + static_cast<std::size_t>(i) * 8;
+  const std::int64_t denied_rule = item(1).to_int64();
+  const std::string& metric = item(2).as_string();
+  const auto counters = static_cast<std::size_t>(item(3).to_int64());
+  const auto rule_count = static_cast<std::size_t>(number(arg(5 * counters)));
+  for (std::size_t i = 0; i < rule_count; ++i) {
+    const std::size_t at = 5 * counters + 1 + 4 * i;
+    const auto counter = static_cast<std::size_t>(number(arg(at + 1)));
+    if (counter < 1 || counter > counters) {
+      throw bad("a rule names no counter");
+    }
+    const std::size_t c = 5 * (counter - 1);
     RuleStatus status;
-    status.rule = field(at).as_string();
-    status.period = parse_period(field(at + 1).as_string());
-    status.window_id = field(at + 2).as_string();
-    status.resets_at = TimePoint{std::chrono::milliseconds{field(at + 3).to_int64()}};
-    status.max_count = parse_limit(field(at + 4));
-    status.max_amount = parse_limit(field(at + 5));
-    status.used = {field(at + 6).to_int64(), field(at + 7).to_int64()};
-    if (i + 1 == denied_rule) {
+    status.rule = std::string(arg(at));
+    status.period = parse_period(arg(c + 1));
+    status.window_id = std::string(arg(c + 2));
+    status.resets_at = TimePoint{std::chrono::milliseconds{number(arg(c + 3))}};
+    const std::int64_t max_count = number(arg(at + 2));
+    const std::int64_t max_amount = number(arg(at + 3));
+    status.max_count = max_count < 0 ? std::nullopt : std::optional<std::int64_t>(max_count);
+    status.max_amount = max_amount < 0 ? std::nullopt : std::optional<std::int64_t>(max_amount);
+    status.used = {item(2 + 2 * counter).to_int64(), item(3 + 2 * counter).to_int64()};
+    if (static_cast<std::int64_t>(i) + 1 == denied_rule) {
       const bool by_count = metric == "count";
       decision.denial = Denial{
-          status.rule, by_count ? Metric::count : Metric::amount,
-          by_count ? status.max_count.value_or(0) : status.max_amount.value_or(0),
+          status.rule, by_count ? Metric::count : Metric::amount, by_count ? max_count : max_amount,
           by_count ? status.used.count : status.used.amount, by_count ? 1 : requested_amount};
     }
     decision.rules.push_back(std::move(status));
   }
   if (!allowed && !decision.denial) {
-    throw Error(errc::protocol_error, "limit reply denies without naming a rule", Outcome::unknown);
+    throw bad("a denial names no rule");
   }
   return decision;
 }
@@ -130,7 +146,7 @@ LimitCall build_decide(std::string_view op, const Transaction& transaction,
   call.keys.reserve(1 + holds.size() + counters.size());
   call.keys.push_back(context.keys->transaction(transaction.id));
   call.keys.insert(call.keys.end(), holds.begin(), holds.end());
-  call.args.reserve(9 + 6 * counters.size() + 4 * window_rules.size());
+  call.args.reserve(9 + 5 * counters.size() + 4 * window_rules.size());
   call.args = {std::string(op),
                fingerprint(op, transaction),
                std::to_string(transaction.amount),
@@ -139,14 +155,8 @@ LimitCall build_decide(std::string_view op, const Transaction& transaction,
                std::to_string(unix_millis(hold_expiry)),
                std::to_string(holds.size()),
                std::to_string(counters.size())};
-  for (auto& counter : counters) {
-    // Rules of several shapes in one window share no key, but two rules of one shape and
-    // period share the key and field: they were merged into one counter above.
-    auto position = std::find(call.keys.begin(), call.keys.end(), counter.key);
-    if (position == call.keys.end()) {
-      position = call.keys.insert(call.keys.end(), counter.key);
-    }
-    call.args.push_back(std::to_string(position - call.keys.begin() + 1));
+  for (const auto& counter : counters) {
+    call.keys.push_back(counter.key); // one key per counter: a shape and a period make a key
     call.args.push_back(counter.field);
     call.args.emplace_back(to_string(counter.period));
     call.args.push_back(counter.window->id);
@@ -163,8 +173,8 @@ LimitCall build_decide(std::string_view op, const Transaction& transaction,
   return call;
 }
 
-Decision decode_decision(const Reply& reply, std::string_view transaction_id,
-                         std::int64_t requested_amount) {
+Decision decode_decision(const Reply& reply, const std::vector<std::string>& call_args,
+                         std::string_view transaction_id, std::int64_t requested_amount) {
   const auto& items = reply.as_array();
   if (items.empty()) {
     throw Error(errc::protocol_error, "empty limit reply", Outcome::unknown);
@@ -191,12 +201,22 @@ Decision decode_decision(const Reply& reply, std::string_view transaction_id,
     return decision;
   }
   if (head == "replay") {
-    Decision decision = decode_fresh(items, 2, transaction_id, requested_amount);
+    // The first call's arguments come back with it: the rules may have changed since.
+    std::vector<std::string_view> first_args;
+    std::string_view joined = reply.at(2).as_string();
+    while (!joined.empty()) {
+      const auto cut = joined.find('\n');
+      first_args.push_back(joined.substr(0, cut));
+      joined = cut == std::string_view::npos ? std::string_view{} : joined.substr(cut + 1);
+    }
+    Decision decision = decode_fresh(items, 3, first_args, transaction_id, requested_amount);
     decision.replayed = true;
     decision.state = reply.at(1).as_string();
     return decision;
   }
-  return decode_fresh(items, 0, transaction_id, requested_amount);
+  const std::vector<std::string_view> args(
+      call_args.begin() + std::min<std::size_t>(8, call_args.size()), call_args.end());
+  return decode_fresh(items, 0, args, transaction_id, requested_amount);
 }
 
 } // namespace limitcounter::detail

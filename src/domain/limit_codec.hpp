@@ -38,9 +38,10 @@ std::string fingerprint(std::string_view op, const Transaction& transaction);
 LimitCall build_decide(std::string_view op, const Transaction& transaction,
                        const std::vector<const Rule*>& window_rules, const DecideContext& context);
 
-/// Turns a decide reply into a Decision. `requested_amount` is the transaction's amount.
+/// Turns a decide reply into a Decision. `call_args` are the ARGV of the call (a replay
+/// brings back the first call's own). `requested_amount` is the transaction's amount.
 /// Throws `Error` (conflict) when the id was used for different content.
-Decision decode_decision(const Reply& reply, std::string_view transaction_id,
-                         std::int64_t requested_amount);
+Decision decode_decision(const Reply& reply, const std::vector<std::string>& call_args,
+                         std::string_view transaction_id, std::int64_t requested_amount);
 
 } // namespace limitcounter::detail

@@ -82,11 +82,12 @@ LimitCounter::PreparedDecision LimitCounter::prepare_decide(std::string_view op,
 }
 
 Decision LimitCounter::finish_decide(std::string_view op, const Transaction& transaction,
+                                     const std::vector<std::string>& args,
                                      const Reply& reply) const {
   if (reply.is_error()) {
     throw Error(errc::server_error, reply.as_string(), Outcome::failed);
   }
-  Decision decision = detail::decode_decision(reply, transaction.id, transaction.amount);
+  Decision decision = detail::decode_decision(reply, args, transaction.id, transaction.amount);
   if (!decision.replayed && !decision.dry_run) {
     decision.state = !decision.allowed() ? "denied" : op == "reserve" ? "reserved" : "consumed";
   }
@@ -98,7 +99,8 @@ Decision LimitCounter::decide(std::string_view op, const Transaction& transactio
   if (prepared.decided) {
     return std::move(*prepared.decided);
   }
-  return finish_decide(op, transaction, run_limit(prepared.call.keys, prepared.call.args));
+  return finish_decide(op, transaction, prepared.call.args,
+                       run_limit(prepared.call.keys, prepared.call.args));
 }
 
 std::vector<BatchResult<Decision>>
@@ -125,7 +127,9 @@ LimitCounter::consume_many(const std::vector<Transaction>& transactions) {
       continue;
     }
     try {
-      results.emplace_back(finish_decide("consume", transactions[i], replies.at(next_reply++)));
+      const std::size_t call = next_reply++;
+      results.emplace_back(
+          finish_decide("consume", transactions[i], calls[call].args, replies.at(call)));
     } catch (const Error& e) {
       results.emplace_back(e);
     }

@@ -49,32 +49,47 @@ TEST_CASE("a decide call names every counter once and every rule", "[limit-codec
   CHECK(call.keys == std::vector<std::string>{"p:tx:{t1}", "p:{dept}:holds", "p:{merchant}:holds",
                                               "p:{dept}:day:20211112",
                                               "p:{merchant}:month:202111"});
-  REQUIRE(call.args.size() == 8 + 2 * 6 + 1 + 3 * 4);
+  REQUIRE(call.args.size() == 8 + 2 * 5 + 1 + 3 * 4);
   CHECK(call.args[0] == "consume");
   CHECK(call.args[1] == "consume|42|dept=cmb|merchant=m1");
   CHECK(call.args[2] == "42");
   CHECK(call.args[6] == "2"); // hold sets
   CHECK(call.args[7] == "2"); // counters: both dept rules share one
-  CHECK(call.args[8] == "4");
-  CHECK(call.args[9] == "cmb");
-  CHECK(call.args[10] == "day");
-  CHECK(call.args[11] == "20211112");
-  CHECK(call.args[20] == "3");
-  CHECK(std::vector<std::string>(call.args.begin() + 21, call.args.begin() + 25) ==
+  CHECK(std::vector<std::string>(call.args.begin() + 8, call.args.begin() + 11) ==
+        std::vector<std::string>{"cmb", "day", "20211112"});
+  CHECK(call.args[18] == "3");
+  CHECK(std::vector<std::string>(call.args.begin() + 19, call.args.begin() + 23) ==
         std::vector<std::string>{"bank-day", "1", "10", "-1"});
-  CHECK(std::vector<std::string>(call.args.begin() + 29, call.args.end()) ==
+  CHECK(std::vector<std::string>(call.args.begin() + 27, call.args.end()) ==
         std::vector<std::string>{"merchant-month", "2", "-1", "900"});
   // the record outlives the month window by the grace
-  const auto month_end_ms = std::stoll(call.args[18]);
+  const auto month_end_ms = std::stoll(call.args[16]);
   CHECK(std::stoll(call.args[4]) == month_end_ms + 3600 * 1000);
 }
 
 TEST_CASE("decide replies decode into decisions", "[limit-codec]") {
-  const std::vector<Reply> rule{str("bank-day"), str("day"), str("20211112"), str("1636732800000"),
-                                str("10"),       str("-1"),  str("10"),       str("420")};
-  std::vector<Reply> denied{str("denied"), Reply::integer(1), str("count"), Reply::integer(1)};
-  denied.insert(denied.end(), rule.begin(), rule.end());
-  const Decision decision = decode_decision(Reply::array(denied), "t1", 42);
+  // ARGV of a call with one counter and one rule, as build_decide makes it
+  const std::vector<std::string> args{"consume",
+                                      "fp",
+                                      "42",
+                                      "0",
+                                      "0",
+                                      "0",
+                                      "1",
+                                      "1",
+                                      "cmb",
+                                      "day",
+                                      "20211112",
+                                      "1636732800000",
+                                      "1636736400000",
+                                      "1",
+                                      "bank-day",
+                                      "1",
+                                      "10",
+                                      "-1"};
+  const Reply denied = Reply::array({str("denied"), Reply::integer(1), str("count"),
+                                     Reply::integer(1), Reply::integer(10), Reply::integer(420)});
+  const Decision decision = decode_decision(denied, args, "t1", 42);
   CHECK(decision.verdict == Decision::Verdict::denied);
   REQUIRE(decision.denial);
   CHECK(decision.denial->rule == "bank-day");
@@ -84,24 +99,33 @@ TEST_CASE("decide replies decode into decisions", "[limit-codec]") {
   CHECK(decision.denial->requested == 1);
   REQUIRE(decision.rules.size() == 1);
   CHECK(decision.rules[0].window_id == "20211112");
+  CHECK(decision.rules[0].period == Period::day);
   CHECK(decision.rules[0].remaining_count() == 0);
   CHECK_FALSE(decision.rules[0].remaining_amount());
   CHECK_FALSE(decision.replayed);
 
-  std::vector<Reply> replay{str("replay"),     str("consumed"), str("allowed"),
-                            Reply::integer(0), str(""),         Reply::integer(1)};
-  replay.insert(replay.end(), rule.begin(), rule.end());
-  const Decision replayed = decode_decision(Reply::array(replay), "t1", 42);
+  // a replay brings the first call's arguments: today's args do not matter
+  std::string first_args;
+  for (std::size_t i = 8; i < args.size(); ++i) {
+    first_args += (i == 8 ? "" : "\n") + args[i];
+  }
+  const Reply replay = Reply::array({str("replay"), str("consumed"), Reply::string(first_args),
+                                     str("allowed"), Reply::integer(0), str(""), Reply::integer(1),
+                                     Reply::integer(3), Reply::integer(126)});
+  const Decision replayed = decode_decision(replay, {}, "t1", 42);
   CHECK(replayed.allowed());
   CHECK(replayed.replayed);
   CHECK(replayed.state == "consumed");
+  CHECK(replayed.rules.at(0).rule == "bank-day");
+  CHECK(replayed.rules.at(0).remaining_count() == 7);
   CHECK_FALSE(replayed.denial);
 
-  CHECK(decode_decision(Reply::array({str("cancelled")}), "t1", 42).verdict ==
+  CHECK(decode_decision(Reply::array({str("cancelled")}), args, "t1", 42).verdict ==
         Decision::Verdict::cancelled);
   CHECK_THROWS_MATCHES(
-      decode_decision(Reply::array({str("conflict")}), "t1", 42), Error,
+      decode_decision(Reply::array({str("conflict")}), args, "t1", 42), Error,
       Catch::Predicate<Error>([](const Error& e) { return e.code() == errc::conflict; }));
-  CHECK_THROWS_AS(decode_decision(Reply::array({str("denied"), Reply::integer(1)}), "t1", 42),
+  CHECK_THROWS_AS(decode_decision(Reply::array({str("denied"), Reply::integer(1)}), args, "t1", 42),
                   Error);
+  CHECK_THROWS_AS(decode_decision(denied, {"consume"}, "t1", 42), Error); // arguments too short
 }
