@@ -24,6 +24,7 @@ namespace {
 
 constexpr int thread_count = 4;
 constexpr int batch = 64;
+constexpr int rounds = 3;
 
 // Raw hiredis: one connection per thread, the same EVALSHA the library sends.
 class RawClient {
@@ -115,14 +116,26 @@ struct Bench {
       if (scenario.reset) {
         scenario.reset();
       }
-      return bench::measure(threads, duration, per_call, op);
+      return bench::measure(threads, duration / rounds, per_call, op);
     };
-    rows.push_back({scenario.name + "_sync", side(1, 1, scenario.library), side(1, 1, baseline)});
-    rows.push_back({scenario.name + "_threads", side(thread_count, 1, scenario.library),
-                    side(thread_count, 1, baseline)});
+    // Library and baseline take turns, `rounds` times each; the best round of each side
+    // counts, so that a pause of this shared machine hurts neither side more.
+    const auto row = [&](const std::string& mode, int threads, int per_call,
+                         const std::function<void(int, std::uint64_t)>& library,
+                         const std::function<void(int, std::uint64_t)>& raw_op) {
+      bench::Row best{scenario.name + mode, {}, {}};
+      for (int round = 0; round < rounds; ++round) {
+        const auto lib = side(threads, per_call, library);
+        const auto raw_result = side(threads, per_call, raw_op);
+        best.library = lib.ops_per_s > best.library.ops_per_s ? lib : best.library;
+        best.baseline = raw_result.ops_per_s > best.baseline.ops_per_s ? raw_result : best.baseline;
+      }
+      rows.push_back(best);
+    };
+    row("_sync", 1, 1, scenario.library, baseline);
+    row("_threads", thread_count, 1, scenario.library, baseline);
     if (scenario.library_batch) {
-      rows.push_back({scenario.name + "_batch64", side(1, batch, scenario.library_batch),
-                      side(1, batch, baseline_batch)});
+      row("_batch64", 1, batch, scenario.library_batch, baseline_batch);
     }
   }
 };
