@@ -1,5 +1,7 @@
 #include "redis/connection.hpp"
 
+#include "redis/resp.hpp"
+
 #include <cerrno>
 #include <cstring>
 #include <sys/socket.h>
@@ -114,14 +116,11 @@ bool Connection::usable() {
 }
 
 void Connection::append(const Argv& argv) {
-  argv_pointers_.clear();
-  argv_lengths_.clear();
-  for (const auto arg : argv) {
-    argv_pointers_.push_back(arg.data());
-    argv_lengths_.push_back(arg.size());
-  }
-  if (redisAppendCommandArgv(context_, static_cast<int>(argv.size()), argv_pointers_.data(),
-                             argv_lengths_.data()) != REDIS_OK) {
+  // Our own RESP encoding into a reused buffer: hiredis 0.14's redisAppendCommandArgv
+  // formats through sdscatfmt, which costs more than the rest of a call on the client.
+  request_.clear();
+  append_resp_command(request_, argv);
+  if (redisAppendFormattedCommand(context_, request_.data(), request_.size()) != REDIS_OK) {
     fail("preparing a command");
   }
 }

@@ -50,8 +50,7 @@ private:
   redisContext* context_;
   std::string peer_;
   bool broken_ = false;
-  std::vector<const char*> argv_pointers_; // reused across commands: no allocation per call
-  std::vector<std::size_t> argv_lengths_;
+  std::string request_; // reused across commands: no allocation per call once grown
 };
 
 } // namespace limitcounter::detail
