@@ -23,6 +23,7 @@ public:
     case errc::server_error: return "Redis answered with an error";
     case errc::protocol_error: return "unexpected reply from Redis";
     case errc::cluster_down: return "Redis Cluster could not route the command";
+    case errc::circuit_open: return "Redis circuit breaker is open";
     }
     return "unknown limitcounter error";
   }

@@ -17,6 +17,7 @@ enum class Metric {
   count,         ///< transactions per window
   amount,        ///< minor units per window
   single_amount, ///< minor units of one transaction
+  unavailable,   ///< Redis could not answer and the rule's failure policy is deny
 };
 
 /// "count", "amount" or "single_amount".
@@ -71,6 +72,9 @@ struct Decision {
   std::string state;
   /// True for `check`: decided without consuming.
   bool dry_run = false;
+  /// True when Redis could not answer and the rules' failure policy decided (allow or
+  /// deny) without counting anything.
+  bool degraded = false;
   std::optional<Denial> denial;
   /// Every applicable window rule, in rule-set order.
   std::vector<RuleStatus> rules;

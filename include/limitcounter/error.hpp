@@ -26,6 +26,7 @@ enum class errc {
   server_error = 104,   ///< Redis answered with an error reply
   protocol_error = 105, ///< the reply did not have the shape the library expects
   cluster_down = 106,   ///< the cluster could not route the command after bounded retries
+  circuit_open = 107,   ///< Redis kept failing: calls fail fast until a probe succeeds
 };
 
 /// The category of `errc`; its name is "limitcounter".

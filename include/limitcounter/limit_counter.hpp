@@ -16,6 +16,7 @@
 #include <limitcounter/decision.hpp>
 #include <limitcounter/dimension.hpp>
 #include <limitcounter/keys.hpp>
+#include <limitcounter/observer.hpp>
 #include <limitcounter/redis.hpp>
 #include <limitcounter/rule.hpp>
 #include <limitcounter/transaction.hpp>
@@ -36,6 +37,11 @@ struct LimitCounterOptions {
   /// the end of the longest window it touched plus the grace). Also how long a cancel of
   /// an unknown id keeps that id from being reserved.
   std::chrono::milliseconds record_min_ttl{std::chrono::hours{24}};
+  /// Hooks for metrics (decisions, near-limit events, errors, latency); none by default.
+  std::shared_ptr<LimitObserver> observer;
+  /// An allowed transaction that leaves a window at or above this share of a limit is
+  /// reported to `observer->on_near_limit`.
+  double near_limit_fraction = 0.9;
 };
 
 /// One add of `LimitCounter::add_many`: the arguments of one `add` call.
@@ -201,12 +207,16 @@ private:
   struct PreparedDecision {
     std::optional<Decision> decided;
     ScriptCall call;
+    FailurePolicy on_failure = FailurePolicy::raise; ///< of the applicable rules, the strictest
+    std::string failure_rule;                        ///< the rule whose policy that is
   };
   PreparedDecision prepare_decide(std::string_view op, const Transaction& transaction,
                                   const RuleSet& rules, TimePoint now) const;
   Decision finish_decide(std::string_view op, const Transaction& transaction,
                          const std::vector<std::string>& args, const Reply& reply) const;
   Decision decide(std::string_view op, const Transaction& transaction);
+  Decision decide_with_redis(std::string_view op, const Transaction& transaction);
+  void report(const Transaction& transaction, const Decision& decision, TimePoint started) const;
   /// The script call of one add; throws on bad input.
   ScriptCall prepare_add(const AddRequest& request, std::vector<WindowUsage>& windows,
                          TimePoint now) const;

@@ -9,6 +9,7 @@
 #include <limitcounter/key_part.hpp>
 #include <limitcounter/keys.hpp>
 #include <limitcounter/limit_counter.hpp>
+#include <limitcounter/observer.hpp>
 #include <limitcounter/red_packet.hpp>
 #include <limitcounter/red_packet_keys.hpp>
 #include <limitcounter/red_packet_split.hpp>

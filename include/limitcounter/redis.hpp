@@ -28,6 +28,13 @@ struct RedisOptions {
   /// How long a caller waits for a free connection when all `pool_size` are busy.
   std::chrono::milliseconds pool_wait_timeout{50};
   std::size_t pool_size = 8;
+  /// Consecutive infrastructure failures (no connection, timeout, broken connection) after
+  /// which the circuit breaker opens: calls then fail at once with errc::circuit_open
+  /// (Outcome::not_sent) instead of each waiting for a timeout. 0 disables the breaker.
+  int breaker_failures = 5;
+  /// How long an open breaker waits before it lets one probe call through; the probe's
+  /// success closes it, its failure opens it again.
+  std::chrono::milliseconds breaker_pause{1000};
   /// Seed nodes ("host:port") of a Redis Cluster; when non-empty, `host`/`port` are unused
   /// and commands are routed by key slot.
   std::vector<std::string> cluster_seeds;

@@ -23,6 +23,13 @@ struct Condition {
   bool is_wildcard() const noexcept { return value == any_value; }
 };
 
+/// What a rule decides when Redis cannot answer (down, timed out, breaker open).
+enum class FailurePolicy {
+  raise, ///< throw the Error (the default: the host decides)
+  allow, ///< fail open: allow, marked degraded
+  deny,  ///< fail closed: deny, marked degraded
+};
+
 /// A limit on the transactions that match its conditions. Built fluently:
 ///
 ///     Rule("cmb-daily").where("dept", "cmb").per(Period::day).max_count(1000)
@@ -71,6 +78,12 @@ public:
     max_amount_ = limit;
     return *this;
   }
+  /// What this rule decides when Redis cannot answer. When the rules of a transaction
+  /// disagree, raise beats deny beats allow.
+  Rule& on_redis_failure(FailurePolicy policy) {
+    failure_policy_ = policy;
+    return *this;
+  }
   /// Allows limits of 0: the rule then denies every transaction it matches.
   Rule& blocking() {
     blocking_ = true;
@@ -85,6 +98,7 @@ public:
   std::optional<std::int64_t> max_count() const noexcept { return max_count_; }
   std::optional<std::int64_t> max_amount() const noexcept { return max_amount_; }
   bool is_blocking() const noexcept { return blocking_; }
+  FailurePolicy failure_policy() const noexcept { return failure_policy_; }
   /// The counter name: the shape's attributes joined with '+', e.g. `channel+transType+dept`.
   std::string counter_name() const;
   /// How many conditions name an exact value.
@@ -98,6 +112,7 @@ private:
   std::optional<std::int64_t> max_count_;
   std::optional<std::int64_t> max_amount_;
   bool blocking_ = false;
+  FailurePolicy failure_policy_ = FailurePolicy::raise;
 };
 
 /// A validated set of rules, built by the host in code. Immutable once handed to a

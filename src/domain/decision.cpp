@@ -7,6 +7,7 @@ std::string_view to_string(Metric metric) noexcept {
   case Metric::count: return "count";
   case Metric::amount: return "amount";
   case Metric::single_amount: return "single_amount";
+  case Metric::unavailable: return "unavailable";
   }
   return "unknown";
 }

@@ -76,6 +76,20 @@ LimitCounter::PreparedDecision LimitCounter::prepare_decide(std::string_view op,
   context.record_min_ttl = options_.record_min_ttl;
   context.reservation_timeout = options_.reservation_timeout;
   context.now = now;
+  // Without Redis, the strictest applicable policy decides: raise, then deny, then allow.
+  const auto strictness = [](FailurePolicy policy) {
+    return policy == FailurePolicy::raise ? 2 : policy == FailurePolicy::deny ? 1 : 0;
+  };
+  if (!matched.window.empty()) {
+    prepared.on_failure = FailurePolicy::allow;
+    prepared.failure_rule = matched.window.front()->name();
+    for (const Rule* rule : matched.window) {
+      if (strictness(rule->failure_policy()) > strictness(prepared.on_failure)) {
+        prepared.on_failure = rule->failure_policy();
+        prepared.failure_rule = rule->name();
+      }
+    }
+  }
   auto call = detail::build_decide(op, transaction, matched.window, context);
   prepared.call = {&scripts::limit, std::move(call.keys), std::move(call.args)};
   return prepared;
@@ -95,12 +109,71 @@ Decision LimitCounter::finish_decide(std::string_view op, const Transaction& tra
 }
 
 Decision LimitCounter::decide(std::string_view op, const Transaction& transaction) {
+  const TimePoint started = Clock::now();
+  try {
+    Decision decision = decide_with_redis(op, transaction);
+    report(transaction, decision, started);
+    return decision;
+  } catch (const Error& e) {
+    if (options_.observer) {
+      options_.observer->on_error(e);
+    }
+    throw;
+  }
+}
+
+Decision LimitCounter::decide_with_redis(std::string_view op, const Transaction& transaction) {
   PreparedDecision prepared = prepare_decide(op, transaction, *rules(), Clock::now());
   if (prepared.decided) {
     return std::move(*prepared.decided);
   }
-  return finish_decide(op, transaction, prepared.call.args,
-                       run_limit(prepared.call.keys, prepared.call.args));
+  Reply reply;
+  try {
+    reply = run_limit(prepared.call.keys, prepared.call.args);
+  } catch (const Error& e) {
+    if (e.is_input_error() || prepared.on_failure == FailurePolicy::raise) {
+      throw;
+    }
+    // Redis could not answer: the rules' failure policy decides, and nothing was counted
+    // (a call that may have run is recorded under its id: a retry returns its decision).
+    if (options_.observer) {
+      options_.observer->on_error(e);
+    }
+    Decision decision;
+    decision.degraded = true;
+    decision.dry_run = op == "check";
+    if (prepared.on_failure == FailurePolicy::deny) {
+      decision.verdict = Decision::Verdict::denied;
+      decision.state = "denied";
+      decision.denial =
+          Denial{prepared.failure_rule, Metric::unavailable, 0, 0, transaction.amount};
+    } else {
+      decision.state = op == "reserve" ? "reserved" : "consumed";
+    }
+    return decision;
+  }
+  return finish_decide(op, transaction, prepared.call.args, reply);
+}
+
+void LimitCounter::report(const Transaction& transaction, const Decision& decision,
+                          TimePoint started) const {
+  if (!options_.observer) {
+    return;
+  }
+  options_.observer->on_decision(transaction, decision, Clock::now() - started);
+  if (!decision.allowed()) {
+    return;
+  }
+  for (const auto& rule : decision.rules) {
+    const auto near = [&](std::optional<std::int64_t> limit, std::int64_t used) {
+      return limit && *limit > 0 &&
+             static_cast<double>(used) >=
+                 options_.near_limit_fraction * static_cast<double>(*limit);
+    };
+    if (near(rule.max_count, rule.used.count) || near(rule.max_amount, rule.used.amount)) {
+      options_.observer->on_near_limit(transaction, rule);
+    }
+  }
 }
 
 std::vector<BatchResult<Decision>>

@@ -5,6 +5,7 @@
 
 #include <limitcounter/error.hpp>
 
+#include "redis/circuit_breaker.hpp"
 #include "redis/connection_pool.hpp"
 
 namespace limitcounter {
@@ -135,9 +136,37 @@ public:
 
   const RedisOptions& options() const noexcept { return options_; }
 
+  /// Runs `call` unless the circuit breaker is open, and tells the breaker how it went.
+  template <typename Call> auto guarded(Call&& call) -> decltype(call()) {
+    if (!breaker_.allow()) {
+      throw Error(errc::circuit_open,
+                  "Redis at " + peer_ + " failed " + std::to_string(options_.breaker_failures) +
+                      " times in a row; calls fail fast for " +
+                      std::to_string(options_.breaker_pause.count()) + " ms before a probe",
+                  Outcome::not_sent);
+    }
+    try {
+      auto result = call();
+      breaker_.record_success();
+      return result;
+    } catch (const Error& e) {
+      const auto code = static_cast<errc>(e.code().value());
+      if (code == errc::connect_failed || code == errc::timeout || code == errc::io_error) {
+        breaker_.record_failure();
+      } else {
+        breaker_.record_success(); // Redis answered (an error reply, a refusal): it is alive
+      }
+      throw;
+    }
+  }
+
 private:
   RedisOptions options_;
   detail::ConnectionPool pool_;
+  detail::CircuitBreaker breaker_{options_.breaker_failures, options_.breaker_pause};
+  std::string peer_ = options_.unix_socket.empty()
+                          ? options_.host + ":" + std::to_string(options_.port)
+                          : options_.unix_socket;
 };
 
 Redis::Redis(RedisOptions options) : impl_(std::make_shared<Impl>(std::move(options))) {}
@@ -146,15 +175,17 @@ Redis::Redis(std::string_view uri) : Redis(RedisOptions::from_uri(uri)) {}
 
 Redis::~Redis() = default;
 
-Reply Redis::command(const std::vector<std::string>& argv) { return impl_->command(argv); }
+Reply Redis::command(const std::vector<std::string>& argv) {
+  return impl_->guarded([&] { return impl_->command(argv); });
+}
 
 Reply Redis::eval(const Script& script, const std::vector<std::string>& keys,
                   const std::vector<std::string>& args) {
-  return impl_->eval(script, keys, args);
+  return impl_->guarded([&] { return impl_->eval(script, keys, args); });
 }
 
 std::vector<Reply> Redis::eval_pipeline(const std::vector<ScriptCall>& calls) {
-  return impl_->eval_pipeline(calls);
+  return impl_->guarded([&] { return impl_->eval_pipeline(calls); });
 }
 
 const RedisOptions& Redis::options() const noexcept { return impl_->options(); }

@@ -1,0 +1,186 @@
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <sstream>
+#include <thread>
+
+#include <unistd.h>
+
+#include <limitcounter/limitcounter.hpp>
+
+#include "support/redis_server.hpp"
+
+using namespace std::chrono_literals;
+using limitcounter::Decision;
+using limitcounter::Dimension;
+using limitcounter::errc;
+using limitcounter::Error;
+using limitcounter::FailurePolicy;
+using limitcounter::LimitCounter;
+using limitcounter::LimitCounterOptions;
+using limitcounter::Outcome;
+using limitcounter::Period;
+using limitcounter::Redis;
+using limitcounter::RedisOptions;
+using limitcounter::Rule;
+using limitcounter::RuleSet;
+using limitcounter::Transaction;
+using limitcounter::Usage;
+using limitcounter::testing::RedisServer;
+
+namespace {
+
+Transaction payment(const std::string& id, std::int64_t amount) {
+  Transaction tx;
+  tx.id = id;
+  tx.attributes = {{"merchant", "m1"}};
+  tx.amount = amount;
+  return tx;
+}
+
+errc code_of(const Error& e) { return static_cast<errc>(e.code().value()); }
+
+} // namespace
+
+TEST_CASE("a dead Redis: failure policies decide, degraded, and the breaker fails fast",
+          "[fault]") {
+  auto server = std::make_unique<RedisServer>();
+  RedisOptions options = server->options();
+  options.connect_timeout = 200ms;
+  options.breaker_failures = 3;
+  options.breaker_pause = 300ms;
+  Redis redis(options);
+  LimitCounter limits(redis, limitcounter::Calendar("UTC"));
+  const auto rules = [](FailurePolicy a, FailurePolicy b) {
+    return RuleSet()
+        .add(Rule("day").where("merchant").per(Period::day).max_amount(1000).on_redis_failure(a))
+        .add(Rule("month")
+                 .where("merchant")
+                 .per(Period::month)
+                 .max_amount(9000)
+                 .on_redis_failure(b));
+  };
+  limits.set_rules(rules(FailurePolicy::allow, FailurePolicy::allow));
+  REQUIRE(limits.consume(payment("before", 10)).allowed());
+  server->stop();
+
+  const Decision open = limits.consume(payment("t1", 10));
+  CHECK(open.allowed());
+  CHECK(open.degraded);
+  limits.set_rules(rules(FailurePolicy::allow, FailurePolicy::deny)); // deny beats allow
+  const Decision closed = limits.consume(payment("t2", 10));
+  CHECK_FALSE(closed.allowed());
+  CHECK(closed.degraded);
+  CHECK(closed.denial->rule == "month");
+  CHECK(closed.denial->metric == limitcounter::Metric::unavailable);
+  limits.set_rules(rules(FailurePolicy::raise, FailurePolicy::deny)); // raise beats both
+  const auto error_of = [&](const std::string& id) {
+    try {
+      limits.consume(payment(id, 10));
+    } catch (const Error& e) {
+      return e;
+    }
+    FAIL("no error");
+    throw std::logic_error("unreachable");
+  };
+  const Error third = error_of("t3");
+  CHECK(code_of(third) == errc::connect_failed);
+  CHECK(third.outcome() == Outcome::not_sent);
+  // three failures in a row opened the breaker: this call does not even try to connect
+  const Error fourth = error_of("t4");
+  CHECK(code_of(fourth) == errc::circuit_open);
+  CHECK(fourth.outcome() == Outcome::not_sent);
+
+  // Redis comes back on the same port; after the pause a probe closes the breaker.
+  server->restart();
+  std::this_thread::sleep_for(350ms);
+  CHECK(limits.consume(payment("after", 10)).allowed());
+  CHECK_FALSE(limits.consume(payment("after2", 10)).degraded);
+}
+
+TEST_CASE("a timeout says the outcome is unknown; the retry with the same id applies once",
+          "[fault]") {
+  RedisServer server({"--enable-debug-command", "yes"});
+  RedisOptions options = server.options();
+  options.command_timeout = 100ms;
+  Redis redis(options);
+  Redis admin(server.options());
+  LimitCounter limits(redis, limitcounter::Calendar("UTC"));
+  limits.set_rules(RuleSet().add(Rule("day").where("merchant").per(Period::day).max_amount(1000)));
+  REQUIRE(limits.consume(payment("warm", 1)).allowed()); // scripts cached, connection made
+
+  std::thread sleeper([&] { admin.command({"DEBUG", "SLEEP", "0.4"}); });
+  std::this_thread::sleep_for(50ms);
+  const Transaction tx = payment("slow-1", 100);
+  try {
+    limits.consume(tx);
+    FAIL("no error");
+  } catch (const Error& e) {
+    CHECK(code_of(e) == errc::timeout);
+    CHECK(e.outcome() == Outcome::unknown);
+  }
+  sleeper.join();
+  // the call did run when the server woke up; the caller's retry is recognised
+  const Decision retry = limits.consume(tx);
+  CHECK(retry.allowed());
+  CHECK(retry.replayed);
+  CHECK(limits.usage("merchant", Dimension{"m1"}, Period::day) == Usage{2, 101});
+}
+
+TEST_CASE("a restarted server keeps every decision: retries after a restart apply once",
+          "[fault]") {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("limitcounter-aof-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  {
+    RedisServer server(std::vector<std::string>{"--appendonly", "yes", "--appendfsync", "always",
+                                                "--dir", dir.string()});
+    Redis redis(server.options());
+    LimitCounter limits(redis, limitcounter::Calendar("UTC"));
+    limits.set_rules(RuleSet().add(Rule("day").where("merchant").per(Period::day).max_count(1000)));
+    for (int i = 0; i < 50; ++i) {
+      REQUIRE(limits.consume(payment("r" + std::to_string(i), 10)).allowed());
+    }
+    server.restart(); // the script cache is empty now; the data came back from the AOF
+    for (int i = 0; i < 50; ++i) {
+      const Decision again = limits.consume(payment("r" + std::to_string(i), 10));
+      REQUIRE(again.replayed);
+    }
+    CHECK(limits.usage("merchant", Dimension{"m1"}, Period::day) == Usage{50, 500});
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("Redis down at start-up: construction works, calls fail clearly", "[fault]") {
+  auto server = std::make_unique<RedisServer>();
+  RedisOptions options = server->options();
+  server.reset(); // killed: nothing listens on the port any more
+  options.connect_timeout = 100ms;
+  Redis redis(options); // lazy: no connection yet
+  LimitCounter limits(redis, limitcounter::Calendar("UTC"));
+  try {
+    limits.add("channel", Dimension{"Ali"}, {Period::day}, 1, 1);
+    FAIL("no error");
+  } catch (const Error& e) {
+    CHECK(code_of(e) == errc::connect_failed);
+    CHECK(e.outcome() == Outcome::not_sent);
+  }
+}
+
+TEST_CASE("the observer sees decisions, near-limit events and errors", "[fault][observer]") {
+  RedisServer server;
+  std::ostringstream lines;
+  LimitCounterOptions options;
+  options.observer = std::make_shared<limitcounter::StreamObserver>(lines);
+  LimitCounter limits(Redis(server.options()), limitcounter::Calendar("UTC"), options);
+  limits.set_rules(RuleSet().add(Rule("day").where("merchant").per(Period::day).max_count(10)));
+  for (int i = 0; i < 11; ++i) {
+    limits.consume(payment("o" + std::to_string(i), 1));
+  }
+  const std::string log = lines.str();
+  CHECK(log.find("decision tx=o0 verdict=allowed") != std::string::npos);
+  CHECK(log.find("near-limit tx=o8 rule=day") != std::string::npos); // 9 of 10
+  CHECK(log.find("near-limit tx=o7") == std::string::npos);
+  CHECK(log.find("decision tx=o10 verdict=denied rule=day") != std::string::npos);
+  CHECK(log.find("latency_us=") != std::string::npos);
+}
