@@ -1,6 +1,7 @@
 #pragma once
 // Umbrella header: everything a host application uses.
 
+#include <limitcounter/acl.hpp>
 #include <limitcounter/calendar.hpp>
 #include <limitcounter/decision.hpp>
 #include <limitcounter/dimension.hpp>
@@ -17,6 +18,7 @@
 #include <limitcounter/reply.hpp>
 #include <limitcounter/rule.hpp>
 #include <limitcounter/script.hpp>
+#include <limitcounter/server_clock.hpp>
 #include <limitcounter/transaction.hpp>
 #include <limitcounter/usage.hpp>
 #include <limitcounter/wallet.hpp>

@@ -1,0 +1,38 @@
+#pragma once
+// The least-privilege Redis ACL for the library's user.
+
+#include <string>
+#include <vector>
+
+namespace limitcounter {
+
+/// The commands the library sends, directly or from its scripts (Redis checks the
+/// commands a script calls against the calling user too).
+inline const std::vector<std::string>& required_commands() {
+  static const std::vector<std::string> commands{
+      // sent directly
+      "evalsha", "script|load", "hget", "hmget", "zrangebyscore", "lrange", "time", "select",
+      "ping",
+      // called by lua/*.lua
+      "hset", "hdel", "hincrby", "exists", "del", "pexpire", "pexpireat", "zadd", "zrem", "zcard",
+      "zrange", "zscore", "zremrangebyscore", "lpop", "rpush", "xadd", "xack", "xgroup|create",
+      "xautoclaim", "xreadgroup"};
+  return commands;
+}
+
+/// ACL rules for `ACL SETUSER <user> on ><password> <rules>`: exactly the commands above on
+/// keys under `key_prefixes` (default: the three jobs' default prefixes). No other command
+/// (no KEYS, FLUSHALL, CONFIG, DEBUG) and no other key.
+inline std::string least_privilege_acl(const std::vector<std::string>& key_prefixes = {
+                                           "trans:limit:", "wallet:", "rp:"}) {
+  std::string rules = "resetkeys -@all";
+  for (const auto& command : required_commands()) {
+    rules += " +" + command;
+  }
+  for (const auto& prefix : key_prefixes) {
+    rules += " ~" + prefix + "*";
+  }
+  return rules;
+}
+
+} // namespace limitcounter
