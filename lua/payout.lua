@@ -28,6 +28,16 @@ local function parse(value)
     tonumber(string.sub(value, second + 1))
 end
 
+-- Whether `task` is in flight under `lease` (a worker whose lease ran out holds nothing).
+local function holds_lease(inflight, tasks, task, lease)
+  local value = redis.call('HGET', tasks, task)
+  if not value or redis.call('ZSCORE', inflight, task) == false then
+    return false
+  end
+  local _, _, current = parse(value)
+  return current == tonumber(lease)
+end
+
 -- One more failed attempt: back to ready after a back-off, or to dead.
 local function failed(ready, inflight, tasks, dead, task, now, max_attempts, backoff)
   local amount, attempts, lease = parse(redis.call('HGET', tasks, task))
@@ -65,12 +75,7 @@ if op == 'take' then
   return taken
 elseif op == 'ack' then
   local inflight, tasks, paid = KEYS[1], KEYS[2], KEYS[3]
-  local value = redis.call('HGET', tasks, ARGV[2])
-  if not value or redis.call('ZSCORE', inflight, ARGV[2]) == false then
-    return {'stale'}
-  end
-  local _, _, lease = parse(value)
-  if lease ~= tonumber(ARGV[3]) then
+  if not holds_lease(inflight, tasks, ARGV[2], ARGV[3]) then
     return {'stale'}
   end
   redis.call('ZREM', inflight, ARGV[2])
@@ -80,12 +85,7 @@ elseif op == 'ack' then
   return {'paid'}
 elseif op == 'fail' then
   local ready, inflight, tasks, dead = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-  local value = redis.call('HGET', tasks, ARGV[2])
-  if not value or redis.call('ZSCORE', inflight, ARGV[2]) == false then
-    return {'stale'}
-  end
-  local _, _, lease = parse(value)
-  if lease ~= tonumber(ARGV[3]) then
+  if not holds_lease(inflight, tasks, ARGV[2], ARGV[3]) then
     return {'stale'}
   end
   return failed(ready, inflight, tasks, dead, ARGV[2], tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]))

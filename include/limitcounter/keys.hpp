@@ -2,6 +2,7 @@
 // Keys: the one place that builds Redis key names. Every key carries a hash tag
 // `{...}` so that the keys one script touches share a Redis Cluster slot.
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -27,6 +28,49 @@ inline std::string tagged_key(std::string_view prefix, std::string_view tag,
   key.append(prefix).append(1, '{').append(tag).append(1, '}').append(rest);
   return key;
 }
+
+/// FNV-1a 64 of `text`: a stable hash for partitioning (the same on every host and build).
+constexpr std::uint64_t stable_hash(std::string_view text) noexcept {
+  std::uint64_t hash = 14695981039346656037ULL;
+  for (const char c : text) {
+    hash ^= static_cast<std::uint8_t>(c);
+    hash *= 1099511628211ULL;
+  }
+  return hash;
+}
+
+/// Keys spread over a fixed number of partitions, each with its own hash tag
+/// `{<letter><N>}`: the base of the wallet's and the red packets' keys, whose scripts touch
+/// one owner's keys and that owner's partition queue in one slot.
+class PartitionedKeys {
+public:
+  /// Throws `Error` (invalid_argument) for a bad prefix or a partition count outside 1..1024.
+  PartitionedKeys(std::string prefix, std::uint32_t partitions, char tag_letter)
+      : prefix_(std::move(prefix)), partitions_(partitions), tag_letter_(tag_letter) {
+    validate_key_prefix(prefix_);
+    if (partitions_ < 1 || partitions_ > 1024) {
+      throw Error(errc::invalid_argument,
+                  "partitions " + std::to_string(partitions_) + " must be from 1 to 1024");
+    }
+  }
+
+  std::uint32_t partitions() const noexcept { return partitions_; }
+  /// The partition of an owner (a user, a packet): stable_hash(owner) % partitions.
+  std::uint32_t partition_of(std::string_view owner) const noexcept {
+    return static_cast<std::uint32_t>(stable_hash(owner) % partitions_);
+  }
+
+protected:
+  /// `<prefix>{<letter><partition>}<rest>`
+  std::string key(std::uint32_t partition, std::string_view rest) const {
+    return tagged_key(prefix_, std::string(1, tag_letter_) + std::to_string(partition), rest);
+  }
+
+private:
+  std::string prefix_;
+  std::uint32_t partitions_;
+  char tag_letter_;
+};
 
 /// Keys of the period counters:
 /// `<prefix>{<counter>}:<period>:<window id>`, e.g. `trans:limit:{channel}:day:20211111`,
