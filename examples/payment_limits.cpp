@@ -42,6 +42,8 @@ int main(int argc, char** argv) try {
   lc::Redis redis(example::redis_uri(argc, argv));
   lc::LimitCounterOptions options;
   options.key_prefix = "demo:limits:";
+  // A ready observer: one line per decision, near-limit event and error (metrics hooks).
+  options.observer = std::make_shared<lc::StreamObserver>(std::cout);
   lc::LimitCounter limits(redis, lc::Calendar("Asia/Shanghai"), options);
   example::Checks checks;
 
