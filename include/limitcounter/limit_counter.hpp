@@ -24,6 +24,11 @@
 
 namespace limitcounter {
 
+namespace detail {
+class LocalLedger;
+struct LocalCounter;
+} // namespace detail
+
 /// Settings of a LimitCounter.
 struct LimitCounterOptions {
   /// Prepended to every key; see `CounterKeys`.
@@ -207,8 +212,9 @@ private:
   struct PreparedDecision {
     std::optional<Decision> decided;
     ScriptCall call;
-    FailurePolicy on_failure = FailurePolicy::raise; ///< of the applicable rules, the strictest
-    std::string failure_rule;                        ///< the rule whose policy that is
+    FailurePolicy on_failure = FailurePolicy::raise;  ///< of the applicable rules, the strictest
+    std::string failure_rule;                         ///< the rule whose policy that is
+    std::vector<detail::LocalCounter> local_counters; ///< for FailurePolicy::local
   };
   PreparedDecision prepare_decide(std::string_view op, const Transaction& transaction,
                                   const RuleSet& rules, TimePoint now) const;
@@ -217,6 +223,10 @@ private:
   Decision decide(std::string_view op, const Transaction& transaction);
   Decision decide_with_redis(std::string_view op, const Transaction& transaction);
   void report(const Transaction& transaction, const Decision& decision, TimePoint started) const;
+  Decision decide_without_redis(std::string_view op, const Transaction& transaction,
+                                const PreparedDecision& prepared);
+  /// Adds what this node allowed on its own while Redis was away to the Redis counters.
+  void report_local_usage();
   /// The script call of one add; throws on bad input.
   ScriptCall prepare_add(const AddRequest& request, std::vector<WindowUsage>& windows,
                          TimePoint now) const;
@@ -228,6 +238,7 @@ private:
   CounterKeys keys_;
   mutable std::mutex rules_mutex_;
   std::shared_ptr<const RuleSet> rules_;
+  std::shared_ptr<detail::LocalLedger> local_;
 };
 
 } // namespace limitcounter

@@ -9,6 +9,7 @@
 #include <limitcounter/decision.hpp>
 #include <limitcounter/error.hpp>
 #include <limitcounter/transaction.hpp>
+#include <limitcounter/usage.hpp>
 
 namespace limitcounter {
 
@@ -26,6 +27,10 @@ public:
   virtual void on_near_limit(const Transaction& /*transaction*/, const RuleStatus& /*rule*/) {}
   /// A call failed with `error` (thrown to the caller, or turned into a degraded decision).
   virtual void on_error(const Error& /*error*/) {}
+  /// Redis answers again, and what this node allowed on its own share meanwhile was added
+  /// to the counter `field` of `key`.
+  virtual void on_local_usage_reported(const std::string& /*key*/, const std::string& /*field*/,
+                                       const Usage& /*usage*/) {}
 };
 
 /// A ready observer that writes one line per event to a stream (e.g. std::clog).
@@ -36,6 +41,8 @@ public:
                    std::chrono::nanoseconds latency) override;
   void on_near_limit(const Transaction& transaction, const RuleStatus& rule) override;
   void on_error(const Error& error) override;
+  void on_local_usage_reported(const std::string& key, const std::string& field,
+                               const Usage& usage) override;
 
 private:
   std::ostream& out_;

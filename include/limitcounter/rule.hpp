@@ -28,6 +28,7 @@ enum class FailurePolicy {
   raise, ///< throw the Error (the default: the host decides)
   allow, ///< fail open: allow, marked degraded
   deny,  ///< fail closed: deny, marked degraded
+  local, ///< allow while this node's own share of the limit lasts (see Rule::on_redis_failure)
 };
 
 /// A limit on the transactions that match its conditions. Built fluently:
@@ -79,9 +80,12 @@ public:
     return *this;
   }
   /// What this rule decides when Redis cannot answer. When the rules of a transaction
-  /// disagree, raise beats deny beats allow.
-  Rule& on_redis_failure(FailurePolicy policy) {
+  /// disagree, raise beats deny beats local beats allow. With `local`, this node alone may
+  /// allow up to `local_share` (0 < share <= 1) of each limit per window while Redis is
+  /// down; what it allowed is added to the Redis counters once Redis answers again.
+  Rule& on_redis_failure(FailurePolicy policy, double local_share = 0.0) {
     failure_policy_ = policy;
+    local_share_ = local_share;
     return *this;
   }
   /// Allows limits of 0: the rule then denies every transaction it matches.
@@ -99,6 +103,7 @@ public:
   std::optional<std::int64_t> max_amount() const noexcept { return max_amount_; }
   bool is_blocking() const noexcept { return blocking_; }
   FailurePolicy failure_policy() const noexcept { return failure_policy_; }
+  double local_share() const noexcept { return local_share_; }
   /// The counter name: the shape's attributes joined with '+', e.g. `channel+transType+dept`.
   std::string counter_name() const;
   /// How many conditions name an exact value.
@@ -113,6 +118,7 @@ private:
   std::optional<std::int64_t> max_amount_;
   bool blocking_ = false;
   FailurePolicy failure_policy_ = FailurePolicy::raise;
+  double local_share_ = 0.0;
 };
 
 /// A validated set of rules, built by the host in code. Immutable once handed to a

@@ -6,12 +6,14 @@
 
 #include "domain/amount.hpp"
 #include "domain/counter_codec.hpp"
+#include "domain/local_ledger.hpp"
 
 namespace limitcounter {
 
 LimitCounter::LimitCounter(Redis redis, Calendar calendar, LimitCounterOptions options)
     : redis_(std::move(redis)), calendar_(std::move(calendar)), options_(std::move(options)),
-      keys_(options_.key_prefix), rules_(std::make_shared<const RuleSet>()) {
+      keys_(options_.key_prefix), rules_(std::make_shared<const RuleSet>()),
+      local_(std::make_shared<detail::LocalLedger>()) {
   if (options_.window_grace.count() < 0) {
     throw Error(errc::invalid_argument, "window_grace " +
                                             std::to_string(options_.window_grace.count()) +

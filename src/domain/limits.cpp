@@ -5,6 +5,7 @@
 
 #include "domain/amount.hpp"
 #include "domain/limit_codec.hpp"
+#include "domain/local_ledger.hpp"
 #include "domain/rule_matching.hpp"
 
 namespace limitcounter {
@@ -78,7 +79,13 @@ LimitCounter::PreparedDecision LimitCounter::prepare_decide(std::string_view op,
   context.now = now;
   // Without Redis, the strictest applicable policy decides: raise, then deny, then allow.
   const auto strictness = [](FailurePolicy policy) {
-    return policy == FailurePolicy::raise ? 2 : policy == FailurePolicy::deny ? 1 : 0;
+    switch (policy) {
+    case FailurePolicy::raise: return 3;
+    case FailurePolicy::deny: return 2;
+    case FailurePolicy::local: return 1;
+    case FailurePolicy::allow: return 0;
+    }
+    return 3;
   };
   if (!matched.window.empty()) {
     prepared.on_failure = FailurePolicy::allow;
@@ -88,6 +95,22 @@ LimitCounter::PreparedDecision LimitCounter::prepare_decide(std::string_view op,
         prepared.on_failure = rule->failure_policy();
         prepared.failure_rule = rule->name();
       }
+    }
+  }
+  if (prepared.on_failure == FailurePolicy::local) {
+    for (const Rule* rule : matched.window) {
+      if (rule->failure_policy() != FailurePolicy::local) {
+        continue;
+      }
+      const Window window = calendar_.window(*rule->period(), transaction.time);
+      std::string field;
+      for (const auto& condition : rule->conditions()) {
+        field += (field.empty() ? "" : "+") + transaction.attributes.at(condition.attribute);
+      }
+      prepared.local_counters.push_back(
+          {keys_.window(rule->counter_name(), *rule->period(), window.id), std::move(field),
+           window.end + options_.window_grace, rule->max_count(), rule->max_amount(),
+           rule->local_share()});
     }
   }
   auto call = detail::build_decide(op, transaction, matched.window, context);
@@ -134,25 +157,72 @@ Decision LimitCounter::decide_with_redis(std::string_view op, const Transaction&
     if (e.is_input_error() || prepared.on_failure == FailurePolicy::raise) {
       throw;
     }
-    // Redis could not answer: the rules' failure policy decides, and nothing was counted
-    // (a call that may have run is recorded under its id: a retry returns its decision).
     if (options_.observer) {
       options_.observer->on_error(e);
     }
-    Decision decision;
-    decision.degraded = true;
-    decision.dry_run = op == "check";
-    if (prepared.on_failure == FailurePolicy::deny) {
-      decision.verdict = Decision::Verdict::denied;
-      decision.state = "denied";
-      decision.denial =
-          Denial{prepared.failure_rule, Metric::unavailable, 0, 0, transaction.amount};
-    } else {
-      decision.state = op == "reserve" ? "reserved" : "consumed";
-    }
-    return decision;
+    return decide_without_redis(op, transaction, prepared);
+  }
+  if (!local_->empty()) {
+    report_local_usage();
   }
   return finish_decide(op, transaction, prepared.call.args, reply);
+}
+
+// Redis could not answer: the strictest failure policy of the applicable rules decides.
+// Nothing reaches Redis (a call that may have run is recorded under its id: a retry
+// returns its decision).
+Decision LimitCounter::decide_without_redis(std::string_view op, const Transaction& transaction,
+                                            const PreparedDecision& prepared) {
+  Decision decision;
+  decision.degraded = true;
+  decision.dry_run = op == "check";
+  bool allowed = prepared.on_failure == FailurePolicy::allow;
+  if (prepared.on_failure == FailurePolicy::local) {
+    // A check only looks; consume and reserve take from this node's share.
+    allowed = decision.dry_run
+                  ? true
+                  : local_->try_take(prepared.local_counters, transaction.amount, Clock::now());
+  }
+  if (allowed) {
+    decision.state = op == "reserve" ? "reserved" : "consumed";
+  } else {
+    decision.verdict = Decision::Verdict::denied;
+    decision.state = "denied";
+    decision.denial = Denial{prepared.failure_rule, Metric::unavailable, 0, 0, transaction.amount};
+  }
+  return decision;
+}
+
+void LimitCounter::report_local_usage() {
+  const auto entries = local_->take_all(Clock::now());
+  if (entries.empty()) {
+    return;
+  }
+  std::vector<ScriptCall> calls;
+  for (const auto& entry : entries) {
+    calls.push_back(
+        {&scripts::counter_add,
+         {entry.key},
+         {entry.field, std::to_string(entry.usage.count), std::to_string(entry.usage.amount),
+          std::to_string(detail::unix_millis(entry.expire_at))}});
+  }
+  std::vector<Reply> replies;
+  try {
+    replies = redis_.eval_pipeline(calls);
+  } catch (const Error&) {
+    local_->restore(entries); // reported with the next call that reaches Redis
+    return;
+  }
+  std::vector<detail::LocalLedger::Entry> failed;
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    if (replies[i].is_error()) {
+      failed.push_back(entries[i]);
+    } else if (options_.observer) {
+      options_.observer->on_local_usage_reported(entries[i].key, entries[i].field,
+                                                 entries[i].usage);
+    }
+  }
+  local_->restore(failed);
 }
 
 void LimitCounter::report(const Transaction& transaction, const Decision& decision,

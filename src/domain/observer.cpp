@@ -27,4 +27,11 @@ void StreamObserver::on_error(const Error& error) {
   out_ << "limitcounter error kind=" << error.code().message() << " what=" << error.what() << '\n';
 }
 
+void StreamObserver::on_local_usage_reported(const std::string& key, const std::string& field,
+                                             const Usage& usage) {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  out_ << "limitcounter local-usage-reported key=" << key << " field=" << field
+       << " count=" << usage.count << " amount=" << usage.amount << '\n';
+}
+
 } // namespace limitcounter

@@ -100,6 +100,12 @@ RuleSet& RuleSet::add(Rule rule) {
       throw Error(errc::invalid_argument, describe(rule) + " has no max_amount");
     }
   }
+  if (rule.failure_policy() == FailurePolicy::local &&
+      !(rule.local_share() > 0.0 && rule.local_share() <= 1.0)) {
+    throw Error(errc::invalid_argument, describe(rule) + ": local share " +
+                                            std::to_string(rule.local_share()) +
+                                            " must be above 0 and at most 1");
+  }
   check_limit(rule, "max_count", rule.max_count());
   check_limit(rule, "max_amount", rule.max_amount());
   for (const auto& existing : rules_) {

@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include <filesystem>
+#include <functional>
 #include <sstream>
 #include <thread>
 
@@ -183,4 +184,84 @@ TEST_CASE("the observer sees decisions, near-limit events and errors", "[fault][
   CHECK(log.find("near-limit tx=o7") == std::string::npos);
   CHECK(log.find("decision tx=o10 verdict=denied rule=day") != std::string::npos);
   CHECK(log.find("latency_us=") != std::string::npos);
+}
+
+TEST_CASE("a local share: bounded allowances while Redis is down, reported when it is back",
+          "[fault][local]") {
+  auto server = std::make_unique<RedisServer>();
+  RedisOptions options = server->options();
+  options.connect_timeout = 200ms;
+  options.breaker_failures = 0; // every call tries Redis: this test is about the ledger
+  std::ostringstream lines;
+  LimitCounterOptions limit_options;
+  limit_options.observer = std::make_shared<limitcounter::StreamObserver>(lines);
+  LimitCounter limits(Redis(options), limitcounter::Calendar("UTC"), limit_options);
+  limits.set_rules(RuleSet().add(Rule("day")
+                                     .where("merchant")
+                                     .per(Period::day)
+                                     .max_count(100)
+                                     .max_amount(10'000)
+                                     .on_redis_failure(FailurePolicy::local, 0.1)));
+  CHECK_THROWS_AS(RuleSet().add(Rule("bad")
+                                    .where("merchant")
+                                    .per(Period::day)
+                                    .max_count(1)
+                                    .on_redis_failure(FailurePolicy::local, 1.5)),
+                  Error);
+  REQUIRE(limits.consume(payment("up-0", 5)).allowed());
+  server->stop();
+
+  int allowed = 0;
+  for (int i = 0; i < 12; ++i) {
+    const Decision d = limits.consume(payment("down-" + std::to_string(i), 5));
+    CHECK(d.degraded);
+    allowed += d.allowed() ? 1 : 0;
+  }
+  CHECK(allowed == 10); // 10 % of 100 transactions
+
+  server->restart();
+  const Decision back = limits.consume(payment("up-1", 5));
+  CHECK(back.allowed());
+  CHECK_FALSE(back.degraded);
+  // the restarted server (no persistence) starts empty: it now holds what this node
+  // allowed alone (10) and the call after
+  CHECK(limits.usage("merchant", Dimension{"m1"}, Period::day) == Usage{10 + 1, 55});
+  CHECK(lines.str().find("local-usage-reported") != std::string::npos);
+}
+
+TEST_CASE("wallet and red packets: a timed-out call retried with the same id applies once",
+          "[fault]") {
+  RedisServer server({"--enable-debug-command", "yes"});
+  RedisOptions options = server.options();
+  options.command_timeout = 100ms;
+  Redis redis(options);
+  Redis admin(server.options());
+  limitcounter::Wallet wallet(redis);
+  limitcounter::RedPacketPool pool(redis);
+  REQUIRE(wallet.load("u1", {1000, 1, 0}));
+  pool.create("p1", {7, 8});
+  REQUIRE(wallet.deduct("u1", "warm", 1).status == limitcounter::WalletResult::Status::ok);
+  REQUIRE(pool.grab("p1", "warm").status == limitcounter::GrabResult::Status::granted);
+
+  const auto while_asleep = [&](const std::function<void()>& call) {
+    std::thread sleeper([&] { admin.command({"DEBUG", "SLEEP", "0.4"}); });
+    std::this_thread::sleep_for(50ms);
+    try {
+      call();
+      FAIL("no timeout");
+    } catch (const Error& e) {
+      CHECK(code_of(e) == errc::timeout);
+      CHECK(e.outcome() == Outcome::unknown);
+    }
+    sleeper.join();
+  };
+  while_asleep([&] { wallet.deduct("u1", "order-1", 100); });
+  const auto retry = wallet.deduct("u1", "order-1", 100);
+  CHECK(retry.replayed);
+  CHECK(wallet.account("u1")->balance == 899);
+
+  while_asleep([&] { pool.grab("p1", "u2"); });
+  const auto again = pool.grab("p1", "u2");
+  CHECK(again.status == limitcounter::GrabResult::Status::already);
+  CHECK(redis.command({"LLEN", pool.keys().packet("p1", "list")}).as_integer() == 0);
 }
