@@ -1,12 +1,19 @@
 // Redis: scripts and commands over a connection pool.
 #include <limitcounter/redis.hpp>
 
-#include <algorithm>
+#include <array>
+#include <functional>
+#include <map>
+#include <optional>
+#include <thread>
 
 #include <limitcounter/error.hpp>
+#include <limitcounter/key_part.hpp>
 
 #include "redis/circuit_breaker.hpp"
+#include "redis/cluster_protocol.hpp"
 #include "redis/connection_pool.hpp"
+#include "redis/key_slot.hpp"
 
 namespace limitcounter {
 namespace {
@@ -51,43 +58,44 @@ void load_script(detail::Connection& connection, const Script& script) {
 
 } // namespace
 
+// Routes every call to the node that serves its keys' slot: one node for a standalone
+// server; for a cluster, a slot map from CLUSTER SLOTS that follows MOVED, with ASK
+// redirections for slots in migration and bounded waits on TRYAGAIN and CLUSTERDOWN.
 class Redis::Impl {
 public:
   explicit Impl(RedisOptions options)
-      : options_(std::move(options)),
-        pool_(options_, options_.unix_socket.empty() ? options_.host : std::string(),
-              options_.port) {
+      : options_(std::move(options)), cluster_(!options_.cluster_seeds.empty()),
+        breaker_(options_.breaker_failures, options_.breaker_pause) {
     if (options_.pool_size == 0) {
       throw Error(errc::invalid_argument, "Redis pool_size must be at least 1");
     }
-    if (!options_.cluster_seeds.empty()) {
-      throw Error(errc::invalid_argument,
-                  "Redis Cluster seeds given, but this build has no cluster routing yet");
+    if (cluster_) {
+      peer_ = "cluster " + options_.cluster_seeds.front();
+    } else {
+      peer_ = options_.unix_socket.empty() ? options_.host + ":" + std::to_string(options_.port)
+                                           : options_.unix_socket;
+      standalone_ = std::make_unique<detail::ConnectionPool>(
+          options_, options_.unix_socket.empty() ? options_.host : std::string(), options_.port);
     }
   }
 
   Reply command(const std::vector<std::string>& argv) {
-    detail::Argv views(argv.begin(), argv.end());
-    auto lease = pool_.acquire();
-    return lease->run(views);
+    const detail::Argv views(argv.begin(), argv.end());
+    // In a cluster the first argument after the command name is taken as the key.
+    const int slot = argv.size() > 1 ? detail::key_slot(argv[1]) : no_slot;
+    return routed(slot, [&](detail::Connection& connection) { return connection.run(views); });
   }
 
   Reply eval(const Script& script, const std::vector<std::string>& keys,
              const std::vector<std::string>& args) {
     const std::string numkeys = std::to_string(keys.size());
     const detail::Argv argv = evalsha_argv(script, keys, args, numkeys);
-    auto lease = pool_.acquire();
-    Reply reply = lease->run(argv);
-    if (is_noscript(reply)) {
-      // The server lost its script cache (restart, SCRIPT FLUSH, failover): NOSCRIPT means
-      // the call did not run, so loading and running it once more is safe.
-      load_script(*lease, script);
-      reply = lease->run(argv);
-    }
+    Reply reply = routed(slot_of(keys, script), [&](detail::Connection& connection) {
+      return run_script(connection, script, argv);
+    });
     if (reply.is_error()) {
-      throw Error(errc::server_error,
-                  "script " + std::string(script.name) + " on " + lease->peer() + ": " +
-                      reply.as_string(),
+      throw Error(errc::server_error, "script " + std::string(script.name) + " on " + peer_ + ": " +
+                                          reply.as_string(),
                   Outcome::failed);
     }
     return reply;
@@ -98,37 +106,42 @@ public:
     numkeys.reserve(calls.size());
     std::vector<detail::Argv> commands;
     commands.reserve(calls.size());
+    std::vector<int> slots;
+    slots.reserve(calls.size());
     for (const auto& call : calls) {
       if (call.script == nullptr) {
         throw Error(errc::invalid_argument, "a pipelined ScriptCall has no script");
       }
+      slots.push_back(slot_of(call.keys, *call.script));
       numkeys.push_back(std::to_string(call.keys.size()));
     }
     for (std::size_t i = 0; i < calls.size(); ++i) {
       commands.push_back(evalsha_argv(*calls[i].script, calls[i].keys, calls[i].args, numkeys[i]));
     }
-    auto lease = pool_.acquire();
-    std::vector<Reply> replies = lease->run_pipeline(commands);
-
-    std::vector<std::size_t> again;
-    for (std::size_t i = 0; i < replies.size(); ++i) {
-      if (is_noscript(replies[i])) {
-        again.push_back(i);
+    // One pipeline per node; calls that come back NOSCRIPT, redirected or asked to wait
+    // did not run, and are run again one by one through the router.
+    std::vector<Reply> replies(calls.size());
+    std::map<detail::ConnectionPool*, std::vector<std::size_t>> by_node;
+    for (std::size_t i = 0; i < calls.size(); ++i) {
+      by_node[&owner(slots[i])].push_back(i);
+    }
+    for (const auto& [pool, indexes] : by_node) {
+      std::vector<detail::Argv> batch;
+      batch.reserve(indexes.size());
+      for (const std::size_t i : indexes) {
+        batch.push_back(commands[i]);
+      }
+      auto lease = pool->acquire();
+      std::vector<Reply> answered = lease->run_pipeline(batch);
+      for (std::size_t j = 0; j < indexes.size(); ++j) {
+        replies[indexes[j]] = std::move(answered[j]);
       }
     }
-    if (!again.empty()) {
-      std::vector<const Script*> loaded;
-      std::vector<detail::Argv> retry;
-      for (const std::size_t i : again) {
-        if (std::find(loaded.begin(), loaded.end(), calls[i].script) == loaded.end()) {
-          load_script(*lease, *calls[i].script);
-          loaded.push_back(calls[i].script);
-        }
-        retry.push_back(commands[i]);
-      }
-      std::vector<Reply> retried = lease->run_pipeline(retry);
-      for (std::size_t j = 0; j < again.size(); ++j) {
-        replies[again[j]] = std::move(retried[j]);
+    for (std::size_t i = 0; i < calls.size(); ++i) {
+      if (did_not_run(replies[i])) {
+        replies[i] = routed(slots[i], [&](detail::Connection& connection) {
+          return run_script(connection, *calls[i].script, commands[i]);
+        });
       }
     }
     return replies;
@@ -161,12 +174,182 @@ public:
   }
 
 private:
+  static constexpr int max_attempts = 6;
+  static constexpr int no_slot = -1; ///< a call without keys: any node will do
+
+  bool did_not_run(const Reply& reply) const {
+    if (!reply.is_error()) {
+      return false;
+    }
+    const std::string& text = reply.as_string();
+    return is_noscript(reply) ||
+           (cluster_ && (detail::parse_redirect(text) || detail::is_transient_cluster_error(text)));
+  }
+
+  // EVALSHA, loading the script into this node's cache once if it answers NOSCRIPT: the
+  // call did not run then, so running it again is safe.
+  static Reply run_script(detail::Connection& connection, const Script& script, const detail::Argv& argv) {
+    Reply reply = connection.run(argv);
+    if (is_noscript(reply)) {
+      load_script(connection, script);
+      reply = connection.run(argv);
+    }
+    return reply;
+  }
+
+  // The one slot of `keys`; no_slot for no keys. A cluster refuses keys of several slots
+  // here, before anything is sent.
+  int slot_of(const std::vector<std::string>& keys, const Script& script) const {
+    if (keys.empty()) {
+      return no_slot;
+    }
+    const std::uint16_t slot = detail::key_slot(keys.front());
+    if (cluster_) {
+      for (const auto& key : keys) {
+        if (detail::key_slot(key) != slot) {
+          throw Error(errc::cross_slot, "script " + std::string(script.name) + " would touch keys of two cluster slots: " +
+                                            detail::quote_for_message(keys.front()) + " and " +
+                                            detail::quote_for_message(key));
+        }
+      }
+    }
+    return slot;
+  }
+
+  Reply routed(int slot, const std::function<Reply(detail::Connection&)>& send) {
+    detail::ConnectionPool* ask_target = nullptr;
+    for (int attempt = 1;; ++attempt) {
+      detail::ConnectionPool& pool = ask_target != nullptr ? *ask_target : owner(slot);
+      Reply reply;
+      try {
+        auto lease = pool.acquire();
+        if (ask_target != nullptr) {
+          lease->run({"ASKING"});
+        }
+        reply = send(*lease);
+      } catch (const Error& e) {
+        // Not sent: the node may be gone (failover). Learn the map again and retry.
+        if (cluster_ && e.code() == errc::connect_failed && attempt < max_attempts) {
+          refresh_slots();
+          continue;
+        }
+        throw;
+      }
+      ask_target = nullptr;
+      if (!cluster_ || !reply.is_error()) {
+        return reply;
+      }
+      const std::string& text = reply.as_string();
+      const auto redirect = detail::parse_redirect(text);
+      const bool transient = detail::is_transient_cluster_error(text);
+      if (!redirect && !transient) {
+        return reply;
+      }
+      if (attempt >= max_attempts) {
+        throw Error(errc::cluster_down, "Redis Cluster still answers \"" + text + "\" after " +
+                                            std::to_string(max_attempts) + " attempts; nothing ran",
+                    Outcome::not_sent);
+      }
+      if (redirect && redirect->ask) {
+        ask_target = &node(redirect->host, redirect->port);
+      } else if (redirect) {
+        const std::lock_guard<std::mutex> lock(nodes_mutex_);
+        slots_[redirect->slot] = &node_locked(redirect->host, redirect->port);
+        next_refresh_ = {}; // the map is stale: learn it again on the next call
+      } else {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10) * (1 << (attempt - 1)));
+      }
+    }
+  }
+
+  detail::ConnectionPool& owner(int slot) {
+    if (!cluster_) {
+      return *standalone_;
+    }
+    bool stale = false;
+    {
+      const std::lock_guard<std::mutex> lock(nodes_mutex_);
+      stale = std::chrono::steady_clock::now() >= next_refresh_;
+      if (!stale) {
+        if (detail::ConnectionPool* pool = slots_[slot == no_slot ? 0 : static_cast<std::size_t>(slot)]) {
+          return *pool;
+        }
+      }
+    }
+    refresh_slots();
+    const std::lock_guard<std::mutex> lock(nodes_mutex_);
+    detail::ConnectionPool* pool = slots_[slot == no_slot ? 0 : static_cast<std::size_t>(slot)];
+    if (pool == nullptr) {
+      throw Error(errc::cluster_down, "no node of " + peer_ + " serves slot " + std::to_string(slot),
+                  Outcome::not_sent);
+    }
+    return *pool;
+  }
+
+  detail::ConnectionPool& node(const std::string& host, int port) {
+    const std::lock_guard<std::mutex> lock(nodes_mutex_);
+    return node_locked(host, port);
+  }
+
+  detail::ConnectionPool& node_locked(const std::string& host, int port) {
+    auto& pool = nodes_[host + ":" + std::to_string(port)];
+    if (!pool) {
+      pool = std::make_unique<detail::ConnectionPool>(options_, host, port);
+    }
+    return *pool;
+  }
+
+  // Reads CLUSTER SLOTS from the first node that answers (known nodes, then the seeds).
+  void refresh_slots() {
+    std::vector<std::pair<std::string, int>> candidates;
+    {
+      const std::lock_guard<std::mutex> lock(nodes_mutex_);
+      for (const auto& [name, pool] : nodes_) {
+        candidates.emplace_back(pool->host(), pool->port());
+      }
+    }
+    for (const auto& seed : options_.cluster_seeds) {
+      const auto colon = seed.rfind(':');
+      std::string host = seed.substr(0, colon);
+      if (host.size() > 2 && host.front() == '[') {
+        host = host.substr(1, host.size() - 2);
+      }
+      candidates.emplace_back(host, std::stoi(seed.substr(colon + 1)));
+    }
+    std::string last_error = "no node to ask";
+    for (const auto& [host, port] : candidates) {
+      try {
+        auto lease = node(host, port).acquire();
+        const auto ranges = detail::parse_cluster_slots(lease->run({"CLUSTER", "SLOTS"}));
+        if (ranges.empty()) {
+          continue;
+        }
+        const std::lock_guard<std::mutex> lock(nodes_mutex_);
+        for (const auto& range : ranges) {
+          detail::ConnectionPool& pool = node_locked(range.host, range.port);
+          for (unsigned s = range.first; s <= range.last; ++s) {
+            slots_[s] = &pool;
+          }
+        }
+        next_refresh_ = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+        return;
+      } catch (const Error& e) {
+        last_error = e.what();
+      }
+    }
+    throw Error(errc::connect_failed, "no node of " + peer_ + " gave its slot map: " + last_error,
+                Outcome::not_sent);
+  }
+
   RedisOptions options_;
-  detail::ConnectionPool pool_;
-  detail::CircuitBreaker breaker_{options_.breaker_failures, options_.breaker_pause};
-  std::string peer_ = options_.unix_socket.empty()
-                          ? options_.host + ":" + std::to_string(options_.port)
-                          : options_.unix_socket;
+  bool cluster_;
+  std::string peer_;
+  std::unique_ptr<detail::ConnectionPool> standalone_;
+  std::mutex nodes_mutex_;
+  std::map<std::string, std::unique_ptr<detail::ConnectionPool>> nodes_; // never shrinks: pointers stay valid
+  std::array<detail::ConnectionPool*, detail::cluster_slots> slots_{};
+  std::chrono::steady_clock::time_point next_refresh_{};
+  detail::CircuitBreaker breaker_;
 };
 
 Redis::Redis(RedisOptions options) : impl_(std::make_shared<Impl>(std::move(options))) {}
