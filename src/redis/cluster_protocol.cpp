@@ -23,7 +23,8 @@ std::vector<SlotRange> parse_cluster_slots(const Reply& reply) {
     const auto last = entry.at(1).as_integer();
     const Reply& master = entry.at(2);
     if (first < 0 || last < first || last >= cluster_slots) {
-      throw Error(errc::protocol_error, "CLUSTER SLOTS has a bad range " + entry.debug_string(), Outcome::failed);
+      throw Error(errc::protocol_error, "CLUSTER SLOTS has a bad range " + entry.debug_string(),
+                  Outcome::failed);
     }
     ranges.push_back({static_cast<std::uint16_t>(first), static_cast<std::uint16_t>(last),
                       master.at(0).as_string(), static_cast<int>(master.at(1).as_integer())});

@@ -94,8 +94,8 @@ public:
       return run_script(connection, script, argv);
     });
     if (reply.is_error()) {
-      throw Error(errc::server_error, "script " + std::string(script.name) + " on " + peer_ + ": " +
-                                          reply.as_string(),
+      throw Error(errc::server_error,
+                  "script " + std::string(script.name) + " on " + peer_ + ": " + reply.as_string(),
                   Outcome::failed);
     }
     return reply;
@@ -188,7 +188,8 @@ private:
 
   // EVALSHA, loading the script into this node's cache once if it answers NOSCRIPT: the
   // call did not run then, so running it again is safe.
-  static Reply run_script(detail::Connection& connection, const Script& script, const detail::Argv& argv) {
+  static Reply run_script(detail::Connection& connection, const Script& script,
+                          const detail::Argv& argv) {
     Reply reply = connection.run(argv);
     if (is_noscript(reply)) {
       load_script(connection, script);
@@ -207,7 +208,8 @@ private:
     if (cluster_) {
       for (const auto& key : keys) {
         if (detail::key_slot(key) != slot) {
-          throw Error(errc::cross_slot, "script " + std::string(script.name) + " would touch keys of two cluster slots: " +
+          throw Error(errc::cross_slot, "script " + std::string(script.name) +
+                                            " would touch keys of two cluster slots: " +
                                             detail::quote_for_message(keys.front()) + " and " +
                                             detail::quote_for_message(key));
         }
@@ -246,8 +248,9 @@ private:
         return reply;
       }
       if (attempt >= max_attempts) {
-        throw Error(errc::cluster_down, "Redis Cluster still answers \"" + text + "\" after " +
-                                            std::to_string(max_attempts) + " attempts; nothing ran",
+        throw Error(errc::cluster_down,
+                    "Redis Cluster still answers \"" + text + "\" after " +
+                        std::to_string(max_attempts) + " attempts; nothing ran",
                     Outcome::not_sent);
       }
       if (redirect && redirect->ask) {
@@ -271,7 +274,8 @@ private:
       const std::lock_guard<std::mutex> lock(nodes_mutex_);
       stale = std::chrono::steady_clock::now() >= next_refresh_;
       if (!stale) {
-        if (detail::ConnectionPool* pool = slots_[slot == no_slot ? 0 : static_cast<std::size_t>(slot)]) {
+        if (detail::ConnectionPool* pool =
+                slots_[slot == no_slot ? 0 : static_cast<std::size_t>(slot)]) {
           return *pool;
         }
       }
@@ -280,7 +284,8 @@ private:
     const std::lock_guard<std::mutex> lock(nodes_mutex_);
     detail::ConnectionPool* pool = slots_[slot == no_slot ? 0 : static_cast<std::size_t>(slot)];
     if (pool == nullptr) {
-      throw Error(errc::cluster_down, "no node of " + peer_ + " serves slot " + std::to_string(slot),
+      throw Error(errc::cluster_down,
+                  "no node of " + peer_ + " serves slot " + std::to_string(slot),
                   Outcome::not_sent);
     }
     return *pool;
@@ -346,7 +351,8 @@ private:
   std::string peer_;
   std::unique_ptr<detail::ConnectionPool> standalone_;
   std::mutex nodes_mutex_;
-  std::map<std::string, std::unique_ptr<detail::ConnectionPool>> nodes_; // never shrinks: pointers stay valid
+  std::map<std::string, std::unique_ptr<detail::ConnectionPool>>
+      nodes_; // never shrinks: pointers stay valid
   std::array<detail::ConnectionPool*, detail::cluster_slots> slots_{};
   std::chrono::steady_clock::time_point next_refresh_{};
   detail::CircuitBreaker breaker_;

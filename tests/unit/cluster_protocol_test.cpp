@@ -9,11 +9,13 @@ using namespace limitcounter::detail;
 
 TEST_CASE("CLUSTER SLOTS replies give the masters' ranges", "[cluster]") {
   const Reply reply = Reply::array({
-      Reply::array({Reply::integer(0), Reply::integer(5460),
-                    Reply::array({Reply::string("127.0.0.1"), Reply::integer(7000), Reply::string("id1")}),
-                    Reply::array({Reply::string("127.0.0.1"), Reply::integer(7003), Reply::string("id4")})}),
-      Reply::array({Reply::integer(5461), Reply::integer(16383),
-                    Reply::array({Reply::string("10.0.0.2"), Reply::integer(7001), Reply::string("id2")})}),
+      Reply::array(
+          {Reply::integer(0), Reply::integer(5460),
+           Reply::array({Reply::string("127.0.0.1"), Reply::integer(7000), Reply::string("id1")}),
+           Reply::array({Reply::string("127.0.0.1"), Reply::integer(7003), Reply::string("id4")})}),
+      Reply::array(
+          {Reply::integer(5461), Reply::integer(16383),
+           Reply::array({Reply::string("10.0.0.2"), Reply::integer(7001), Reply::string("id2")})}),
   });
   const auto ranges = parse_cluster_slots(reply);
   REQUIRE(ranges.size() == 2);
@@ -21,8 +23,9 @@ TEST_CASE("CLUSTER SLOTS replies give the masters' ranges", "[cluster]") {
   CHECK(ranges[0].last == 5460);
   CHECK(ranges[0].port == 7000);
   CHECK(ranges[1].host == "10.0.0.2");
-  CHECK_THROWS_AS(parse_cluster_slots(Reply::array({Reply::array({Reply::integer(5), Reply::integer(2),
-                                                                   Reply::array({Reply::string("h"), Reply::integer(1)})})})),
+  CHECK_THROWS_AS(parse_cluster_slots(Reply::array(
+                      {Reply::array({Reply::integer(5), Reply::integer(2),
+                                     Reply::array({Reply::string("h"), Reply::integer(1)})})})),
                   limitcounter::Error);
 }
 

@@ -1,0 +1,185 @@
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <set>
+#include <thread>
+
+#include <limitcounter/detail/lua_scripts.hpp>
+#include <limitcounter/limitcounter.hpp>
+
+#include "redis/key_slot.hpp"
+#include "support/redis_cluster.hpp"
+
+using namespace std::chrono_literals;
+using namespace limitcounter;
+using limitcounter::testing::shared_cluster;
+using limitcounter::testing::unique_prefix;
+
+namespace {
+
+LimitCounterOptions counter_options(const std::string& prefix) {
+  LimitCounterOptions options;
+  options.key_prefix = prefix;
+  return options;
+}
+
+} // namespace
+
+TEST_CASE("period counters of many names spread over the slots of three masters", "[cluster]") {
+  Redis redis(shared_cluster().options());
+  LimitCounter counter(redis, Calendar("Asia/Shanghai"),
+                       counter_options(unique_prefix() + "trans:limit:"));
+  std::set<std::uint16_t> slots;
+  std::vector<AddRequest> batch;
+  for (int c = 0; c < 30; ++c) {
+    const std::string name = "counter" + std::to_string(c);
+    slots.insert(detail::key_slot(counter.keys().window(name, Period::day, "x")));
+    counter.add(name, Dimension{"Ali", "Deduct", "cmb"}, {Period::day, Period::month}, 1, 100);
+    batch.push_back({name, Dimension{"Ali", "Deduct", "cib"}, {Period::day}, 2, 50, Clock::now()});
+  }
+  CHECK(slots.size() > 10);
+  const auto results = counter.add_many(batch); // one pipeline per node
+  for (const auto& result : results) {
+    REQUIRE(std::holds_alternative<std::vector<WindowUsage>>(result));
+  }
+  for (int c = 0; c < 30; ++c) {
+    const std::string name = "counter" + std::to_string(c);
+    CHECK(counter.usage(name, Dimension{"Ali", "Deduct", "cmb"}, Period::month) == Usage{1, 100});
+    CHECK(counter.usage(name, Dimension{"Ali", "Deduct", "cib"}, Period::day) == Usage{2, 50});
+  }
+  CHECK(counter.take_daily_cap("sms", "acct-1", 2).allowed);
+  CHECK(counter.hit_sliding_window("pay", "m1", 1, 10s).allowed);
+  CHECK_FALSE(counter.hit_sliding_window("pay", "m1", 1, 10s).allowed);
+}
+
+TEST_CASE("a call whose keys span slots is refused before it is sent", "[cluster]") {
+  Redis redis(shared_cluster().options());
+  try {
+    redis.eval(scripts::counter_add, {"{a}:x", "{b}:y"}, {"f", "1", "1", "1", "1"});
+    FAIL("no error");
+  } catch (const Error& e) {
+    CHECK(e.code() == errc::cross_slot);
+    CHECK(e.outcome() == Outcome::not_sent);
+    CHECK_THAT(e.what(), Catch::Contains("{a}:x") && Catch::Contains("{b}:y"));
+  }
+}
+
+TEST_CASE("scripts reload on the node that lost them", "[cluster][scripts]") {
+  Redis redis(shared_cluster().options());
+  LimitCounter counter(redis, Calendar("UTC"), counter_options(unique_prefix() + "s:"));
+  counter.add("c", Dimension{"a"}, {Period::day}, 1, 1);
+  for (auto* node : shared_cluster().nodes()) {
+    Redis(node->options()).command({"SCRIPT", "FLUSH"});
+  }
+  CHECK(counter.add("c", Dimension{"a"}, {Period::day}, 1, 1)[0].usage == Usage{2, 2});
+}
+
+TEST_CASE("wallets and red packets on a cluster", "[cluster]") {
+  Redis redis(shared_cluster().options());
+  WalletOptions wallet_options;
+  wallet_options.key_prefix = unique_prefix() + "wallet:";
+  wallet_options.partitions = 8;
+  Wallet wallet(redis, wallet_options);
+  for (int u = 0; u < 20; ++u) {
+    const std::string user = "user" + std::to_string(u);
+    REQUIRE(wallet.load(user, {1000, 1, 0}));
+    REQUIRE(wallet.deduct(user, "o1", 100).status == WalletResult::Status::ok);
+    REQUIRE(wallet.credit(user, "t1", 50).status == WalletResult::Status::ok);
+  }
+  JournalConsumer consumer(redis, wallet_options);
+  std::size_t events = 0;
+  while (const std::size_t handled = consumer.poll([](const auto&) {})) {
+    events += handled;
+  }
+  CHECK(events == 40);
+  for (std::uint32_t p = 0; p < wallet_options.partitions; ++p) {
+    CHECK(wallet.stale_pending(p, 0ms).empty());
+  }
+  CHECK(wallet.account("user7")->balance == 950);
+
+  RedPacketOptions packet_options;
+  packet_options.key_prefix = unique_prefix() + "rp:";
+  packet_options.partitions = 8;
+  RedPacketPool pool(redis, packet_options);
+  std::int64_t granted = 0;
+  for (int p = 0; p < 10; ++p) {
+    const std::string packet = "packet" + std::to_string(p);
+    pool.create(packet, split(1000, 10));
+    for (const auto& result : pool.grab_many(packet, {"a", "b", "c"})) {
+      granted += result.amount;
+    }
+  }
+  std::size_t paid = 0;
+  while (const std::size_t some = pool.run_payouts([](const PayoutTask&) { return true; })) {
+    paid += some;
+  }
+  CHECK(paid == 30);
+  CHECK(granted > 0);
+}
+
+TEST_CASE("a slot migrating under load: ASK, then MOVED, and every add counts once",
+          "[cluster][migration]") {
+  Redis redis(shared_cluster().options());
+  LimitCounter counter(redis, Calendar("UTC"), counter_options(unique_prefix() + "mig:"));
+  const std::string key = counter.keys().window(
+      "moving", Period::day, Calendar("UTC").window(Period::day, Clock::now()).id);
+  const int slot = detail::key_slot(key);
+  testing::RedisServer* target = nullptr;
+  for (auto* node : shared_cluster().nodes()) {
+    if (node != &shared_cluster().owner_of(slot)) {
+      target = node;
+    }
+  }
+  REQUIRE(target != nullptr);
+  counter.add("moving", Dimension{"d"}, {Period::day}, 1, 1);
+
+  std::atomic<bool> stop{false};
+  std::atomic<int> adds{1};
+  std::atomic<int> failures{0};
+  std::thread writer([&] {
+    while (!stop) {
+      try {
+        counter.add("moving", Dimension{"d"}, {Period::day}, 1, 1);
+        ++adds;
+      } catch (const Error&) {
+        ++failures;
+      }
+    }
+  });
+  std::this_thread::sleep_for(100ms);
+  shared_cluster().migrate_slot(slot, *target);
+  std::this_thread::sleep_for(100ms);
+  stop = true;
+  writer.join();
+  CHECK(failures == 0);
+  CHECK(&shared_cluster().owner_of(slot) == target);
+  CHECK(counter.usage("moving", Dimension{"d"}, Period::day) == Usage{adds, adds});
+}
+
+TEST_CASE("half way through a migration the library follows ASK without learning it as the map",
+          "[cluster][migration]") {
+  Redis redis(shared_cluster().options());
+  LimitCounter counter(redis, Calendar("UTC"), counter_options(unique_prefix() + "ask:"));
+  counter.add("asked", Dimension{"d"}, {Period::day}, 1, 1);
+  const std::string key = counter.keys().window(
+      "asked", Period::day, Calendar("UTC").window(Period::day, Clock::now()).id);
+  const int slot = detail::key_slot(key);
+  testing::RedisServer& source = shared_cluster().owner_of(slot);
+  testing::RedisServer* target = nullptr;
+  for (auto* node : shared_cluster().nodes()) {
+    target = node != &source ? node : target;
+  }
+  const auto asking_calls = [&] {
+    const std::string stats =
+        Redis(target->options()).command({"INFO", "commandstats"}).as_string();
+    const auto at = stats.find("cmdstat_asking:calls=");
+    return at == std::string::npos ? 0 : std::stoi(stats.substr(at + 21));
+  };
+  const int asked_before = asking_calls();
+  shared_cluster().begin_migration(slot, source, *target);
+  shared_cluster().move_keys(slot, source, *target); // the key is on the target, the slot not yet
+  CHECK(counter.add("asked", Dimension{"d"}, {Period::day}, 1, 1)[0].usage == Usage{2, 2});
+  CHECK(asking_calls() > asked_before);
+  shared_cluster().finish_migration(slot, *target);
+  CHECK(counter.add("asked", Dimension{"d"}, {Period::day}, 1, 1)[0].usage == Usage{3, 3}); // MOVED
+}

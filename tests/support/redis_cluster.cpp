@@ -1,0 +1,139 @@
+#include "support/redis_cluster.hpp"
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <stdexcept>
+#include <thread>
+
+#include <unistd.h>
+
+namespace limitcounter::testing {
+namespace {
+
+Reply run(const RedisServer& node, const std::vector<std::string>& argv) {
+  RedisOptions options = node.options();
+  options.pool_size = 1;
+  return Redis(options).command(argv);
+}
+
+std::string node_id(const RedisServer& node) { return run(node, {"CLUSTER", "MYID"}).as_string(); }
+
+} // namespace
+
+RedisCluster::RedisCluster(int masters, int replicas_per_master) {
+  static int clusters = 0;
+  directory_ =
+      (std::filesystem::temp_directory_path() /
+       ("limitcounter-cluster-" + std::to_string(getpid()) + "-" + std::to_string(++clusters)))
+          .string();
+  std::filesystem::create_directories(directory_);
+  const int total = masters * (1 + replicas_per_master);
+  std::string create = "redis-cli --cluster create";
+  for (int i = 0; i < total; ++i) {
+    nodes_.push_back(std::make_unique<RedisServer>(
+        std::vector<std::string>{"--cluster-enabled", "yes", "--cluster-config-file",
+                                 directory_ + "/nodes-" + std::to_string(i) + ".conf", "--dir",
+                                 directory_, "--cluster-node-timeout", "2000"}));
+    create += " 127.0.0.1:" + std::to_string(nodes_.back()->port());
+  }
+  create += " --cluster-replicas " + std::to_string(replicas_per_master) + " --cluster-yes >" +
+            directory_ + "/create.log 2>&1";
+  if (std::system(create.c_str()) != 0) {
+    throw std::runtime_error("redis-cli --cluster create failed; see " + directory_ +
+                             "/create.log");
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  for (const auto& node : nodes_) {
+    while (run(*node, {"CLUSTER", "INFO"}).as_string().find("cluster_state:ok") ==
+           std::string::npos) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        throw std::runtime_error("the cluster did not reach cluster_state:ok");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+}
+
+RedisCluster::~RedisCluster() {
+  nodes_.clear(); // stops every node by its pid
+  std::error_code ignored;
+  std::filesystem::remove_all(directory_, ignored);
+}
+
+RedisOptions RedisCluster::options() const {
+  RedisOptions options = nodes_.front()->options();
+  for (const auto& node : nodes_) {
+    options.cluster_seeds.push_back("127.0.0.1:" + std::to_string(node->port()));
+  }
+  return options;
+}
+
+std::vector<RedisServer*> RedisCluster::nodes() const {
+  std::vector<RedisServer*> out;
+  for (const auto& node : nodes_) {
+    out.push_back(node.get());
+  }
+  return out;
+}
+
+RedisServer& RedisCluster::owner_of(int slot) const {
+  const Reply slots = run(*nodes_.front(), {"CLUSTER", "SLOTS"});
+  for (const Reply& range : slots.as_array()) {
+    if (range.at(0).as_integer() <= slot && slot <= range.at(1).as_integer()) {
+      const auto port = range.at(2).at(1).as_integer();
+      for (const auto& node : nodes_) {
+        if (node->port() == port) {
+          return *node;
+        }
+      }
+    }
+  }
+  throw std::runtime_error("no node serves slot " + std::to_string(slot));
+}
+
+void RedisCluster::migrate_slot(int slot, RedisServer& target) const {
+  RedisServer& source = owner_of(slot);
+  begin_migration(slot, source, target);
+  move_keys(slot, source, target);
+  finish_migration(slot, target);
+}
+
+void RedisCluster::begin_migration(int slot, RedisServer& source, RedisServer& target) const {
+  const std::string slot_text = std::to_string(slot);
+  run(target, {"CLUSTER", "SETSLOT", slot_text, "IMPORTING", node_id(source)});
+  run(source, {"CLUSTER", "SETSLOT", slot_text, "MIGRATING", node_id(target)});
+}
+
+void RedisCluster::move_keys(int slot, RedisServer& source, RedisServer& target) const {
+  const std::string slot_text = std::to_string(slot);
+  for (;;) {
+    const Reply keys = run(source, {"CLUSTER", "GETKEYSINSLOT", slot_text, "100"});
+    if (keys.as_array().empty()) {
+      break;
+    }
+    std::vector<std::string> migrate{"MIGRATE", "127.0.0.1", std::to_string(target.port()), "", "0",
+                                     "5000",    "KEYS"};
+    for (const Reply& key : keys.as_array()) {
+      migrate.push_back(key.as_string());
+    }
+    const Reply moved = run(source, migrate);
+    if (moved.is_error()) {
+      throw std::runtime_error("MIGRATE failed: " + moved.as_string());
+    }
+  }
+}
+
+void RedisCluster::finish_migration(int slot, RedisServer& target) const {
+  const std::string target_id = node_id(target);
+  for (const auto& node : nodes_) {
+    run(*node, {"CLUSTER", "SETSLOT", std::to_string(slot), "NODE", target_id});
+  }
+}
+
+RedisCluster& shared_cluster() {
+  static RedisCluster cluster;
+  return cluster;
+}
+
+} // namespace limitcounter::testing

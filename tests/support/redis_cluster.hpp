@@ -1,0 +1,44 @@
+#pragma once
+// A private Redis Cluster for tests: masters (and replicas if asked) on free loopback
+// ports, joined with `redis-cli --cluster create`, stopped by their pids.
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "support/redis_server.hpp"
+
+namespace limitcounter::testing {
+
+class RedisCluster {
+public:
+  /// Starts `masters` masters with `replicas_per_master` replicas each, creates the cluster
+  /// and returns once every node reports cluster_state:ok. Throws std::runtime_error.
+  explicit RedisCluster(int masters = 3, int replicas_per_master = 0);
+  ~RedisCluster();
+  RedisCluster(const RedisCluster&) = delete;
+  RedisCluster& operator=(const RedisCluster&) = delete;
+
+  /// Options with every node as a seed and generous test timeouts.
+  RedisOptions options() const;
+  std::vector<RedisServer*> nodes() const;
+  /// The node serving `slot` now, according to CLUSTER SLOTS.
+  RedisServer& owner_of(int slot) const;
+  /// Moves `slot` with its keys from its owner to `target`, the way redis-cli reshards:
+  /// IMPORTING, MIGRATING, MIGRATE in batches, then SETSLOT NODE on every master.
+  void migrate_slot(int slot, RedisServer& target) const;
+  /// The steps of `migrate_slot` one by one, to stop half way: mark the slot as moving,
+  /// move its keys, and hand it over on every master.
+  void begin_migration(int slot, RedisServer& source, RedisServer& target) const;
+  void move_keys(int slot, RedisServer& source, RedisServer& target) const;
+  void finish_migration(int slot, RedisServer& target) const;
+
+private:
+  std::string directory_;
+  std::vector<std::unique_ptr<RedisServer>> nodes_;
+};
+
+/// The cluster shared by all cluster tests of one binary (3 masters).
+RedisCluster& shared_cluster();
+
+} // namespace limitcounter::testing
