@@ -125,6 +125,7 @@ public:
   const RedPacketKeys& keys() const noexcept { return keys_; }
 
 private:
+  void check_partition(std::uint32_t partition) const;
   ScriptCall grab_call(const std::string& packet_id, const std::string& user_id,
                        TimePoint now) const;
 

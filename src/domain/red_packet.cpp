@@ -19,6 +19,13 @@ void validate_packet_id(const std::string& packet_id) {
 
 } // namespace
 
+void RedPacketPool::check_partition(std::uint32_t partition) const {
+  if (partition >= keys_.partitions()) {
+    throw Error(errc::invalid_argument, "payout partition " + std::to_string(partition) +
+                                            " is not below " + std::to_string(keys_.partitions()));
+  }
+}
+
 RedPacketPool::RedPacketPool(Redis redis, RedPacketOptions options)
     : redis_(std::move(redis)), options_(std::move(options)),
       keys_(options_.key_prefix, options_.partitions) {
@@ -148,10 +155,7 @@ std::vector<std::pair<std::string, CloseResult>> RedPacketPool::close_expired(Ti
 
 std::vector<PayoutTask> RedPacketPool::take_payouts(std::uint32_t partition, std::size_t max,
                                                     TimePoint now) {
-  if (partition >= keys_.partitions()) {
-    throw Error(errc::invalid_argument, "payout partition " + std::to_string(partition) +
-                                            " is not below " + std::to_string(keys_.partitions()));
-  }
+  check_partition(partition);
   const Reply reply =
       redis_.eval(scripts::payout,
                   {keys_.payout(partition, "ready"), keys_.payout(partition, "inflight"),
@@ -203,6 +207,7 @@ std::size_t RedPacketPool::run_payouts(const PayoutFunction& pay, std::size_t ma
 }
 
 std::vector<std::string> RedPacketPool::dead_payouts(std::uint32_t partition) {
+  check_partition(partition);
   std::vector<std::string> dead;
   const Reply reply = redis_.command({"LRANGE", keys_.payout(partition, "dead"), "0", "-1"});
   for (const Reply& item : reply.as_array()) {

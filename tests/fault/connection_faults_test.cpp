@@ -1,0 +1,170 @@
+// Connection-level faults: killed connections, timeouts, exhaustion, restarts.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <thread>
+
+#include <limitcounter/detail/lua_scripts.hpp>
+#include <limitcounter/error.hpp>
+#include <limitcounter/redis.hpp>
+
+#include "support/redis_server.hpp"
+
+using namespace std::chrono_literals;
+using limitcounter::errc;
+using limitcounter::Error;
+using limitcounter::Outcome;
+using limitcounter::Redis;
+using limitcounter::RedisOptions;
+using limitcounter::Reply;
+using limitcounter::Script;
+using limitcounter::ScriptCall;
+using limitcounter::testing::RedisServer;
+using limitcounter::testing::shared_server;
+using limitcounter::testing::unique_prefix;
+
+namespace {
+
+// counter_add is a real embedded script with a simple contract: a good probe.
+const Script& probe = limitcounter::scripts::counter_add;
+
+std::vector<std::string> probe_args() { return {"f", "1", "10", "4102444800000"}; }
+
+template <typename Action> Error error_of(Action&& action) {
+  try {
+    action();
+  } catch (const Error& e) {
+    return e;
+  }
+  FAIL("no error");
+  throw std::logic_error("unreachable");
+}
+
+} // namespace
+
+TEST_CASE("EVALSHA recovers from an empty script cache by itself", "[redis][scripts]") {
+  Redis redis(shared_server().options());
+  const std::string key = unique_prefix() + "probe";
+  redis.command({"SCRIPT", "FLUSH"});
+  CHECK(redis.eval(probe, {key}, probe_args()).at(1).as_integer() == 1);
+  redis.command({"SCRIPT", "FLUSH"});
+  CHECK(redis.eval(probe, {key}, probe_args()).at(1).as_integer() == 2);
+
+  // a pipeline with NOSCRIPT in the middle: the lost calls run once, in order
+  std::vector<ScriptCall> calls;
+  for (int i = 0; i < 100; ++i) {
+    calls.push_back({&probe, {key}, probe_args()});
+  }
+  calls[50].args[1] = "-x"; // a call the script itself fails on: its error stays in place
+  redis.command({"SCRIPT", "FLUSH"});
+  const auto replies = redis.eval_pipeline(calls);
+  REQUIRE(replies.size() == 100);
+  CHECK(replies[0].at(1).as_integer() == 3);
+  CHECK(replies[50].is_error());
+  CHECK(replies[99].at(1).as_integer() == 101);
+  CHECK(redis.command({"HGET", key, "f"}).as_string() == "101:1010");
+}
+
+TEST_CASE("connections killed by the server are replaced without an error", "[redis][fault]") {
+  Redis redis(shared_server().options());
+  const std::string key = unique_prefix() + "killed";
+  for (int round = 0; round < 3; ++round) {
+    redis.command({"SET", key, std::to_string(round)});
+    // kill every normal client but the one asking
+    redis.command({"CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"});
+    Redis other(shared_server().options());
+    other.command(
+        {"CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"}); // now the first pool's too
+    CHECK(redis.command({"GET", key}).as_string() == std::to_string(round));
+  }
+}
+
+TEST_CASE("a timed-out connection says the outcome is unknown and is discarded", "[redis][fault]") {
+  RedisServer server({"--enable-debug-command", "yes"});
+  RedisOptions options = server.options();
+  options.command_timeout = 100ms;
+  options.pool_size = 1;
+  Redis redis(options);
+  Redis admin(server.options());
+  const std::string key = unique_prefix() + "slow";
+  // both connections exist and the script is cached before the server sleeps
+  redis.eval(probe, {key + "-warm"}, probe_args());
+  admin.command({"PING"});
+
+  std::thread sleeper([&] { CHECK_FALSE(admin.command({"DEBUG", "SLEEP", "0.5"}).is_error()); });
+  std::this_thread::sleep_for(50ms);
+  const Error e = error_of([&] { redis.eval(probe, {key}, probe_args()); });
+  sleeper.join();
+  CHECK(e.code() == errc::timeout);
+  CHECK(e.outcome() == Outcome::unknown);
+  // The call did run once the server woke up ("may have run" was right), and the late reply
+  // is never read as the answer to a later command: that connection is gone.
+  CHECK(admin.command({"HGET", key, "f"}).as_string() == "1:10");
+  CHECK(redis.command({"PING"}).as_string() == "PONG");
+  CHECK(redis.eval(probe, {key}, probe_args()).at(1).as_integer() == 2);
+}
+
+TEST_CASE("an exhausted pool refuses without sending", "[redis][fault]") {
+  RedisServer server;
+  RedisOptions options = server.options();
+  options.pool_size = 1;
+  options.pool_wait_timeout = 50ms;
+  Redis redis(options);
+  std::thread blocker([&] { redis.command({"BLPOP", "never-filled", "0.6"}); });
+  std::this_thread::sleep_for(100ms);
+  const Error e = error_of([&] { redis.command({"SET", "x", "1"}); });
+  blocker.join();
+  CHECK(e.code() == errc::pool_exhausted);
+  CHECK(e.outcome() == Outcome::not_sent);
+  CHECK(redis.command({"EXISTS", "x"}).as_integer() == 0);
+}
+
+TEST_CASE("many threads on an exhausted pool fail fast, none of them sent", "[redis][fault]") {
+  RedisServer server;
+  RedisOptions options = server.options();
+  options.pool_size = 4;
+  options.pool_wait_timeout = 20ms;
+  Redis redis(options);
+  std::atomic<int> served{0};
+  std::atomic<int> exhausted{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 32; ++t) {
+    threads.emplace_back([&] {
+      try {
+        redis.command({"BLPOP", "never-filled", "1"});
+        ++served;
+      } catch (const Error& e) {
+        CHECK(e.code() == errc::pool_exhausted);
+        CHECK(e.outcome() == Outcome::not_sent);
+        ++exhausted;
+      }
+    });
+  }
+  for (auto& thread : threads) {
+    thread.join();
+  }
+  CHECK(served + exhausted == 32);
+  CHECK(served <= 8); // at most two rounds of 4 fit in the one second the first four held them
+  CHECK(exhausted >= 24);
+  CHECK(redis.command({"PING"}).as_string() == "PONG"); // the pool is whole again
+}
+
+TEST_CASE("a stopped server is connect_failed and nothing was sent", "[redis][fault]") {
+  auto server = std::make_unique<RedisServer>();
+  RedisOptions options = server->options();
+  options.connect_timeout = 200ms;
+  server->stop();
+  const Error e = error_of([&] { Redis(options).command({"PING"}); });
+  CHECK(e.code() == errc::connect_failed);
+  CHECK(e.outcome() == Outcome::not_sent);
+  CHECK_THAT(e.what(), Catch::Contains("127.0.0.1:" + std::to_string(options.port)));
+}
+
+TEST_CASE("a restarted server is reconnected to, and scripts reload", "[redis][fault]") {
+  RedisServer server;
+  Redis redis(server.options());
+  const std::string key = unique_prefix() + "restart";
+  CHECK(redis.eval(probe, {key}, probe_args()).at(1).as_integer() == 1);
+  server.restart(); // no persistence: an empty server without scripts
+  CHECK(redis.eval(probe, {key}, probe_args()).at(1).as_integer() == 1);
+}
