@@ -8,6 +8,7 @@
 #include <limitcounter/error.hpp>
 #include <limitcounter/redis.hpp>
 
+#include "support/probe.hpp"
 #include "support/redis_server.hpp"
 
 using namespace std::chrono_literals;
@@ -23,24 +24,9 @@ using limitcounter::testing::RedisServer;
 using limitcounter::testing::shared_server;
 using limitcounter::testing::unique_prefix;
 
-namespace {
-
-// counter_add is a real embedded script with a simple contract: a good probe.
-const Script& probe = limitcounter::scripts::counter_add;
-
-std::vector<std::string> probe_args() { return {"f", "1", "10", "4102444800000"}; }
-
-template <typename Action> Error error_of(Action&& action) {
-  try {
-    action();
-  } catch (const Error& e) {
-    return e;
-  }
-  FAIL("no error");
-  throw std::logic_error("unreachable");
-}
-
-} // namespace
+using limitcounter::testing::error_of;
+using limitcounter::testing::probe;
+using limitcounter::testing::probe_args;
 
 TEST_CASE("EVALSHA recovers from an empty script cache by itself", "[redis][scripts]") {
   Redis redis(shared_server().options());
