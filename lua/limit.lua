@@ -42,6 +42,9 @@
 --          | {"unknown"} | {"expired"} | {"bad_state", state} | {"too_much", held}
 -- op cancel:  KEYS[1] record; ARGV[2] now (ms), ARGV[3] expiry of a tombstone (ms)
 --   Reply: {"cancelled", released amount} | {"already", state} | {"tombstone"} | {"bad_state", state}
+-- op void:    KEYS[1] record (of one slot's share of a transaction that another slot denied)
+--   Gives back what this share took and marks it voided: its replays then report the state.
+--   Reply: {"voided"} | {"already"} | {"unknown"} | {"bad_state", state}
 
 local op = ARGV[1]
 local record = KEYS[1]
@@ -287,6 +290,24 @@ local function cancel()
   return {'cancelled', string.format('%d', held)}
 end
 
+local function void()
+  local state = redis.call('HGET', record, 'state')
+  if not state then
+    return {'unknown'}
+  end
+  if state == 'voided' or state == 'denied' then
+    return {'already'}
+  end
+  if state ~= 'consumed' and state ~= 'reserved' then
+    return {'bad_state', state}
+  end
+  local counted = redis.call('HGET', record, 'counted') == '1' and 1 or 0
+  give_back(record, counted, tonumber(redis.call('HGET', record, 'amount')) - tonumber(redis.call('HGET', record, 'refunded')))
+  drop_holds(record)
+  redis.call('HSET', record, 'state', 'voided', 'counted', 0)
+  return {'voided'}
+end
+
 if op == 'consume' or op == 'reserve' or op == 'check' then
   return decide()
 elseif op == 'refund' then
@@ -295,5 +316,7 @@ elseif op == 'confirm' then
   return confirm()
 elseif op == 'cancel' then
   return cancel()
+elseif op == 'void' then
+  return void()
 end
 return redis.error_reply('limit: unknown op ' .. tostring(op))

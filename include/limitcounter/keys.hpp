@@ -110,6 +110,12 @@ public:
     return key;
   }
 
+  /// On a Redis Cluster, the record of the share of a transaction whose counters live in the
+  /// slot of `counter`: `<prefix>{<counter>}:tx:<id>`.
+  std::string transaction_share(std::string_view counter, std::string_view id) const {
+    return tagged_key(prefix_, counter, std::string(":tx:").append(id));
+  }
+
   /// The set of open reservations holding quota in `counter`'s windows:
   /// `<prefix>{<counter>}:holds`, a sorted set scored by hold expiry.
   std::string holds(std::string_view counter) const {

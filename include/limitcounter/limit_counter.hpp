@@ -212,6 +212,9 @@ private:
   struct PreparedDecision {
     std::optional<Decision> decided;
     ScriptCall call;
+    /// On a Redis Cluster whose counters fall in several slots: one call per slot, each
+    /// with its own record (`call` is then unused).
+    std::vector<ScriptCall> shares;
     FailurePolicy on_failure = FailurePolicy::raise;  ///< of the applicable rules, the strictest
     std::string failure_rule;                         ///< the rule whose policy that is
     std::vector<detail::LocalCounter> local_counters; ///< for FailurePolicy::local
@@ -227,6 +230,15 @@ private:
                                 const PreparedDecision& prepared);
   /// Adds what this node allowed on its own while Redis was away to the Redis counters.
   void report_local_usage();
+  Decision decide_in_shares(std::string_view op, const Transaction& transaction,
+                            const PreparedDecision& prepared);
+  /// The records a transaction may have: one on standalone Redis; on a cluster, one per
+  /// slot share, looked up through the current rules' counter names.
+  std::vector<std::string> record_keys(const std::string& transaction_id) const;
+  /// Runs `args` on every record of the transaction; returns the first reply whose status is
+  /// not `skip` (or the last reply if all are).
+  Reply run_on_records(const std::string& transaction_id, const std::vector<std::string>& args,
+                       std::string_view skip);
   /// The script call of one add; throws on bad input.
   ScriptCall prepare_add(const AddRequest& request, std::vector<WindowUsage>& windows,
                          TimePoint now) const;

@@ -90,6 +90,8 @@ public:
   std::vector<Reply> eval_pipeline(const std::vector<ScriptCall>& calls);
 
   const RedisOptions& options() const noexcept;
+  /// True when connected to a Redis Cluster (seeds given).
+  bool is_cluster() const noexcept { return !options().cluster_seeds.empty(); }
 
   class Impl;
 

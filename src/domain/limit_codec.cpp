@@ -144,7 +144,8 @@ LimitCall build_decide(std::string_view op, const Transaction& transaction,
 
   LimitCall call;
   call.keys.reserve(1 + holds.size() + counters.size());
-  call.keys.push_back(context.keys->transaction(transaction.id));
+  call.keys.push_back(context.record_key != nullptr ? *context.record_key
+                                                    : context.keys->transaction(transaction.id));
   call.keys.insert(call.keys.end(), holds.begin(), holds.end());
   call.args.reserve(9 + 5 * counters.size() + 4 * window_rules.size());
   call.args = {std::string(op),

@@ -28,6 +28,8 @@ struct DecideContext {
   std::chrono::milliseconds record_min_ttl{0};
   std::chrono::milliseconds reservation_timeout{0};
   TimePoint now;
+  /// The record key to use instead of `keys->transaction(id)` (a cluster slot's share).
+  const std::string* record_key = nullptr;
 };
 
 /// The fingerprint that tells a retry of `transaction` from a different use of its id:

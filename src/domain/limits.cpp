@@ -7,6 +7,7 @@
 #include "domain/limit_codec.hpp"
 #include "domain/local_ledger.hpp"
 #include "domain/rule_matching.hpp"
+#include "redis/key_slot.hpp"
 
 namespace limitcounter {
 namespace {
@@ -113,9 +114,100 @@ LimitCounter::PreparedDecision LimitCounter::prepare_decide(std::string_view op,
            rule->local_share()});
     }
   }
+  if (redis_.is_cluster() && !matched.window.empty()) {
+    // One share per slot: the rules whose counters live there, with a record of their own.
+    std::vector<std::pair<std::uint16_t, std::vector<const Rule*>>> by_slot;
+    for (const Rule* rule : matched.window) {
+      const std::uint16_t slot = detail::key_slot(keys_.holds(rule->counter_name()));
+      auto share = std::find_if(by_slot.begin(), by_slot.end(),
+                                [&](const auto& s) { return s.first == slot; });
+      if (share == by_slot.end()) {
+        share = by_slot.insert(by_slot.end(), {slot, {}});
+      }
+      share->second.push_back(rule);
+    }
+    for (const auto& [slot, share_rules] : by_slot) {
+      const std::string record =
+          keys_.transaction_share(share_rules.front()->counter_name(), transaction.id);
+      context.record_key = &record;
+      auto call = detail::build_decide(op, transaction, share_rules, context);
+      prepared.shares.push_back({&scripts::limit, std::move(call.keys), std::move(call.args)});
+    }
+    if (prepared.shares.size() > 1) {
+      return prepared;
+    }
+    prepared.call = std::move(prepared.shares.front());
+    prepared.shares.clear();
+    return prepared;
+  }
   auto call = detail::build_decide(op, transaction, matched.window, context);
   prepared.call = {&scripts::limit, std::move(call.keys), std::move(call.args)};
   return prepared;
+}
+
+// A transaction whose counters live in several cluster slots: one share per slot, in
+// order. If a share is denied, the shares before it are voided (their counters given
+// back), so the outcome stays all or nothing; meanwhile a concurrent reader may see the
+// earlier shares counted. A retry with the same id replays every share and finishes any
+// voiding a crash interrupted.
+Decision LimitCounter::decide_in_shares(std::string_view op, const Transaction& transaction,
+                                        const PreparedDecision& prepared) {
+  Decision combined;
+  combined.replayed = true;
+  combined.dry_run = op == "check";
+  std::size_t decided = 0;
+  for (const ScriptCall& share : prepared.shares) {
+    Decision part = finish_decide(op, transaction, share.args, run_limit(share.keys, share.args));
+    ++decided;
+    combined.replayed = combined.replayed && part.replayed;
+    combined.rules.insert(combined.rules.end(), part.rules.begin(), part.rules.end());
+    if (part.state == "voided") {
+      combined.verdict = Decision::Verdict::denied; // another share denied it; keep looking for why
+      continue;
+    }
+    if (!part.allowed()) {
+      combined.verdict = part.verdict;
+      combined.denial = part.denial;
+      break;
+    }
+  }
+  if (!combined.allowed() && !combined.dry_run) {
+    for (std::size_t i = 0; i + 1 < decided; ++i) {
+      run_limit({prepared.shares[i].keys.front()}, {"void"});
+    }
+  }
+  if (!combined.dry_run) {
+    combined.state = !combined.allowed() ? "denied" : op == "reserve" ? "reserved" : "consumed";
+  }
+  return combined;
+}
+
+std::vector<std::string> LimitCounter::record_keys(const std::string& transaction_id) const {
+  std::vector<std::string> records{keys_.transaction(transaction_id)};
+  if (redis_.is_cluster()) {
+    for (const Rule& rule : rules()->rules()) {
+      if (rule.kind() == Rule::Kind::window) {
+        std::string record = keys_.transaction_share(rule.counter_name(), transaction_id);
+        if (std::find(records.begin(), records.end(), record) == records.end()) {
+          records.push_back(std::move(record));
+        }
+      }
+    }
+  }
+  return records;
+}
+
+Reply LimitCounter::run_on_records(const std::string& transaction_id,
+                                   const std::vector<std::string>& args, std::string_view skip) {
+  Reply chosen;
+  for (const std::string& record : record_keys(transaction_id)) {
+    Reply reply = run_limit({record}, args);
+    const bool skipped = reply.at(0).as_string() == skip;
+    if (chosen.is_nil() || (!skipped && chosen.at(0).as_string() == skip)) {
+      chosen = std::move(reply);
+    }
+  }
+  return chosen;
 }
 
 Decision LimitCounter::finish_decide(std::string_view op, const Transaction& transaction,
@@ -152,6 +244,13 @@ Decision LimitCounter::decide_with_redis(std::string_view op, const Transaction&
   }
   Reply reply;
   try {
+    if (!prepared.shares.empty()) {
+      Decision decision = decide_in_shares(op, transaction, prepared);
+      if (!local_->empty()) {
+        report_local_usage();
+      }
+      return decision;
+    }
     reply = run_limit(prepared.call.keys, prepared.call.args);
   } catch (const Error& e) {
     if (e.is_input_error() || prepared.on_failure == FailurePolicy::raise) {
@@ -286,9 +385,11 @@ ConfirmResult LimitCounter::confirm(const std::string& transaction_id,
   if (final_amount) {
     detail::check_quantity(quoted_id(transaction_id) + " final amount", *final_amount);
   }
-  const Reply reply = run_limit({keys_.transaction(transaction_id)},
-                                {"confirm", final_amount ? std::to_string(*final_amount) : "-1",
-                                 std::to_string(detail::unix_millis(Clock::now()))});
+  const Reply reply =
+      run_on_records(transaction_id,
+                     {"confirm", final_amount ? std::to_string(*final_amount) : "-1",
+                      std::to_string(detail::unix_millis(Clock::now()))},
+                     "unknown");
   const std::string& status = reply.at(0).as_string();
   if (status == "confirmed" || status == "already") {
     ConfirmResult result;
@@ -326,10 +427,13 @@ ConfirmResult LimitCounter::confirm(const std::string& transaction_id,
 CancelResult LimitCounter::cancel(const std::string& transaction_id) {
   validate_key_part("transaction id", transaction_id, ":");
   const auto now = Clock::now();
+  // An unknown id is recorded in every record it could have, so a later reserve of any
+  // share of it is refused.
   const Reply reply =
-      run_limit({keys_.transaction(transaction_id)},
-                {"cancel", std::to_string(detail::unix_millis(now)),
-                 std::to_string(detail::unix_millis(now + options_.record_min_ttl))});
+      run_on_records(transaction_id,
+                     {"cancel", std::to_string(detail::unix_millis(now)),
+                      std::to_string(detail::unix_millis(now + options_.record_min_ttl))},
+                     "tombstone");
   const std::string& status = reply.at(0).as_string();
   if (status == "cancelled") {
     return CancelResult::cancelled;
@@ -364,9 +468,9 @@ RefundResult LimitCounter::refund(const std::string& transaction_id,
   if (!refund_id.empty()) {
     validate_key_part("refund id", refund_id, ":");
   }
-  const Reply reply =
-      run_limit({keys_.transaction(transaction_id)},
-                {"refund", amount ? std::to_string(*amount) : "-1", amount ? refund_id : "full"});
+  const Reply reply = run_on_records(
+      transaction_id,
+      {"refund", amount ? std::to_string(*amount) : "-1", amount ? refund_id : "full"}, "unknown");
   const std::string& status = reply.at(0).as_string();
   if (status == "refunded") {
     return {reply.at(1).to_int64(), reply.at(2).to_int64(), reply.at(3).to_int64()};

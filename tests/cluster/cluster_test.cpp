@@ -183,3 +183,59 @@ TEST_CASE("half way through a migration the library follows ASK without learning
   shared_cluster().finish_migration(slot, *target);
   CHECK(counter.add("asked", Dimension{"d"}, {Period::day}, 1, 1)[0].usage == Usage{3, 3}); // MOVED
 }
+
+TEST_CASE("limits across slots: all or nothing by voiding, idempotent, refunds and holds",
+          "[cluster][limits]") {
+  Redis redis(shared_cluster().options());
+  LimitCounter limits(redis, Calendar("UTC"), counter_options(unique_prefix() + "lim:"));
+  REQUIRE(detail::key_slot("{dept}") != detail::key_slot("{merchant}"));
+  // the dept share is decided first, the merchant share second: a merchant denial must void
+  // what the dept share counted
+  limits.set_rules(RuleSet()
+                       .add(Rule("dept-day").where("dept").per(Period::day).max_count(100))
+                       .add(Rule("merchant-day").where("merchant").per(Period::day).max_count(3)));
+  const auto tx = [](const std::string& id) {
+    return Transaction{id, {{"merchant", "m1"}, {"dept", "cmb"}}, 10};
+  };
+  for (int i = 0; i < 3; ++i) {
+    const Decision d = limits.consume(tx("c" + std::to_string(i)));
+    REQUIRE(d.allowed());
+    CHECK(d.rules.size() == 2);
+  }
+  const Decision fourth = limits.consume(tx("c3"));
+  CHECK_FALSE(fourth.allowed());
+  CHECK(fourth.denial->rule == "merchant-day");
+  CHECK(limits.usage("dept", Dimension{"cmb"}, Period::day) == Usage{3, 30}); // voided
+  CHECK(limits.usage("merchant", Dimension{"m1"}, Period::day) == Usage{3, 30});
+  const Decision again = limits.consume(tx("c3"));
+  CHECK(again.replayed);
+  CHECK_FALSE(again.allowed());
+  CHECK(limits.consume(tx("c0")).replayed);
+
+  CHECK(limits.refund("c0").refunded_now == 10); // both shares give back
+  CHECK(limits.usage("dept", Dimension{"cmb"}, Period::day) == Usage{2, 20});
+  CHECK(limits.usage("merchant", Dimension{"m1"}, Period::day) == Usage{2, 20});
+  CHECK(limits.reserve(tx("h1")).allowed());
+  CHECK(limits.cancel("h1") == CancelResult::cancelled);
+  CHECK(limits.usage("dept", Dimension{"cmb"}, Period::day) == Usage{2, 20});
+  CHECK_THROWS_AS(limits.refund("never"), Error);
+
+  // many threads: the shares stay equal and the merchant limit holds
+  limits.set_rules(RuleSet()
+                       .add(Rule("dept-day").where("dept").per(Period::day).max_count(1000))
+                       .add(Rule("merchant-day").where("merchant").per(Period::day).max_count(40)));
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 10; ++i) {
+        limits.consume(tx("p" + std::to_string(t) + "-" + std::to_string(i)));
+      }
+    });
+  }
+  for (auto& thread : threads) {
+    thread.join();
+  }
+  const Usage merchant = limits.usage("merchant", Dimension{"m1"}, Period::day);
+  CHECK(merchant.count == 40);
+  CHECK(limits.usage("dept", Dimension{"cmb"}, Period::day) == merchant);
+}
