@@ -354,7 +354,7 @@ LimitCounter::consume_many(const std::vector<Transaction>& transactions) {
   std::vector<ScriptCall> calls;
   for (const auto& transaction : transactions) {
     prepared.push_back(prepare_decide("consume", transaction, *rule_set, now));
-    if (!prepared.back().decided) {
+    if (!prepared.back().decided && prepared.back().shares.empty()) {
       calls.push_back(std::move(prepared.back().call));
     }
   }
@@ -369,6 +369,11 @@ LimitCounter::consume_many(const std::vector<Transaction>& transactions) {
       continue;
     }
     try {
+      if (!prepared[i].shares.empty()) {
+        // spread over several cluster slots: decided share by share, after the pipeline
+        results.emplace_back(decide_in_shares("consume", transactions[i], prepared[i]));
+        continue;
+      }
       const std::size_t call = next_reply++;
       results.emplace_back(
           finish_decide("consume", transactions[i], calls[call].args, replies.at(call)));

@@ -182,8 +182,8 @@ private:
       return false;
     }
     const std::string& text = reply.as_string();
-    return is_noscript(reply) ||
-           (cluster_ && (detail::parse_redirect(text) || detail::is_transient_cluster_error(text)));
+    return is_noscript(reply) || detail::is_transient_error(text) ||
+           (cluster_ && detail::parse_redirect(text));
   }
 
   // EVALSHA, loading the script into this node's cache once if it answers NOSCRIPT: the
@@ -238,18 +238,18 @@ private:
         throw;
       }
       ask_target = nullptr;
-      if (!cluster_ || !reply.is_error()) {
+      if (!reply.is_error()) {
         return reply;
       }
       const std::string& text = reply.as_string();
-      const auto redirect = detail::parse_redirect(text);
-      const bool transient = detail::is_transient_cluster_error(text);
+      const auto redirect = cluster_ ? detail::parse_redirect(text) : std::nullopt;
+      const bool transient = detail::is_transient_error(text);
       if (!redirect && !transient) {
         return reply;
       }
       if (attempt >= max_attempts) {
-        throw Error(errc::cluster_down,
-                    "Redis Cluster still answers \"" + text + "\" after " +
+        throw Error(cluster_ ? errc::cluster_down : errc::server_error,
+                    "Redis at " + peer_ + " still answers \"" + text + "\" after " +
                         std::to_string(max_attempts) + " attempts; nothing ran",
                     Outcome::not_sent);
       }

@@ -238,4 +238,21 @@ TEST_CASE("limits across slots: all or nothing by voiding, idempotent, refunds a
   const Usage merchant = limits.usage("merchant", Dimension{"m1"}, Period::day);
   CHECK(merchant.count == 40);
   CHECK(limits.usage("dept", Dimension{"cmb"}, Period::day) == merchant);
+
+  // a batch of transactions that span two slots: decided share by share
+  limits.set_rules(RuleSet()
+                       .add(Rule("dept-day").where("dept").per(Period::day).max_count(1000))
+                       .add(Rule("merchant-day").where("merchant").per(Period::day).max_count(45)));
+  std::vector<Transaction> batch;
+  for (int i = 0; i < 10; ++i) {
+    batch.push_back(tx("b" + std::to_string(i)));
+  }
+  int allowed = 0;
+  for (const auto& result : limits.consume_many(batch)) {
+    REQUIRE(std::holds_alternative<Decision>(result));
+    allowed += std::get<Decision>(result).allowed() ? 1 : 0;
+  }
+  CHECK(allowed == 5);
+  CHECK(limits.usage("merchant", Dimension{"m1"}, Period::day).count == 45);
+  CHECK(limits.usage("dept", Dimension{"cmb"}, Period::day).count == 45);
 }

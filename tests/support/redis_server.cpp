@@ -50,8 +50,12 @@ bool answers_ping(int port) {
   bool ok = false;
   if (context->err == 0) {
     void* reply = redisCommand(context, "PING");
-    // Any reply will do: a server with requirepass answers NOAUTH, and that is up too.
-    ok = reply != nullptr;
+    // PONG, or NOAUTH from a server with requirepass: up. LOADING (a restart reading its
+    // AOF) is not up yet.
+    const auto* answer = static_cast<redisReply*>(reply);
+    ok = answer != nullptr &&
+         (answer->type == REDIS_REPLY_STATUS ||
+          (answer->type == REDIS_REPLY_ERROR && std::strncmp(answer->str, "NOAUTH", 6) == 0));
     if (reply != nullptr) {
       freeReplyObject(reply);
     }
