@@ -256,3 +256,51 @@ TEST_CASE("limits across slots: all or nothing by voiding, idempotent, refunds a
   CHECK(limits.usage("merchant", Dimension{"m1"}, Period::day).count == 45);
   CHECK(limits.usage("dept", Dimension{"cmb"}, Period::day).count == 45);
 }
+
+TEST_CASE("a master fails over to its replica: the library recovers, retries apply once",
+          "[cluster][failover]") {
+  testing::RedisCluster cluster(3, 1);
+  RedisOptions options = cluster.options();
+  options.breaker_failures = 0; // this test watches every attempt
+  options.connect_timeout = 200ms;
+  Redis redis(options);
+  LimitCounter limits(redis, Calendar("UTC"), counter_options(unique_prefix() + "fo:"));
+  limits.set_rules(RuleSet().add(Rule("day").where("merchant").per(Period::day).max_count(1000)));
+  const auto tx = [](const std::string& id) { return Transaction{id, {{"merchant", "m1"}}, 10}; };
+  REQUIRE(limits.consume(tx("before")).allowed());
+
+  const int slot = detail::key_slot("{merchant}");
+  testing::RedisServer& master = cluster.owner_of(slot);
+  // make sure the replica has the write before the master dies (replication is asynchronous)
+  Redis direct(master.options());
+  std::int64_t acknowledged = 0;
+  for (int i = 0; i < 20 && acknowledged < 1; ++i) { // the replica may still be in its first sync
+    acknowledged = direct.command({"WAIT", "1", "500"}).as_integer();
+  }
+  REQUIRE(acknowledged == 1);
+  master.kill();
+
+  // retry the same transactions until the cluster has promoted the replica
+  const auto until_answered = [&](const std::string& id) {
+    const auto deadline = Clock::now() + 30s;
+    for (;;) {
+      try {
+        return limits.consume(tx(id));
+      } catch (const Error& e) {
+        REQUIRE(Clock::now() < deadline);
+        std::this_thread::sleep_for(100ms);
+      }
+    }
+  };
+  const Decision after = until_answered("after");
+  CHECK(after.allowed());
+  CHECK(until_answered("before").replayed); // the pre-failover decision survived
+  CHECK(until_answered("after").replayed);  // and the retry after it applied once
+  // every node learns the new owner by gossip, some a little later than others
+  const auto deadline = Clock::now() + 10s;
+  while (&cluster.owner_of(slot) == &master && Clock::now() < deadline) {
+    std::this_thread::sleep_for(50ms);
+  }
+  CHECK(&cluster.owner_of(slot) != &master);
+  CHECK(limits.usage("merchant", Dimension{"m1"}, Period::day) == Usage{2, 20});
+}

@@ -1,5 +1,6 @@
 #include "support/redis_cluster.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -78,7 +79,12 @@ std::vector<RedisServer*> RedisCluster::nodes() const {
 }
 
 RedisServer& RedisCluster::owner_of(int slot) const {
-  const Reply slots = run(*nodes_.front(), {"CLUSTER", "SLOTS"});
+  const auto live =
+      std::find_if(nodes_.begin(), nodes_.end(), [](const auto& node) { return node->pid() > 0; });
+  if (live == nodes_.end()) {
+    throw std::runtime_error("no node of the cluster is running");
+  }
+  const Reply slots = run(**live, {"CLUSTER", "SLOTS"});
   for (const Reply& range : slots.as_array()) {
     if (range.at(0).as_integer() <= slot && slot <= range.at(1).as_integer()) {
       const auto port = range.at(2).at(1).as_integer();

@@ -84,7 +84,7 @@ RedisServer::RedisServer(std::vector<std::string> extra_args) : extra_args_(std:
 
 RedisServer::~RedisServer() {
   if (pid_ > 0) {
-    kill(pid_, SIGKILL);
+    ::kill(pid_, SIGKILL);
     waitpid(pid_, nullptr, 0);
     pid_ = -1;
   }
@@ -147,7 +147,15 @@ void RedisServer::start() {
 
 void RedisServer::stop() {
   if (pid_ > 0) {
-    kill(pid_, SIGTERM);
+    ::kill(pid_, SIGTERM);
+    waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+}
+
+void RedisServer::kill() {
+  if (pid_ > 0) {
+    ::kill(pid_, SIGKILL);
     waitpid(pid_, nullptr, 0);
     pid_ = -1;
   }

@@ -32,6 +32,8 @@ public:
   void stop();
   /// Starts it again on the same port with the same arguments.
   void restart();
+  /// Kills the server at once (SIGKILL), as a crash would, and reaps it.
+  void kill();
 
 private:
   void start();
