@@ -13,7 +13,7 @@ using limitcounter::RedisOptions;
 using limitcounter::testing::RedisServer;
 
 TEST_CASE("every job works under the least-privilege ACL, and nothing more is allowed",
-          "[redis][acl]") {
+          "[redis][acl][standalone]") {
   RedisServer server;
   Redis admin(server.options());
   std::vector<std::string> setuser{"ACL", "SETUSER", "limitcounter", "on", ">lc-secret-pw"};
@@ -69,7 +69,8 @@ TEST_CASE("every job works under the least-privilege ACL, and nothing more is al
   CHECK(redis.command({"HGET", "other:key", "f"}).is_error());
 }
 
-TEST_CASE("the server clock follows Redis TIME without a round trip per call", "[redis][clock]") {
+TEST_CASE("the server clock follows Redis TIME without a round trip per call",
+          "[redis][clock][standalone]") {
   RedisServer server;
   Redis redis(server.options());
   limitcounter::ServerClock clock(redis, 1h);

@@ -33,7 +33,7 @@ struct Case {
 } // namespace
 
 TEST_CASE("hostile input to every public function: a clear error, Redis untouched",
-          "[redis][bad-input]") {
+          "[redis][bad-input][standalone]") {
   RedisServer server;
   Redis redis(server.options());
   LimitCounter limits(redis, Calendar("Asia/Shanghai"));

@@ -9,6 +9,7 @@
 #include <limitcounter/limit_counter.hpp>
 
 #include "support/redis_server.hpp"
+#include "support/topology.hpp"
 
 using namespace std::chrono_literals;
 using limitcounter::errc;
@@ -17,13 +18,13 @@ using limitcounter::LimitCounter;
 using limitcounter::LimitCounterOptions;
 using limitcounter::Redis;
 using limitcounter::TimePoint;
-using limitcounter::testing::shared_server;
+using limitcounter::testing::test_options;
 using limitcounter::testing::unique_prefix;
 
 namespace {
 
 struct CapsFixture {
-  Redis redis{shared_server().options()};
+  Redis redis{test_options()};
   std::string prefix = unique_prefix() + "sms:";
   LimitCounter limits{redis, limitcounter::Calendar("Asia/Shanghai"), options()};
 

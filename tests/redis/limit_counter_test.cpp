@@ -9,6 +9,7 @@
 #include <limitcounter/limit_counter.hpp>
 
 #include "support/redis_server.hpp"
+#include "support/topology.hpp"
 
 using namespace std::chrono_literals;
 using limitcounter::Calendar;
@@ -21,7 +22,7 @@ using limitcounter::Period;
 using limitcounter::Redis;
 using limitcounter::TimePoint;
 using limitcounter::Usage;
-using limitcounter::testing::shared_server;
+using limitcounter::testing::test_options;
 using limitcounter::testing::unique_prefix;
 
 namespace {
@@ -39,7 +40,7 @@ date::year_month_day next_year(unsigned month, unsigned day) {
 }
 
 struct Fixture {
-  Redis redis{shared_server().options()};
+  Redis redis{test_options()};
   std::string prefix = unique_prefix() + "trans:limit:";
   LimitCounter counter{redis, Calendar("Asia/Shanghai"), make_options()};
 
@@ -50,15 +51,7 @@ struct Fixture {
     return options;
   }
   // Every key this fixture's counters wrote.
-  std::vector<std::string> keys() {
-    std::vector<std::string> names;
-    const auto reply = redis.command({"KEYS", prefix + "*"});
-    for (const auto& item : reply.as_array()) {
-      names.push_back(item.as_string());
-    }
-    std::sort(names.begin(), names.end());
-    return names;
-  }
+  std::vector<std::string> keys() { return limitcounter::testing::keys_matching(prefix + "*"); }
 };
 
 } // namespace

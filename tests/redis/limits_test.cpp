@@ -9,6 +9,7 @@
 #include <limitcounter/limit_counter.hpp>
 
 #include "support/redis_server.hpp"
+#include "support/topology.hpp"
 
 using namespace std::chrono_literals;
 using limitcounter::CancelResult;
@@ -26,7 +27,7 @@ using limitcounter::RuleSet;
 using limitcounter::TimePoint;
 using limitcounter::Transaction;
 using limitcounter::Usage;
-using limitcounter::testing::shared_server;
+using limitcounter::testing::test_options;
 using limitcounter::testing::unique_prefix;
 
 namespace {
@@ -46,7 +47,7 @@ struct LimitsFixture {
   explicit LimitsFixture(std::chrono::milliseconds reservation_timeout = 15min)
       : limits{redis, limitcounter::Calendar(zone), options(reservation_timeout)} {}
 
-  Redis redis{shared_server().options()};
+  Redis redis{test_options()};
   std::string prefix = unique_prefix() + "trans:limit:";
   LimitCounter limits;
   TimePoint at = next_year_local(11, 11);
@@ -77,12 +78,8 @@ struct LimitsFixture {
   // Everything under this fixture's prefix, key by key, with values: a snapshot.
   std::vector<std::string> snapshot() {
     std::vector<std::string> out;
-    auto keys = redis.command({"KEYS", prefix + "*"}).as_array();
-    std::sort(keys.begin(), keys.end(),
-              [](auto& a, auto& b) { return a.as_string() < b.as_string(); });
-    for (const auto& key : keys) {
-      out.push_back(key.as_string() + " => " +
-                    redis.command({"DUMP", key.as_string()}).debug_string());
+    for (const auto& key : limitcounter::testing::keys_matching(prefix + "*")) {
+      out.push_back(key + " => " + redis.command({"DUMP", key}).debug_string());
     }
     return out;
   }
@@ -158,7 +155,7 @@ TEST_CASE_METHOD(LimitsFixture, "all or nothing: a full month denies and the day
   const auto after = snapshot();
   std::size_t changed = 0;
   for (std::size_t i = 0; i < after.size(); ++i) {
-    changed += after[i].find("tx:{") == std::string::npos &&
+    changed += after[i].find(":tx:") == std::string::npos &&
                std::find(before.begin(), before.end(), after[i]) == before.end();
   }
   CHECK(changed == 0);
@@ -372,10 +369,9 @@ TEST_CASE_METHOD(LimitsFixture, "window edges and TTLs", "[limits][redis]") {
   CHECK(limits.consume(tx(1)).allowed());
   at = midnight;
   CHECK(limits.consume(tx(1)).allowed()); // another day: the limit of 1 applies afresh
-  const auto keys = redis.command({"KEYS", prefix + "*"});
-  for (const auto& key : keys.as_array()) {
-    INFO(key.as_string());
-    CHECK(redis.command({"PTTL", key.as_string()}).as_integer() > 0);
+  for (const auto& key : limitcounter::testing::keys_matching(prefix + "*")) {
+    INFO(key);
+    CHECK(redis.command({"PTTL", key}).as_integer() > 0);
   }
 }
 

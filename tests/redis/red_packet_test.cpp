@@ -11,6 +11,7 @@
 #include <limitcounter/red_packet.hpp>
 
 #include "support/redis_server.hpp"
+#include "support/topology.hpp"
 
 using namespace std::chrono_literals;
 using limitcounter::Clock;
@@ -22,13 +23,13 @@ using limitcounter::PayoutTask;
 using limitcounter::Redis;
 using limitcounter::RedPacketOptions;
 using limitcounter::RedPacketPool;
-using limitcounter::testing::shared_server;
+using limitcounter::testing::test_options;
 using limitcounter::testing::unique_prefix;
 
 namespace {
 
 struct PoolFixture {
-  Redis redis{shared_server().options()};
+  Redis redis{test_options()};
   RedPacketPool pool{redis, options()};
 
   static RedPacketOptions options() {

@@ -9,6 +9,7 @@
 
 #include "support/probe.hpp"
 #include "support/redis_server.hpp"
+#include "support/topology.hpp"
 
 using namespace std::chrono_literals;
 using limitcounter::errc;
@@ -20,7 +21,7 @@ using limitcounter::Reply;
 using limitcounter::Script;
 using limitcounter::ScriptCall;
 using limitcounter::testing::RedisServer;
-using limitcounter::testing::shared_server;
+using limitcounter::testing::test_options;
 using limitcounter::testing::unique_prefix;
 
 using limitcounter::testing::error_of;
@@ -28,7 +29,7 @@ using limitcounter::testing::probe;
 using limitcounter::testing::probe_args;
 
 TEST_CASE("every embedded script's SHA1 is what SCRIPT LOAD returns", "[redis][scripts]") {
-  Redis redis(shared_server().options());
+  Redis redis(test_options());
   REQUIRE(limitcounter::scripts::all.size() >= 4);
   for (const Script* script : limitcounter::scripts::all) {
     INFO(script->name);
@@ -39,7 +40,7 @@ TEST_CASE("every embedded script's SHA1 is what SCRIPT LOAD returns", "[redis][s
 }
 
 TEST_CASE("a script error is Outcome::failed and names the script", "[redis][scripts]") {
-  Redis redis(shared_server().options());
+  Redis redis(test_options());
   auto args = probe_args();
   args[1] = "not-a-number";
   const Error e = error_of([&] { redis.eval(probe, {unique_prefix() + "k"}, args); });
@@ -48,7 +49,7 @@ TEST_CASE("a script error is Outcome::failed and names the script", "[redis][scr
   CHECK_THAT(e.what(), Catch::Contains("counter_add"));
 }
 
-TEST_CASE("AUTH with a password, an ACL user, and SELECT", "[redis][auth]") {
+TEST_CASE("AUTH with a password, an ACL user, and SELECT", "[redis][auth][standalone]") {
   RedisServer server({"--requirepass", "s3cret-pw"});
   RedisOptions options = server.options();
   options.password = "s3cret-pw";
@@ -71,7 +72,7 @@ TEST_CASE("AUTH with a password, an ACL user, and SELECT", "[redis][auth]") {
 }
 
 TEST_CASE("many threads share one Redis", "[redis][concurrency]") {
-  Redis redis(shared_server().options());
+  Redis redis(test_options());
   const std::string key = unique_prefix() + "shared";
   std::vector<std::thread> threads;
   std::atomic<int> failures{0};

@@ -12,6 +12,7 @@
 #include <limitcounter/wallet.hpp>
 
 #include "support/redis_server.hpp"
+#include "support/topology.hpp"
 
 using namespace std::chrono_literals;
 using limitcounter::AccountSnapshot;
@@ -25,13 +26,13 @@ using limitcounter::RollbackResult;
 using limitcounter::Wallet;
 using limitcounter::WalletOptions;
 using limitcounter::WalletResult;
-using limitcounter::testing::shared_server;
+using limitcounter::testing::test_options;
 using limitcounter::testing::unique_prefix;
 
 namespace {
 
 struct WalletFixture {
-  Redis redis{shared_server().options()};
+  Redis redis{test_options()};
   WalletOptions options = make_options();
   Wallet wallet{redis, options};
 
@@ -47,12 +48,9 @@ struct WalletFixture {
   }
   std::vector<std::string> all_keys() {
     std::vector<std::string> names;
-    const auto reply = redis.command({"KEYS", options.key_prefix + "*"});
-    for (const auto& item : reply.as_array()) {
-      names.push_back(item.as_string() + "=" +
-                      redis.command({"DUMP", item.as_string()}).debug_string());
+    for (const auto& key : limitcounter::testing::keys_matching(options.key_prefix + "*")) {
+      names.push_back(key + "=" + redis.command({"DUMP", key}).debug_string());
     }
-    std::sort(names.begin(), names.end());
     return names;
   }
 };
