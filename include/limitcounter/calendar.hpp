@@ -23,6 +23,31 @@ using Clock = std::chrono::system_clock;
 using TimePoint = Clock::time_point;
 
 /// One window of a period: [start, end) in absolute time.
+///
+/// A window is the longest uninterrupted stretch of absolute time around the instant during
+/// which the zone's local clock stays inside one local minute, hour, day, ISO week, month or
+/// year. Consecutive windows are contiguous (one's `end` is the next one's `start`) and every
+/// instant lies in exactly one window. Around DST switches and other offset changes:
+/// - a day, week, month or year that begins at a local midnight which never happens (a
+///   spring-forward at midnight, e.g. Asia/Beirut) starts at the switch itself;
+/// - days of a spring-forward last 23 hours, days of a fall-back 25 hours; a local hour shown
+///   twice by a fall-back at midnight belongs to the day it shows (the earlier day);
+/// - the local hour skipped by a spring-forward has no window: the hour before ends at the
+///   switch and the next window (`...03` in Europe/Berlin) starts there;
+/// - a local hour shown twice by a fall-back (02:00-03:00 on 2026-10-25 in Europe/Berlin) is
+///   ONE window of two hours: id `2026102502`, start at the first 02:00 (00:00 UTC), end at
+///   03:00 after the second pass (02:00 UTC). Its counter covers both passes, which is
+///   stricter than per real hour, never looser, and its expiry (end + grace) covers them too;
+/// - a local minute shown twice cannot be one window (the rest of the repeated hour lies
+///   between its passes), so it is two one-minute windows that share one id and therefore one
+///   counter. The same happens to hours in the rare zones whose fall-back exceeds an hour
+///   (Antarctica/Troll falls back two hours). A counter that covers two windows of one id
+///   should extend its expiry on the later window (PEXPIREAT ... GT), not only set it once.
+///
+/// Zone data comes from the system's zone files (/usr/share/zoneinfo) through Howard
+/// Hinnant's date library, which applies only the transitions the files list explicitly
+/// (Debian's list them up to 2037): later DST switches are not applied, so instants after
+/// the last listed transition use its offset.
 struct Window {
   /// Local-time id: `202611221530` (minute), `2026112215` (hour), `20261122` (day),
   /// `2026-W47` (ISO week), `202611` (month), `2026` (year).

@@ -1,6 +1,7 @@
 #include <limitcounter/calendar.hpp>
 
 #include <algorithm>
+#include <cstddef>
 #include <stdexcept>
 
 #include <date/date.h>
@@ -15,41 +16,122 @@ namespace {
 using date::days;
 using date::local_days;
 using date::local_seconds;
+using date::sys_seconds;
 using std::chrono::hours;
 using std::chrono::minutes;
 using std::chrono::seconds;
 
-const date::time_zone* zone_of(const void* zone) {
-  return static_cast<const date::time_zone*>(zone);
+const date::time_zone& zone_of(const void* zone) {
+  return *static_cast<const date::time_zone*>(zone);
 }
 
-// The first instant at which the local clock shows `local` or later. A local time shown
-// twice (a fall-back at midnight) maps to its first showing; one never shown (a gap at
-// midnight) maps to the transition that skipped it. Used for both ends of day and longer
-// windows, so that consecutive windows stay contiguous.
-TimePoint first_instant_at(const date::time_zone& zone, local_seconds local) {
-  const date::local_info info = zone.get_info(local);
-  if (info.result == date::local_info::nonexistent) {
-    return info.second.begin;
-  }
-  return TimePoint{local.time_since_epoch() - info.first.offset};
+local_seconds local_at(sys_seconds instant, seconds offset) {
+  return local_seconds{instant.time_since_epoch() + offset};
 }
 
-void append_digits(std::string& out, unsigned value, int width) {
-  char digits[10];
-  for (int i = width - 1; i >= 0; --i) {
-    digits[i] = static_cast<char>('0' + value % 10);
-    value /= 10;
-  }
-  out.append(digits, static_cast<std::size_t>(width));
+sys_seconds instant_of(local_seconds local, seconds offset) {
+  return sys_seconds{local.time_since_epoch() - offset};
 }
 
-void append_date(std::string& out, const date::year_month_day& day, bool with_day) {
-  append_digits(out, static_cast<unsigned>(static_cast<int>(day.year())), 4);
-  append_digits(out, static_cast<unsigned>(day.month()), 2);
-  if (with_day) {
-    append_digits(out, static_cast<unsigned>(day.day()), 2);
+// Offset spans are computed in seconds because a zone's last span ends in the year 32767,
+// far past what a nanosecond time point holds; only the final bounds are converted, and
+// they saturate instead of overflowing for instants near the ends of the clock's range.
+TimePoint to_time_point(sys_seconds instant) {
+  constexpr seconds latest =
+      std::chrono::duration_cast<seconds>(TimePoint::max().time_since_epoch());
+  constexpr seconds earliest =
+      std::chrono::duration_cast<seconds>(TimePoint::min().time_since_epoch()) + seconds{1};
+  if (instant.time_since_epoch() >= latest) {
+    return TimePoint::max();
   }
+  if (instant.time_since_epoch() <= earliest) {
+    return TimePoint::min();
+  }
+  return TimePoint{std::chrono::duration_cast<TimePoint::duration>(instant.time_since_epoch())};
+}
+
+// The window in absolute time is the longest uninterrupted stretch around `at` during which
+// the local clock stays inside [local_start, local_end). Within one offset span the clock is
+// linear, so the stretch only needs widening when it touches a span boundary, and then only
+// if the clock on the other side of the switch is still inside the local window.
+//
+// This one rule gives every DST behaviour the calendar promises:
+// - a local midnight that never happens (a spring-forward at midnight) starts the day at the
+//   switch itself, the earliest instant of that local day;
+// - a repeated local midnight (a fall-back at midnight) keeps the repeated hour in the day
+//   before, so the day ends at the second midnight and lasts 25 hours;
+// - a repeated local hour (02:00-03:00 in Europe/Berlin in October) is one stretch of two
+//   hours, so its id, start and end describe one window and one counter;
+// - a repeated local minute is two stretches separated by the rest of the repeated hour: the
+//   id repeats for two windows (see the header).
+struct Stretch {
+  sys_seconds start;
+  sys_seconds end;
+};
+
+Stretch stretch_around(const date::time_zone& zone, const date::sys_info& here,
+                       local_seconds local_start, local_seconds local_end) {
+  Stretch stretch{instant_of(local_start, here.offset), instant_of(local_end, here.offset)};
+
+  for (date::sys_info span = here; stretch.start <= span.begin;) {
+    stretch.start = span.begin;
+    const date::sys_info before = zone.get_info(span.begin - seconds{1});
+    // Just before the switch the clock approached this local time from below.
+    const local_seconds approached = local_at(span.begin, before.offset);
+    if (approached <= local_start || approached > local_end) {
+      break;
+    }
+    stretch.start = instant_of(local_start, before.offset);
+    span = before;
+  }
+
+  for (date::sys_info span = here; stretch.end >= span.end;) {
+    stretch.end = span.end;
+    const date::sys_info after = zone.get_info(span.end);
+    const local_seconds shown = local_at(span.end, after.offset);
+    if (shown < local_start || shown >= local_end) {
+      break;
+    }
+    stretch.end = instant_of(local_end, after.offset);
+    span = after;
+  }
+  return stretch;
+}
+
+// Ids are at most 12 characters, inside std::string's small buffer: building one allocates
+// nothing.
+class IdBuilder {
+public:
+  void digits(long long value, int width) {
+    // Years of a nanosecond clock lie in 1677..2262; the sign branch only keeps this total.
+    if (value < 0) {
+      buffer_[size_++] = '-';
+      value = -value;
+    }
+    for (int i = width - 1; i >= 0; --i) {
+      buffer_[size_ + static_cast<std::size_t>(i)] = static_cast<char>('0' + value % 10);
+      value /= 10;
+    }
+    size_ += static_cast<std::size_t>(width);
+  }
+
+  void text(const char* literal) {
+    while (*literal != '\0') {
+      buffer_[size_++] = *literal++;
+    }
+  }
+
+  std::string str() const { return std::string(buffer_, size_); }
+
+private:
+  char buffer_[32] = {};
+  std::size_t size_ = 0;
+};
+
+void append_date(IdBuilder& id, const date::year_month_day& day) {
+  id.digits(static_cast<int>(day.year()), 4);
+  id.digits(static_cast<unsigned>(day.month()), 2);
+  id.digits(static_cast<unsigned>(day.day()), 2);
 }
 
 } // namespace
@@ -87,76 +169,67 @@ Calendar::Calendar(std::string_view zone) : zone_name_(zone), zone_(nullptr) {
 }
 
 Window Calendar::window(Period period, TimePoint at) const {
-  const date::time_zone& zone = *zone_of(zone_);
-  const date::sys_info offset_period = zone.get_info(date::floor<seconds>(at));
-  const local_seconds local{date::floor<seconds>(at).time_since_epoch() + offset_period.offset};
+  const date::time_zone& zone = zone_of(zone_);
+  const sys_seconds at_second = date::floor<seconds>(at);
+  // The instant's own offset: an ambiguous local time belongs to the pass it happens in.
+  const date::sys_info here = zone.get_info(at_second);
+  const local_seconds local = local_at(at_second, here.offset);
   const local_days local_day = date::floor<days>(local);
   const date::year_month_day day{local_day};
 
-  Window window;
-  local_seconds start;
-  local_seconds end;
+  IdBuilder id;
+  local_seconds local_start;
+  local_seconds local_end;
   switch (period) {
   case Period::minute:
-  case Period::hour: {
-    // Sub-day windows follow the offset in force at `at`, clipped to the span of that
-    // offset: across a DST switch they stay contiguous. A local hour shown twice (fall-back)
-    // is two windows with one id, so its counter covers both passes (stricter, never looser).
-    const bool by_minute = period == Period::minute;
-    const local_seconds local_start = by_minute ? local_seconds{date::floor<minutes>(local)}
-                                                : local_seconds{date::floor<hours>(local)};
-    const seconds length = by_minute ? seconds{minutes{1}} : seconds{hours{1}};
-    // In seconds: a zone without further transitions has an offset span ending in year 32767,
-    // past what a nanosecond time point holds.
-    const date::sys_seconds start_at{local_start.time_since_epoch() - offset_period.offset};
-    window.start = TimePoint{std::max(start_at, offset_period.begin).time_since_epoch()};
-    window.end = TimePoint{std::min(start_at + length, offset_period.end).time_since_epoch()};
-    const auto time_of_day = date::hh_mm_ss<seconds>{local_start - local_day};
-    window.id.reserve(12);
-    append_date(window.id, day, true);
-    append_digits(window.id, static_cast<unsigned>(time_of_day.hours().count()), 2);
-    if (by_minute) {
-      append_digits(window.id, static_cast<unsigned>(time_of_day.minutes().count()), 2);
-    }
-    return window;
-  }
+    local_start = date::floor<minutes>(local);
+    local_end = local_start + minutes{1};
+    break;
+  case Period::hour:
+    local_start = date::floor<hours>(local);
+    local_end = local_start + hours{1};
+    break;
   case Period::day:
-    start = local_day;
-    end = local_day + days{1};
-    window.id.reserve(8);
-    append_date(window.id, day, true);
+    local_start = local_day;
+    local_end = local_day + days{1};
+    append_date(id, day);
     break;
   case Period::week: {
     const iso_week::year_weeknum_weekday week{local_day};
-    const date::sys_days monday_as_date{
+    const local_days monday{
         iso_week::year_weeknum_weekday{week.year(), week.weeknum(), iso_week::mon}};
-    const local_days monday{monday_as_date.time_since_epoch()};
-    start = monday;
-    end = monday + days{7};
-    window.id.reserve(8);
-    append_digits(window.id, static_cast<unsigned>(static_cast<int>(week.year())), 4);
-    window.id += "-W";
-    append_digits(window.id, static_cast<unsigned>(week.weeknum()), 2);
+    local_start = monday;
+    local_end = monday + days{7};
+    id.digits(static_cast<int>(week.year()), 4);
+    id.text("-W");
+    id.digits(static_cast<unsigned>(week.weeknum()), 2);
     break;
   }
   case Period::month: {
-    const auto first = day.year() / day.month() / 1;
-    start = local_days{first};
-    end = local_days{first + date::months{1}};
-    window.id.reserve(6);
-    append_date(window.id, day, false);
+    const date::year_month first = day.year() / day.month();
+    local_start = local_days{first / 1};
+    local_end = local_days{(first + date::months{1}) / 1};
+    id.digits(static_cast<int>(day.year()), 4);
+    id.digits(static_cast<unsigned>(day.month()), 2);
     break;
   }
   case Period::year:
-    start = local_days{day.year() / 1 / 1};
-    end = local_days{(day.year() + date::years{1}) / 1 / 1};
-    window.id.reserve(4);
-    append_digits(window.id, static_cast<unsigned>(static_cast<int>(day.year())), 4);
+    local_start = local_days{day.year() / 1 / 1};
+    local_end = local_days{(day.year() + date::years{1}) / 1 / 1};
+    id.digits(static_cast<int>(day.year()), 4);
     break;
   }
-  window.start = first_instant_at(zone, start);
-  window.end = first_instant_at(zone, end);
-  return window;
+  if (period == Period::minute || period == Period::hour) {
+    const seconds since_midnight = local_start - local_day;
+    append_date(id, day);
+    id.digits(since_midnight.count() / 3600, 2);
+    if (period == Period::minute) {
+      id.digits(since_midnight.count() / 60 % 60, 2);
+    }
+  }
+
+  const Stretch stretch = stretch_around(zone, here, local_start, local_end);
+  return Window{id.str(), to_time_point(stretch.start), to_time_point(stretch.end)};
 }
 
 } // namespace limitcounter
