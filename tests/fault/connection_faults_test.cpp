@@ -83,11 +83,14 @@ TEST_CASE("a timed-out connection says the outcome is unknown and is discarded",
   sleeper.join();
   CHECK(e.code() == errc::timeout);
   CHECK(e.outcome() == Outcome::unknown);
-  // The call did run once the server woke up ("may have run" was right), and the late reply
-  // is never read as the answer to a later command: that connection is gone.
-  CHECK(admin.command({"HGET", key, "f"}).as_string() == "1:10");
+  // "May have run": the server may run the call when it wakes, or drop it with the closed
+  // connection. Either way it ran at most once, and its late reply is never read as the
+  // answer to a later command: that connection is gone.
+  const Reply after = admin.command({"HGET", key, "f"});
+  const std::int64_t ran = after.is_nil() ? 0 : 1;
+  CHECK((after.is_nil() || after.as_string() == "1:10"));
   CHECK(redis.command({"PING"}).as_string() == "PONG");
-  CHECK(redis.eval(probe, {key}, probe_args()).at(1).as_integer() == 2);
+  CHECK(redis.eval(probe, {key}, probe_args()).at(1).as_integer() == ran + 1);
 }
 
 TEST_CASE("an exhausted pool refuses without sending", "[redis][fault]") {
