@@ -65,8 +65,14 @@ int main(int argc, char** argv) try {
   for (int w = 0; w < 2; ++w) {
     workers.emplace_back([&, w] {
       std::mt19937 random(static_cast<unsigned>(w) + 1);
-      int idle_rounds = 0;
-      while (idle_rounds < 20) {
+      // Work until every granted packet is paid: a payout refused several times in a row
+      // waits out a growing back-off, so "the queue looked empty for a while" is not "done".
+      const auto all_paid = [&] {
+        const std::lock_guard<std::mutex> lock(mutex);
+        return grabbers_left == 0 && payments.size() == granted.size();
+      };
+      const auto deadline = lc::Clock::now() + 120s;
+      while (!all_paid() && lc::Clock::now() < deadline) {
         const std::size_t paid = pool.run_payouts(
             [&](const lc::PayoutTask& task) {
               if (random() % 5 == 0) { // the bank refuses one payout in five
@@ -78,7 +84,6 @@ int main(int argc, char** argv) try {
               return true;
             },
             200);
-        idle_rounds = paid == 0 && grabbers_left == 0 ? idle_rounds + 1 : 0;
         if (paid == 0) {
           std::this_thread::sleep_for(10ms);
         }
