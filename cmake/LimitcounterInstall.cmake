@@ -1,33 +1,89 @@
-# install(): headers, library, exported targets (namespace limitcounter::), the package
-# config with its version file, our FindHiredis.cmake beside it, and limitcounter.pc.
+# install(): the public headers, the library, its exported targets (namespace limitcounter::),
+# the package config with its version file, our FindHiredis.cmake beside them, and limitcounter.pc.
+#
+#   <prefix>/include/limitcounter/*.hpp
+#   <prefix>/<libdir>/liblimitcounter.{a,so}
+#   <prefix>/<libdir>/cmake/limitcounter/{limitcounterConfig,limitcounterConfigVersion,
+#                                         limitcounterTargets*,FindHiredis}.cmake
+#   <prefix>/<libdir>/pkgconfig/limitcounter.pc
 include(CMakePackageConfigHelpers)
 
-set(LIMITCOUNTER_CMAKE_DIR "${CMAKE_INSTALL_LIBDIR}/cmake/limitcounter")
+set(LIMITCOUNTER_INSTALL_CMAKEDIR "${CMAKE_INSTALL_LIBDIR}/cmake/limitcounter"
+    CACHE STRING "Where limitcounterConfig.cmake is installed (relative to the prefix)")
+set(LIMITCOUNTER_INSTALL_PKGCONFIGDIR "${CMAKE_INSTALL_LIBDIR}/pkgconfig"
+    CACHE STRING "Where limitcounter.pc is installed (relative to the prefix)")
+mark_as_advanced(LIMITCOUNTER_INSTALL_CMAKEDIR LIMITCOUNTER_INSTALL_PKGCONFIGDIR)
+
+# A static library carries its private dependencies to the consumer's link line: the
+# package config must find them, and pkg-config must name them. A shared one does not.
+get_target_property(limitcounter_library_type limitcounter TYPE)
+if(limitcounter_library_type STREQUAL "STATIC_LIBRARY")
+  set(LIMITCOUNTER_STATIC ON)
+else()
+  set(LIMITCOUNTER_STATIC OFF)
+endif()
 
 install(DIRECTORY "${PROJECT_SOURCE_DIR}/include/limitcounter"
-        DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}" FILES_MATCHING PATTERN "*.hpp")
-install(TARGETS limitcounter EXPORT limitcounterTargets
-        ARCHIVE DESTINATION "${CMAKE_INSTALL_LIBDIR}"
-        LIBRARY DESTINATION "${CMAKE_INSTALL_LIBDIR}"
-        RUNTIME DESTINATION "${CMAKE_INSTALL_BINDIR}"
-        INCLUDES DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}")
-install(EXPORT limitcounterTargets NAMESPACE limitcounter:: DESTINATION "${LIMITCOUNTER_CMAKE_DIR}")
+        DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}"
+        COMPONENT limitcounter_development
+        FILES_MATCHING PATTERN "*.hpp")
 
-configure_package_config_file("${PROJECT_SOURCE_DIR}/cmake/limitcounterConfig.cmake.in"
-  "${PROJECT_BINARY_DIR}/limitcounterConfig.cmake" INSTALL_DESTINATION "${LIMITCOUNTER_CMAKE_DIR}")
-write_basic_package_version_file("${PROJECT_BINARY_DIR}/limitcounterConfigVersion.cmake"
-  VERSION ${PROJECT_VERSION} COMPATIBILITY SameMajorVersion)
+install(TARGETS limitcounter EXPORT limitcounterTargets
+        ARCHIVE DESTINATION "${CMAKE_INSTALL_LIBDIR}" COMPONENT limitcounter_development
+        LIBRARY DESTINATION "${CMAKE_INSTALL_LIBDIR}" COMPONENT limitcounter_runtime
+                NAMELINK_COMPONENT limitcounter_development
+        RUNTIME DESTINATION "${CMAKE_INSTALL_BINDIR}" COMPONENT limitcounter_runtime
+        INCLUDES DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}")
+
+install(EXPORT limitcounterTargets
+        NAMESPACE limitcounter::
+        FILE limitcounterTargets.cmake
+        DESTINATION "${LIMITCOUNTER_INSTALL_CMAKEDIR}"
+        COMPONENT limitcounter_development)
+
+configure_package_config_file(
+  "${PROJECT_SOURCE_DIR}/cmake/limitcounterConfig.cmake.in"
+  "${PROJECT_BINARY_DIR}/limitcounterConfig.cmake"
+  INSTALL_DESTINATION "${LIMITCOUNTER_INSTALL_CMAKEDIR}")
+write_basic_package_version_file(
+  "${PROJECT_BINARY_DIR}/limitcounterConfigVersion.cmake"
+  VERSION "${PROJECT_VERSION}"
+  COMPATIBILITY SameMajorVersion)
 install(FILES "${PROJECT_BINARY_DIR}/limitcounterConfig.cmake"
               "${PROJECT_BINARY_DIR}/limitcounterConfigVersion.cmake"
               "${PROJECT_SOURCE_DIR}/cmake/FindHiredis.cmake"
-        DESTINATION "${LIMITCOUNTER_CMAKE_DIR}")
+        DESTINATION "${LIMITCOUNTER_INSTALL_CMAKEDIR}"
+        COMPONENT limitcounter_development)
 
-# pkg-config: a static library needs its dependencies on the link line too.
-get_target_property(LIMITCOUNTER_TYPE limitcounter TYPE)
-if(LIMITCOUNTER_TYPE STREQUAL "STATIC_LIBRARY")
-  set(LIMITCOUNTER_PC_LIBS_PRIVATE "-lhiredis -lfmt -ldate-tz -pthread")
+# pkg-config. The file is relocatable: the prefix is derived from its own location
+# (${pcfiledir}), so `cmake --install --prefix <anywhere>` yields a working file.
+if(IS_ABSOLUTE "${LIMITCOUNTER_INSTALL_PKGCONFIGDIR}")
+  set(LIMITCOUNTER_PC_PREFIX "${CMAKE_INSTALL_PREFIX}")
 else()
-  set(LIMITCOUNTER_PC_LIBS_PRIVATE "-pthread")
+  file(RELATIVE_PATH limitcounter_pc_to_prefix "/prefix/${LIMITCOUNTER_INSTALL_PKGCONFIGDIR}" "/prefix")
+  string(REGEX REPLACE "/$" "" limitcounter_pc_to_prefix "${limitcounter_pc_to_prefix}")
+  set(LIMITCOUNTER_PC_PREFIX "\${pcfiledir}/${limitcounter_pc_to_prefix}")
 endif()
-configure_file("${PROJECT_SOURCE_DIR}/cmake/limitcounter.pc.in" "${PROJECT_BINARY_DIR}/limitcounter.pc" @ONLY)
-install(FILES "${PROJECT_BINARY_DIR}/limitcounter.pc" DESTINATION "${CMAKE_INSTALL_LIBDIR}/pkgconfig")
+foreach(kind LIBDIR INCLUDEDIR)
+  if(IS_ABSOLUTE "${CMAKE_INSTALL_${kind}}")
+    set(LIMITCOUNTER_PC_${kind} "${CMAKE_INSTALL_${kind}}")
+  else()
+    set(LIMITCOUNTER_PC_${kind} "\${prefix}/${CMAKE_INSTALL_${kind}}")
+  endif()
+endforeach()
+
+# Threads is a public dependency (-pthread in Libs). A static library's private dependencies
+# go in Libs.private: no public header includes hiredis, fmt or date, so a consumer needs
+# their libraries only. (Requires.private would also pour hiredis.pc's Cflags,
+# -I/usr/include/hiredis -D_FILE_OFFSET_BITS=64, into every consumer's compile line; and
+# Debian's date-tz ships no .pc file.)
+if(LIMITCOUNTER_STATIC)
+  set(LIMITCOUNTER_PC_LIBS_PRIVATE "Libs.private: -lhiredis -lfmt -ldate-tz")
+else()
+  set(LIMITCOUNTER_PC_LIBS_PRIVATE "")
+endif()
+configure_file("${PROJECT_SOURCE_DIR}/cmake/limitcounter.pc.in"
+               "${PROJECT_BINARY_DIR}/limitcounter.pc" @ONLY)
+install(FILES "${PROJECT_BINARY_DIR}/limitcounter.pc"
+        DESTINATION "${LIMITCOUNTER_INSTALL_PKGCONFIGDIR}"
+        COMPONENT limitcounter_development)

@@ -1,64 +1,113 @@
-# Shared by scripts/*.sh: the repository root, Debian packages, a private redis-server.
+# Shared by scripts/*.sh (sourced, not run): the repository root, section headers, Debian
+# packages, and a private redis-server on a free loopback port.
 # shellcheck shell=bash
 
 LIMITCOUNTER_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 export LIMITCOUNTER_ROOT
 
-section() { printf '\n==== %s ====\n' "$*"; }
-
-# Installs the Debian packages given that are not installed yet (apt-get update once).
-ensure_packages() {
-  local missing=()
-  local package
-  for package in "$@"; do
-    dpkg -s "$package" >/dev/null 2>&1 || missing+=("$package")
-  done
-  [ "${#missing[@]}" -eq 0 ] && return 0
-  section "installing ${missing[*]}"
-  local sudo=""
-  [ "$(id -u)" -ne 0 ] && sudo="sudo"
-  $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq
-  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
-}
-
+# Everything a build needs, and what the tests, sanitizers and fuzzers need on top.
+# (Used by the scripts that source this file.)
+# shellcheck disable=SC2034
 BUILD_PACKAGES=(build-essential cmake pkg-config libhiredis-dev libfmt-dev libhowardhinnant-date-dev
                 tzdata libsqlite3-dev redis-server redis-tools)
+# shellcheck disable=SC2034
 TEST_PACKAGES=(catch2 libbenchmark-dev clang-14 libclang-rt-14-dev)
 
-# A loopback port nobody listens on (never 6379).
+section() { printf '\n==== %s ====\n' "$*"; }
+
+die() {
+  echo "error: $*" >&2
+  exit 1
+}
+
+# ensure_packages PACKAGE...: installs those that are not installed yet (apt-get update once,
+# and only when something is missing). Uses sudo when not root.
+ensure_packages() {
+  local missing=() package status
+  for package in "$@"; do
+    status="$(dpkg -s "$package" 2>/dev/null || true)"
+    [[ "$status" == *"Status: install ok installed"* ]] || missing+=("$package")
+  done
+  [ "${#missing[@]}" -eq 0 ] && return 0
+
+  section "installing Debian packages: ${missing[*]}"
+  local sudo=()
+  if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null 2>&1 || die "not root and no sudo: install ${missing[*]} first"
+    sudo=(sudo)
+  fi
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
+    apt-get install -y -qq --no-install-recommends "${missing[@]}"
+}
+
+# port_is_free PORT: nothing listens on 127.0.0.1:PORT (and it is not 6379).
+port_is_free() {
+  local port="$1"
+  [ "$port" -ne 6379 ] || return 1
+  if command -v ss >/dev/null 2>&1 && [ -n "$(ss -Htln "sport = :$port" 2>/dev/null)" ]; then
+    return 1
+  fi
+  # A refused connection means that nobody listens there.
+  if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+    return 1
+  fi
+  return 0
+}
+
+# free_port: prints a free loopback port, trying upwards from a random start in
+# 20000-31999 (below the kernel's ephemeral range, so outgoing connections do not take it).
 free_port() {
-  local port
-  for _ in $(seq 1 50); do
-    port=$((20000 + RANDOM % 30000))
-    if ! (echo >"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+  local start=$((20000 + RANDOM % 12000)) i port
+  for i in $(seq 0 199); do
+    port=$((20000 + (start - 20000 + i) % 12000))
+    if port_is_free "$port"; then
       echo "$port"
       return 0
     fi
   done
-  echo "no free port found" >&2
+  echo "no free loopback port found" >&2
   return 1
 }
 
-# Starts a private redis-server on a free port; sets REDIS_PORT and REDIS_PID.
+# start_private_redis: starts a throw-away redis-server (no persistence) on a free loopback
+# port in the background and waits until it answers. Sets REDIS_PORT, REDIS_PID and
+# REDIS_LOG. Pair it with `trap stop_private_redis EXIT`.
 start_private_redis() {
-  REDIS_PORT="$(free_port)"
-  redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save "" --appendonly no \
-    --daemonize no --protected-mode no --logfile "" >/dev/null &
-  REDIS_PID=$!
-  for _ in $(seq 1 100); do
-    if redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1; then
-      return 0
-    fi
-    sleep 0.05
+  command -v redis-server >/dev/null 2>&1 || die "redis-server is not installed"
+  local attempt i
+  for attempt in 1 2 3 4 5; do
+    REDIS_PORT="$(free_port)" || return 1
+    REDIS_LOG="$(mktemp "${TMPDIR:-/tmp}/limitcounter-redis.XXXXXX")"
+    redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save "" --appendonly no \
+      --daemonize no --protected-mode yes --logfile "" >"$REDIS_LOG" 2>&1 &
+    REDIS_PID=$!
+    for i in $(seq 1 200); do
+      if ! kill -0 "$REDIS_PID" 2>/dev/null; then
+        break # it exited (port taken meanwhile?): try another port
+      fi
+      if [ "$(redis-cli -h 127.0.0.1 -p "$REDIS_PORT" ping 2>/dev/null)" = PONG ]; then
+        echo "redis-server (pid $REDIS_PID) listening on 127.0.0.1:$REDIS_PORT" >&2
+        return 0
+      fi
+      sleep 0.05
+    done
+    echo "redis-server did not come up on port $REDIS_PORT (attempt $attempt):" >&2
+    tail -n 20 "$REDIS_LOG" >&2 || true
+    stop_private_redis
   done
-  echo "redis-server did not start on port $REDIS_PORT" >&2
   return 1
 }
 
+# stop_private_redis: stops the server start_private_redis started, by its pid.
 stop_private_redis() {
   if [ -n "${REDIS_PID:-}" ]; then
     kill "$REDIS_PID" 2>/dev/null || true
     wait "$REDIS_PID" 2>/dev/null || true
     REDIS_PID=""
+  fi
+  if [ -n "${REDIS_LOG:-}" ]; then
+    rm -f "$REDIS_LOG"
+    REDIS_LOG=""
   fi
 }

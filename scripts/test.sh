@@ -1,72 +1,113 @@
 #!/usr/bin/env bash
-# Builds and runs every test: the main build (unit, redis, cluster, fault, packaging
-# labels), then the suites again under ASan+UBSan and under TSan, then the fuzzers for a
-# bounded time. Every redis-server a test starts, the test stops.
+# Builds and runs every test. Installs the Debian packages it needs when they are missing.
 #
-#   scripts/test.sh            everything
-#   scripts/test.sh --quick    the main build only
+#   main  RelWithDebInfo build in build/, every CTest label (unit, redis, cluster, fault, packaging)
+#   asan  ASan+UBSan build in build-asan/, every label but packaging
+#   tsan  TSan build in build-tsan/, every label but packaging
+#   fuzz  libFuzzer targets (clang 14, ASan+UBSan) in build-fuzz/, LIMITCOUNTER_FUZZ_SECONDS each
+#
+#   scripts/test.sh                     all stages
+#   scripts/test.sh --quick             main only (no sanitizer builds, no fuzzing)
 #   scripts/test.sh --only main|asan|tsan|fuzz
+#
+# Every redis-server a test starts, the test stops. Works from any directory.
 set -euo pipefail
+# shellcheck source=scripts/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$LIMITCOUNTER_ROOT"
 
+usage() { echo "usage: $0 [--quick | --only main|asan|tsan|fuzz]"; }
+
 stages=(main asan tsan fuzz)
 case "${1:-}" in
-  --quick) stages=(main) ;;
-  --only) stages=("${2:?--only needs main, asan, tsan or fuzz}") ;;
   "") ;;
-  *) echo "usage: $0 [--quick | --only main|asan|tsan|fuzz]" >&2; exit 2 ;;
+  --quick) stages=(main) ;;
+  --only)
+    case "${2:-}" in
+      main | asan | tsan | fuzz) stages=("$2") ;;
+      *) usage >&2; exit 2 ;;
+    esac
+    ;;
+  -h | --help) usage; exit 0 ;;
+  *) usage >&2; exit 2 ;;
 esac
 
 ensure_packages "${BUILD_PACKAGES[@]}" "${TEST_PACKAGES[@]}"
+
+jobs=2
 
 # configure_build DIR [cmake args...]
 configure_build() {
   local dir="$1"
   shift
-  cmake -S . -B "$dir" "$@" >/dev/null
-  cmake --build "$dir" -j2
+  cmake -S . -B "$dir" "$@"
+  cmake --build "$dir" -j"$jobs"
+}
+
+# run_ctest DIR [ctest args...]
+run_ctest() {
+  local dir="$1"
+  shift
+  ctest --test-dir "$dir" --output-on-failure --no-tests=error -j"$jobs" "$@"
+}
+
+# gcc 12's TSan cannot map its shadow memory when the kernel randomizes mmap with more than
+# 28 bits; run it without address randomization there (if the sandbox allows that).
+tsan_prefix=()
+tsan_needs_fixed_layout() {
+  local bits
+  bits="$(cat /proc/sys/vm/mmap_rnd_bits 2>/dev/null || echo 0)"
+  [ "$bits" -gt 28 ] && setarch "$(uname -m)" -R true 2>/dev/null
 }
 
 run_stage() {
   case "$1" in
     main)
-      section "main build (RelWithDebInfo)"
+      section "main build: RelWithDebInfo in build/, all labels"
       configure_build build -DCMAKE_BUILD_TYPE=RelWithDebInfo
-      ctest --test-dir build --output-on-failure -j2
+      run_ctest build
       ;;
     asan)
-      section "ASan + UBSan build"
+      section "ASan + UBSan build: Debug in build-asan/, all labels but packaging"
       configure_build build-asan -DCMAKE_BUILD_TYPE=Debug -DLIMITCOUNTER_SANITIZE=address,undefined \
         -DLIMITCOUNTER_BUILD_EXAMPLES=OFF
-      ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-        ctest --test-dir build-asan --output-on-failure -j2 -LE packaging
+      ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+        UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+        run_ctest build-asan -LE packaging
       ;;
     tsan)
-      section "TSan build"
+      section "TSan build: RelWithDebInfo in build-tsan/, all labels but packaging"
       configure_build build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLIMITCOUNTER_SANITIZE=thread \
         -DLIMITCOUNTER_BUILD_EXAMPLES=OFF
+      if tsan_needs_fixed_layout; then
+        echo "vm.mmap_rnd_bits > 28: running the TSan tests under setarch -R"
+        tsan_prefix=(setarch "$(uname -m)" -R)
+      fi
       TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
-        ctest --test-dir build-tsan --output-on-failure -j2 -LE packaging
+        "${tsan_prefix[@]}" ctest --test-dir build-tsan --output-on-failure --no-tests=error \
+        -j"$jobs" -LE packaging
       ;;
     fuzz)
-      section "fuzzers (libFuzzer, clang 14, ${LIMITCOUNTER_FUZZ_SECONDS:-15} s each)"
+      local seconds="${LIMITCOUNTER_FUZZ_SECONDS:-15}"
+      section "fuzzers: libFuzzer, clang 14, ASan+UBSan in build-fuzz/, ${seconds} s each"
       CXX=clang++-14 configure_build build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo \
         -DLIMITCOUNTER_BUILD_TESTS=OFF -DLIMITCOUNTER_BUILD_EXAMPLES=OFF -DLIMITCOUNTER_INSTALL=OFF \
         -DLIMITCOUNTER_BUILD_FUZZERS=ON -DLIMITCOUNTER_SANITIZE=address,undefined
-      local fuzzer
+      local fuzzer name found=0
       for fuzzer in build-fuzz/fuzz/*_fuzzer; do
-        echo "-- $(basename "$fuzzer")"
-        "$fuzzer" -max_total_time="${LIMITCOUNTER_FUZZ_SECONDS:-15}" -artifact_prefix=build-fuzz/ \
-          >build-fuzz/"$(basename "$fuzzer")".log 2>&1 || {
-          tail -n 40 build-fuzz/"$(basename "$fuzzer")".log
-          echo "$(basename "$fuzzer") found a failing input (saved under build-fuzz/)"
-          exit 1
-        }
-        tail -n 1 build-fuzz/"$(basename "$fuzzer")".log
+        [ -x "$fuzzer" ] || continue
+        found=1
+        name="$(basename "$fuzzer")"
+        echo "-- $name"
+        if ! "$fuzzer" -max_total_time="$seconds" -artifact_prefix=build-fuzz/ \
+          >"build-fuzz/$name.log" 2>&1; then
+          tail -n 40 "build-fuzz/$name.log"
+          die "$name found a failing input (saved under build-fuzz/)"
+        fi
+        tail -n 1 "build-fuzz/$name.log"
       done
+      [ "$found" -eq 1 ] || die "no fuzzer was built under build-fuzz/fuzz"
       ;;
-    *) echo "unknown stage $1" >&2; exit 2 ;;
   esac
 }
 

@@ -58,11 +58,25 @@ struct ScriptCall {
 /// freely into the domain objects. All member functions are thread-safe.
 ///
 /// Errors: every function throws `Error`. `Error::outcome()` says whether the
-/// command was not sent (retried automatically once on a fresh connection when
-/// a pooled connection turns out to be dead), failed on the server, or may have
-/// run (timeout or broken connection after sending; never retried
-/// automatically). A connection that timed out or failed is closed and
-/// discarded, never returned to the pool.
+/// command was not sent, failed on the server, or may have run:
+/// - not sent (Outcome::not_sent): no connection (connect_failed), no free
+///   connection within `pool_wait_timeout` (pool_exhausted), or the request could
+///   not be written at all. A pooled connection that the server closed while it
+///   was idle is found before anything is sent (its socket shows the EOF) and
+///   replaced; if it is only found because writing the request fails before a
+///   single byte left, the request is sent once more on another connection. That
+///   is the only automatic retry: the server never saw the first attempt.
+/// - failed (Outcome::failed): Redis answered with an error (server_error).
+/// - may have run (Outcome::unknown): a timeout after sending, or a connection
+///   that broke after a byte of the request left, even when the server closed it
+///   without answering (it may have run the command and then been killed).
+///   Never retried automatically; retry with the same id.
+/// A connection that timed out or failed is closed and discarded, never
+/// returned to the pool. The library never raises SIGPIPE: the host need not
+/// ignore it.
+///
+/// `command_timeout` bounds each wait for bytes from the server (SO_RCVTIMEO), and
+/// each wait to write; `connect_timeout` bounds connecting. Both must be positive.
 class Redis {
 public:
   explicit Redis(RedisOptions options);
@@ -86,7 +100,11 @@ public:
 
   /// Sends all `calls` in one pipeline on one connection and returns one reply per call,
   /// in order. Error replies are returned in place (not thrown), so that one bad call
-  /// does not hide the results of the others. NOSCRIPT is handled as in `eval`.
+  /// does not hide the results of the others. Calls answered NOSCRIPT did not run: the
+  /// missing scripts are loaded and just those calls are sent again in a second pipeline,
+  /// so they run (once) after the other calls. A script the server will not load leaves
+  /// an error reply in place of its calls. If the connection fails, the whole call
+  /// throws, with Outcome::unknown once the first pipeline was sent.
   std::vector<Reply> eval_pipeline(const std::vector<ScriptCall>& calls);
 
   const RedisOptions& options() const noexcept;

@@ -1,15 +1,14 @@
 #include "redis/connection.hpp"
 
-#include "redis/resp.hpp"
-
 #include <cerrno>
-#include <cstring>
+#include <system_error>
+
 #include <sys/socket.h>
 #include <sys/time.h>
 
 #include <hiredis/hiredis.h>
 
-#include <limitcounter/error.hpp>
+#include "redis/resp.hpp"
 
 namespace limitcounter::detail {
 namespace {
@@ -21,12 +20,14 @@ timeval to_timeval(std::chrono::milliseconds duration) {
   return tv;
 }
 
+// The one place where a hiredis reply becomes a Reply.
 Reply convert(const redisReply* reply) {
   switch (reply->type) {
   case REDIS_REPLY_INTEGER: return Reply::integer(reply->integer);
   case REDIS_REPLY_STRING: return Reply::string(std::string(reply->str, reply->len));
   case REDIS_REPLY_STATUS: return Reply::status(std::string(reply->str, reply->len));
   case REDIS_REPLY_ERROR: return Reply::error(std::string(reply->str, reply->len));
+  case REDIS_REPLY_NIL: return Reply();
   case REDIS_REPLY_ARRAY: {
     std::vector<Reply> elements;
     elements.reserve(reply->elements);
@@ -35,13 +36,20 @@ Reply convert(const redisReply* reply) {
     }
     return Reply::array(std::move(elements));
   }
-  default: return Reply();
+  default:
+    throw Error(errc::protocol_error,
+                "hiredis returned a reply of unknown type " + std::to_string(reply->type),
+                Outcome::unknown);
   }
 }
 
 struct ReplyDeleter {
   void operator()(void* reply) const { freeReplyObject(reply); }
 };
+
+bool is_timeout_errno(int error_number) {
+  return error_number == EAGAIN || error_number == EWOULDBLOCK;
+}
 
 } // namespace
 
@@ -62,6 +70,7 @@ std::unique_ptr<Connection> Connection::open(const RedisOptions& options, const 
     throw Error(errc::connect_failed, "cannot connect to Redis at " + peer + ": " + reason);
   }
   std::unique_ptr<Connection> connection(new Connection(context, std::move(peer)));
+  // Sets SO_RCVTIMEO and SO_SNDTIMEO: a blocking read or write gives up with EAGAIN.
   if (redisSetTimeout(context, to_timeval(options.command_timeout)) != REDIS_OK) {
     throw Error(errc::connect_failed, "cannot set the command timeout on " + connection->peer_);
   }
@@ -77,6 +86,7 @@ std::unique_ptr<Connection> Connection::open(const RedisOptions& options, const 
       if (e.code() == errc::connect_failed) {
         throw;
       }
+      // Whatever happened, the caller's own command was not sent yet.
       throw Error(errc::connect_failed, what + " on " + connection->peer_ + ": " + e.what());
     }
   };
@@ -91,6 +101,7 @@ std::unique_ptr<Connection> Connection::open(const RedisOptions& options, const 
     const std::string db = std::to_string(options.db);
     setup({"SELECT", db}, "SELECT");
   }
+  connection->served_ = 0; // AUTH and SELECT do not make it a pooled connection
   return connection;
 }
 
@@ -102,10 +113,10 @@ bool Connection::usable() {
   }
   // A server that closed this idle connection (restart, CLIENT KILL, idle timeout) left an
   // EOF in the socket: peek for it without blocking and without sending anything, so the
-  // command can go to a fresh connection instead and is known not to have run.
+  // command goes to a fresh connection instead and is known not to have run.
   char byte = 0;
   const ssize_t peeked = recv(context_->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-  if (peeked == 0 || (peeked < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
+  if (peeked == 0 || (peeked < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
     broken_ = true;
   }
   // Unread bytes on an idle connection would be a stray reply: never trust it.
@@ -115,57 +126,104 @@ bool Connection::usable() {
   return !broken_;
 }
 
-void Connection::append(const Argv& argv) {
-  // Our own RESP encoding into a reused buffer: hiredis 0.14's redisAppendCommandArgv
-  // formats through sdscatfmt, which costs more than the rest of a call on the client.
-  request_.clear();
-  append_resp_command(request_, argv);
-  if (redisAppendFormattedCommand(context_, request_.data(), request_.size()) != REDIS_OK) {
-    fail("preparing a command");
+// We write the request ourselves rather than through hiredis's output buffer, for three
+// reasons: send() with MSG_NOSIGNAL cannot raise SIGPIPE in the host process (hiredis
+// 0.14 uses write(), and a library must not make its host ignore SIGPIPE); we know
+// whether any byte left, which decides between "not sent" and "may have run"; and our own
+// RESP encoding into a reused buffer costs less than hiredis 0.14's sdscatfmt formatting.
+// hiredis's output buffer stays empty, so redisGetReply goes straight to reading.
+void Connection::send_request() {
+  const char* data = request_.data();
+  std::size_t left = request_.size();
+  bool sent_any = false;
+  while (left > 0) {
+    const ssize_t written = ::send(context_->fd, data, left, MSG_NOSIGNAL);
+    if (written < 0 && errno == EINTR) {
+      continue;
+    }
+    if (written <= 0) {
+      fail_send(written < 0 ? errno : EPIPE, !sent_any);
+    }
+    sent_any = true;
+    data += written;
+    left -= static_cast<std::size_t>(written);
   }
 }
 
 Reply Connection::read_reply() {
   void* raw = nullptr;
   if (redisGetReply(context_, &raw) != REDIS_OK || raw == nullptr) {
-    fail("waiting for a reply");
+    fail_read();
   }
   const std::unique_ptr<void, ReplyDeleter> reply(raw);
   return convert(static_cast<const redisReply*>(raw));
 }
 
 Reply Connection::run(const Argv& argv) {
-  append(argv);
-  return read_reply();
+  request_.clear();
+  append_resp_command(request_, argv);
+  send_request();
+  Reply reply = read_reply();
+  ++served_;
+  return reply;
 }
 
 std::vector<Reply> Connection::run_pipeline(const std::vector<Argv>& commands) {
+  request_.clear();
   for (const auto& argv : commands) {
-    append(argv);
+    append_resp_command(request_, argv);
   }
+  send_request();
   std::vector<Reply> replies;
   replies.reserve(commands.size());
   for (std::size_t i = 0; i < commands.size(); ++i) {
     replies.push_back(read_reply());
   }
+  ++served_;
   return replies;
 }
 
-void Connection::fail(const char* doing) {
+void Connection::fail_send(int error_number, bool nothing_sent) {
+  broken_ = true;
+  const bool timed_out = is_timeout_errno(error_number);
+  const std::string reason = std::system_category().message(error_number);
+  if (nothing_sent) {
+    // send() failing before it took a byte means the server cannot have seen the request.
+    const std::string message = "Redis connection to " + peer_ +
+                                " failed before the request was sent (" + reason +
+                                "); nothing was sent";
+    if (served_ > 0 && !timed_out) {
+      throw StaleConnection(errc::io_error, message, Outcome::not_sent);
+    }
+    throw Error(timed_out ? errc::timeout : errc::io_error, message, Outcome::not_sent);
+  }
+  throw Error(timed_out ? errc::timeout : errc::io_error,
+              "Redis connection to " + peer_ + " failed while sending (" + reason +
+                  "); the command may have run",
+              Outcome::unknown);
+}
+
+void Connection::fail_read() {
+  const int error_number = errno;
   broken_ = true;
   const std::string reason = context_->errstr;
   // hiredis reports a socket timeout (SO_RCVTIMEO) as an I/O error with EAGAIN's text.
   const bool timed_out = context_->err == REDIS_ERR_IO &&
-                         (reason.find("temporarily unavailable") != std::string::npos ||
+                         (is_timeout_errno(error_number) ||
+                          reason.find("temporarily unavailable") != std::string::npos ||
                           reason.find("timed out") != std::string::npos);
   if (timed_out) {
     throw Error(errc::timeout,
-                "Redis at " + peer_ + " did not answer in time while " + doing +
-                    "; the command may have run",
+                "Redis at " + peer_ +
+                    " did not answer within the command timeout; the command "
+                    "may have run",
                 Outcome::unknown);
   }
+  // The request was sent: whether the server ran it before the connection broke is
+  // unknown, even when the server closed the connection (it may have run the command and
+  // been killed before answering). Never retried here.
   throw Error(context_->err == REDIS_ERR_PROTOCOL ? errc::protocol_error : errc::io_error,
-              "Redis connection to " + peer_ + " failed while " + doing + ": " +
+              "Redis connection to " + peer_ + " failed while waiting for a reply: " +
                   (reason.empty() ? "connection closed" : reason) + "; the command may have run",
               Outcome::unknown);
 }

@@ -2,11 +2,13 @@
 // One hiredis connection. Any I/O failure, timeout or protocol error breaks it for
 // good: its state is unknown, so it is never used again.
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include <limitcounter/error.hpp>
 #include <limitcounter/redis.hpp>
 #include <limitcounter/reply.hpp>
 
@@ -16,6 +18,15 @@ namespace limitcounter::detail {
 
 /// A command's arguments, viewing strings owned by the caller.
 using Argv = std::vector<std::string_view>;
+
+/// Thrown (as an io_error, Outcome::not_sent) when a connection that had already served
+/// requests could not take a new one and not one byte of it left this process: the server
+/// closed the connection while it sat in the pool. Nothing ran, so the caller may send the
+/// same request again on a fresh connection; the router does so once.
+class StaleConnection : public Error {
+public:
+  using Error::Error;
+};
 
 class Connection {
 public:
@@ -27,11 +38,15 @@ public:
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
 
-  /// Sends one command and reads its reply. An error reply is returned, not thrown. Throws
-  /// Error(timeout | io_error | protocol_error, Outcome::unknown) and breaks the connection.
+  /// Sends one command and reads its reply. An error reply is returned, not thrown.
+  /// Failures break the connection and throw:
+  /// - nothing of the request was sent: Error(io_error | timeout, Outcome::not_sent), or
+  ///   StaleConnection when this connection had served requests before;
+  /// - after sending: Error(timeout | io_error | protocol_error, Outcome::unknown).
   Reply run(const Argv& argv);
 
-  /// Sends every command, then reads every reply, in order.
+  /// Sends every command (one buffer, written at once), then reads every reply, in order.
+  /// Fails as `run`; once a byte has left, a failure is Outcome::unknown for all of them.
   std::vector<Reply> run_pipeline(const std::vector<Argv>& commands);
 
   /// False once an I/O error happened, or if the server has closed the connection while
@@ -43,14 +58,16 @@ public:
 
 private:
   Connection(redisContext* context, std::string peer) : context_(context), peer_(std::move(peer)) {}
-  void append(const Argv& argv);
+  void send_request();
   Reply read_reply();
-  [[noreturn]] void fail(const char* doing);
+  [[noreturn]] void fail_send(int error_number, bool nothing_sent);
+  [[noreturn]] void fail_read();
 
   redisContext* context_;
   std::string peer_;
   bool broken_ = false;
-  std::string request_; // reused across commands: no allocation per call once grown
+  std::uint64_t served_ = 0; // requests answered since AUTH/SELECT: > 0 means it was pooled
+  std::string request_;      // reused across commands: no allocation per call once grown
 };
 
 } // namespace limitcounter::detail

@@ -1,8 +1,8 @@
 // Redis: scripts and commands over a connection pool.
 #include <limitcounter/redis.hpp>
 
+#include <algorithm>
 #include <array>
-#include <functional>
 #include <map>
 #include <optional>
 #include <thread>
@@ -69,6 +69,28 @@ public:
     if (options_.pool_size == 0) {
       throw Error(errc::invalid_argument, "Redis pool_size must be at least 1");
     }
+    // No "0 means wait forever": a payment call must never hang on a dead server.
+    if (options_.connect_timeout.count() <= 0 || options_.command_timeout.count() <= 0) {
+      throw Error(errc::invalid_argument,
+                  "Redis connect_timeout and command_timeout must be positive (got " +
+                      std::to_string(options_.connect_timeout.count()) + " ms and " +
+                      std::to_string(options_.command_timeout.count()) + " ms)");
+    }
+    if (options_.pool_wait_timeout.count() < 0) {
+      throw Error(errc::invalid_argument, "Redis pool_wait_timeout must not be negative (got " +
+                                              std::to_string(options_.pool_wait_timeout.count()) +
+                                              " ms)");
+    }
+    if (options_.cluster_seeds.empty() && options_.unix_socket.empty() &&
+        (options_.port < 1 || options_.port > 65535 || options_.host.empty())) {
+      throw Error(errc::invalid_argument,
+                  "Redis host must be set and port be from 1 to 65535 (got " +
+                      std::to_string(options_.port) + ")");
+    }
+    if (options_.db < 0) {
+      throw Error(errc::invalid_argument,
+                  "Redis db must not be negative (got " + std::to_string(options_.db) + ")");
+    }
     if (cluster_) {
       peer_ = "cluster " + options_.cluster_seeds.front();
     } else {
@@ -118,24 +140,17 @@ public:
     for (std::size_t i = 0; i < calls.size(); ++i) {
       commands.push_back(evalsha_argv(*calls[i].script, calls[i].keys, calls[i].args, numkeys[i]));
     }
-    // One pipeline per node; calls that come back NOSCRIPT, redirected or asked to wait
-    // did not run, and are run again one by one through the router.
+    // One pipeline per node. Calls that come back NOSCRIPT did not run: each node loads
+    // the missing scripts and runs just those calls again in a second pipeline. Calls
+    // redirected or asked to wait did not run either, and go through the router one by one.
     std::vector<Reply> replies(calls.size());
     std::map<detail::ConnectionPool*, std::vector<std::size_t>> by_node;
     for (std::size_t i = 0; i < calls.size(); ++i) {
       by_node[&owner(slots[i])].push_back(i);
     }
     for (const auto& [pool, indexes] : by_node) {
-      std::vector<detail::Argv> batch;
-      batch.reserve(indexes.size());
-      for (const std::size_t i : indexes) {
-        batch.push_back(commands[i]);
-      }
-      auto lease = pool->acquire();
-      std::vector<Reply> answered = lease->run_pipeline(batch);
-      for (std::size_t j = 0; j < indexes.size(); ++j) {
-        replies[indexes[j]] = std::move(answered[j]);
-      }
+      run_on_node(*pool, commands, indexes, replies);
+      rerun_noscript_on_node(*pool, calls, commands, indexes, replies);
     }
     for (std::size_t i = 0; i < calls.size(); ++i) {
       if (did_not_run(replies[i])) {
@@ -177,6 +192,101 @@ private:
   static constexpr int max_attempts = 6;
   static constexpr int no_slot = -1; ///< a call without keys: any node will do
 
+  // Runs `send` on a connection of `pool`. If the connection turns out to have been closed
+  // by the server while it sat in the pool, and not one byte of the request left (the
+  // StaleConnection case), runs it once more on another connection: the server never saw
+  // the first attempt. This is the only automatic retry of a request; anything that fails
+  // after a byte was sent may have run and is left to the caller. `send` must be safe to
+  // repeat when its last request was not sent: every request before it in the chain must be
+  // free of effects (ASKING, an EVALSHA answered NOSCRIPT, SCRIPT LOAD).
+  template <typename Send>
+  static auto on_connection(detail::ConnectionPool& pool, Send&& send)
+      -> decltype(send(std::declval<detail::Connection&>())) {
+    for (int attempt = 1;; ++attempt) {
+      auto lease = pool.acquire();
+      try {
+        return send(*lease);
+      } catch (const detail::StaleConnection&) {
+        if (attempt >= 2) {
+          throw;
+        }
+      }
+    }
+  }
+
+  // The calls `indexes` of one node in one pipeline; their replies go to `replies`.
+  static void run_on_node(detail::ConnectionPool& pool, const std::vector<detail::Argv>& commands,
+                          const std::vector<std::size_t>& indexes, std::vector<Reply>& replies) {
+    std::vector<detail::Argv> batch;
+    batch.reserve(indexes.size());
+    for (const std::size_t i : indexes) {
+      batch.push_back(commands[i]);
+    }
+    std::vector<Reply> answered = on_connection(
+        pool, [&](detail::Connection& connection) { return connection.run_pipeline(batch); });
+    for (std::size_t j = 0; j < indexes.size(); ++j) {
+      replies[indexes[j]] = std::move(answered[j]);
+    }
+  }
+
+  // The calls of `indexes` that came back NOSCRIPT, again, in one pipeline that first loads
+  // each missing script once: SCRIPT LOAD s..., EVALSHA.... A script the node refuses to
+  // load, or loads under another SHA1 than the embedded one, leaves an error reply in
+  // place of its calls (they did not run), so that the calls that did run keep their
+  // replies.
+  static void rerun_noscript_on_node(detail::ConnectionPool& pool,
+                                     const std::vector<ScriptCall>& calls,
+                                     const std::vector<detail::Argv>& commands,
+                                     const std::vector<std::size_t>& indexes,
+                                     std::vector<Reply>& replies) {
+    std::vector<std::size_t> again;
+    std::vector<const Script*> missing;
+    for (const std::size_t i : indexes) {
+      if (is_noscript(replies[i])) {
+        again.push_back(i);
+        const Script* script = calls[i].script;
+        if (std::find_if(missing.begin(), missing.end(), [&](const Script* s) {
+              return s->sha1 == script->sha1;
+            }) == missing.end()) {
+          missing.push_back(script);
+        }
+      }
+    }
+    if (again.empty()) {
+      return;
+    }
+    std::vector<detail::Argv> batch;
+    batch.reserve(missing.size() + again.size());
+    for (const Script* script : missing) {
+      batch.push_back({"SCRIPT", "LOAD", script->source});
+    }
+    for (const std::size_t i : again) {
+      batch.push_back(commands[i]);
+    }
+    std::vector<Reply> answered = on_connection(
+        pool, [&](detail::Connection& connection) { return connection.run_pipeline(batch); });
+    std::vector<std::optional<Reply>> load_failures(missing.size());
+    for (std::size_t m = 0; m < missing.size(); ++m) {
+      const Reply& loaded = answered[m];
+      if (loaded.is_error()) {
+        load_failures[m] = Reply::error("ERR SCRIPT LOAD of " + std::string(missing[m]->name) +
+                                        " failed: " + loaded.as_string());
+      } else if (loaded.type() != Reply::Type::string || loaded.as_string() != missing[m]->sha1) {
+        load_failures[m] = Reply::error("ERR SCRIPT LOAD of " + std::string(missing[m]->name) +
+                                        " returned " + loaded.debug_string() +
+                                        ", not the embedded SHA1 " + std::string(missing[m]->sha1));
+      }
+    }
+    for (std::size_t j = 0; j < again.size(); ++j) {
+      const std::size_t i = again[j];
+      Reply& reply = answered[missing.size() + j];
+      std::size_t m = 0;
+      while (missing[m]->sha1 != calls[i].script->sha1) {
+        ++m;
+      }
+      replies[i] = load_failures[m] && is_noscript(reply) ? *load_failures[m] : std::move(reply);
+    }
+  }
   bool did_not_run(const Reply& reply) const {
     if (!reply.is_error()) {
       return false;
@@ -218,17 +328,20 @@ private:
     return slot;
   }
 
-  Reply routed(int slot, const std::function<Reply(detail::Connection&)>& send) {
+  // A template, not std::function: the callers' lambdas would not fit its inline storage,
+  // and this is one heap allocation per call saved.
+  template <typename Send> Reply routed(int slot, const Send& send) {
     detail::ConnectionPool* ask_target = nullptr;
     for (int attempt = 1;; ++attempt) {
       detail::ConnectionPool& pool = ask_target != nullptr ? *ask_target : owner(slot);
       Reply reply;
       try {
-        auto lease = pool.acquire();
-        if (ask_target != nullptr) {
-          lease->run({"ASKING"});
-        }
-        reply = send(*lease);
+        reply = on_connection(pool, [&](detail::Connection& connection) {
+          if (ask_target != nullptr) {
+            connection.run({"ASKING"});
+          }
+          return send(connection);
+        });
       } catch (const Error& e) {
         // Not sent: the node may be gone (failover). Learn the map again and retry.
         if (cluster_ && e.code() == errc::connect_failed && attempt < max_attempts) {

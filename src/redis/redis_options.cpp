@@ -62,22 +62,33 @@ int parse_number(std::string_view text, const char* what, int min, int max) {
 std::pair<std::string, int> parse_host_port(std::string_view text) {
   std::string_view host = text;
   std::string_view port;
+  bool has_port = false; // "host:" has one, and it is empty: an error, not the default
   if (!text.empty() && text.front() == '[') {
     const auto close = text.find(']');
     if (close == std::string_view::npos) {
       bad_uri("host " + detail::quote_for_message(text) + " opens '[' without ']'");
     }
     host = text.substr(1, close - 1);
+    if (host.find_first_not_of("0123456789abcdefABCDEF:.") != std::string_view::npos) {
+      bad_uri("host " + detail::quote_for_message(host) + " in brackets is not an IPv6 address");
+    }
     const std::string_view rest = text.substr(close + 1);
     if (!rest.empty()) {
       if (rest.front() != ':') {
         bad_uri("unexpected " + detail::quote_for_message(rest) + " after the IPv6 host");
       }
       port = rest.substr(1);
+      has_port = true;
     }
   } else if (const auto colon = text.rfind(':'); colon != std::string_view::npos) {
     host = text.substr(0, colon);
     port = text.substr(colon + 1);
+    has_port = true;
+    if (host.find(':') != std::string_view::npos) {
+      // Not echoed: "redis://:secret:host:6379" (a forgotten '@') would show the password.
+      bad_uri("the host has a ':' (an IPv6 address goes in brackets, as in [::1]:6379; a "
+              "password ends with '@')");
+    }
   }
   if (host.empty()) {
     bad_uri("the host is missing in " + detail::quote_for_message(text));
@@ -87,9 +98,7 @@ std::pair<std::string, int> parse_host_port(std::string_view text) {
       bad_uri("host " + detail::quote_for_message(host) + " has a character not allowed in a host");
     }
   }
-  const int number = port.empty() && text.find(':') == std::string_view::npos
-                         ? 6379
-                         : parse_number(port, "port", 1, 65535);
+  const int number = has_port ? parse_number(port, "port", 1, 65535) : 6379;
   return {std::string(host), number};
 }
 

@@ -76,7 +76,7 @@ RedisServer::RedisServer(std::vector<std::string> extra_args) : extra_args_(std:
       start();
       return;
     } catch (const std::runtime_error&) {
-      stop(); // the port was taken between the probe and the start: try another
+      kill(); // the port was taken between the probe and the start, or it hung: try another
     }
   }
   throw std::runtime_error("redis-server did not start on any free port");
@@ -107,18 +107,26 @@ void RedisServer::start() {
                                 "--logfile",
                                 ""};
   args.insert(args.end(), extra_args_.begin(), extra_args_.end());
+  // Everything the child needs is built before fork(): between fork and exec a child of a
+  // multi-threaded process may only make async-signal-safe calls (no malloc).
+  std::vector<char*> argv;
+  argv.reserve(args.size() + 1);
+  for (auto& arg : args) {
+    argv.push_back(arg.data());
+  }
+  argv.push_back(nullptr);
+  const pid_t parent = getpid();
   const pid_t child = fork();
   if (child < 0) {
     throw std::runtime_error("fork() failed");
   }
   if (child == 0) {
-    // The server must not outlive a test binary that crashes.
+    // The server must not outlive a test binary that crashes. (The signal comes when the
+    // thread that forked ends: servers are started from the test's main thread.)
     prctl(PR_SET_PDEATHSIG, SIGKILL);
-    std::vector<char*> argv;
-    for (auto& arg : args) {
-      argv.push_back(arg.data());
+    if (getppid() != parent) {
+      _exit(127); // the parent died before prctl took effect
     }
-    argv.push_back(nullptr);
     // Keep the test output readable. dup2, not freopen: freopen would flush the parent's
     // unwritten stdout buffer a second time from this child.
     const int null_fd = open("/dev/null", O_WRONLY);

@@ -3,6 +3,9 @@
 #include <limitcounter/error.hpp>
 #include <limitcounter/redis.hpp>
 
+using namespace std::chrono_literals;
+using limitcounter::Redis;
+
 using limitcounter::errc;
 using limitcounter::Error;
 using limitcounter::RedisOptions;
@@ -57,6 +60,25 @@ TEST_CASE("bad Redis URIs name the bad part and never the password", "[uri]") {
       {"redis-cluster://", "at least one host:port"},
       {"redis-cluster://h:1/2", "no database"},
       {"redis://u:Hunter%zz@h:1", "percent-encoding in the password"},
+      {"redis://u:Hunter%4@h:1", "percent-encoding in the password"},
+      {"redis://Hunter%g1:pw@h:1", "percent-encoding in the user name"},
+      {"redis://h:", "port \"\""},
+      {"redis://u:Hunter2@h:-1", "port \"-1\""},
+      {"redis://u:Hunter2@:6379", "host is missing"},
+      {"redis://u:Hunter2@", "host is missing"},
+      {"redis://u:Hunter2@h:1/-1", "db \"-1\""},
+      {"redis://u:Hunter2@h:1/1/2", "db \"1/2\""},
+      {"redis://u:Hunter2@h:1/99999999999", "db \"99999999999\""},
+      {"redis://u:Hunter2@h o:1", "not allowed in a host"},
+      {"redis://u:Hunter2@[::1]x", "after the IPv6 host"},
+      {"redis://u:Hunter2@[fe80::1%eth0]:1", "not an IPv6 address"},
+      {"redis://:Hunter2:h:6379", "has a ':'"}, // a forgotten '@': never echoed
+      {"redis://::1:6379", "in brackets"},
+      {"unix://:Hunter2@relative.sock", "not absolute"},
+      {"unix://:Hunter2@/tmp/r.sock?db=x", "db \"x\""},
+      {"Hunter2://h:1", "unsupported scheme"},
+      {"rediss://u:Hunter2@h:1", "unsupported scheme \"rediss\""},
+      {"u:Hunter2@h:6379", "missing scheme"},
   };
   for (const auto& [uri, needle] : bad) {
     INFO(uri);
@@ -69,4 +91,85 @@ TEST_CASE("bad Redis URIs name the bad part and never the password", "[uri]") {
       CHECK_THAT(e.what(), !Catch::Contains("Hunter"));
     }
   }
+}
+
+TEST_CASE("Redis URI defaults and corner cases", "[uri]") {
+  auto o = RedisOptions::from_uri("redis://cache");
+  CHECK(o.host == "cache");
+  CHECK(o.port == 6379);
+  CHECK(o.db == 0);
+  CHECK(o.unix_socket.empty());
+
+  o = RedisOptions::from_uri("redis://cache:7000/");
+  CHECK(o.port == 7000);
+  CHECK(o.db == 0);
+
+  o = RedisOptions::from_uri("redis://cache/15");
+  CHECK(o.port == 6379);
+  CHECK(o.db == 15);
+
+  // a lone userinfo is the password, as redis-cli reads it
+  o = RedisOptions::from_uri("redis://only-secret@cache:1");
+  CHECK(o.user.empty());
+  CHECK(o.password == "only-secret");
+
+  // percent-encoded user; '@' and '/' in a password as long as the last '@' ends it
+  o = RedisOptions::from_uri("redis://us%65r%2Bx:a@b/c%25@cache:1/2");
+  CHECK(o.user == "user+x");
+  CHECK(o.password == "a@b/c%");
+  CHECK(o.host == "cache");
+  CHECK(o.port == 1);
+  CHECK(o.db == 2);
+
+  o = RedisOptions::from_uri("redis://[::1]");
+  CHECK(o.host == "::1");
+  CHECK(o.port == 6379);
+
+  o = RedisOptions::from_uri("redis://[2001:db8::7]:6400/1");
+  CHECK(o.host == "2001:db8::7");
+  CHECK(o.port == 6400);
+  CHECK(o.db == 1);
+
+  o = RedisOptions::from_uri("unix:///tmp/redis.sock");
+  CHECK(o.unix_socket == "/tmp/redis.sock");
+  CHECK(o.db == 0);
+
+  o = RedisOptions::from_uri("unix://limits:p%21w@/tmp/redis.sock?db=4");
+  CHECK(o.user == "limits");
+  CHECK(o.password == "p!w");
+  CHECK(o.unix_socket == "/tmp/redis.sock");
+  CHECK(o.db == 4);
+
+  // the other options keep their defaults
+  const RedisOptions defaults;
+  CHECK(o.command_timeout == defaults.command_timeout);
+  CHECK(o.pool_size == defaults.pool_size);
+}
+
+TEST_CASE("options that could hang or cannot work are refused when Redis is made",
+          "[uri][options]") {
+  const auto refused = [](auto&& change) {
+    RedisOptions options;
+    change(options);
+    try {
+      Redis redis(options); // no I/O: the pool connects lazily
+      FAIL("accepted");
+    } catch (const Error& e) {
+      CHECK(e.code() == errc::invalid_argument);
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  CHECK_THAT(refused([](RedisOptions& o) { o.pool_size = 0; }), Catch::Contains("pool_size"));
+  CHECK_THAT(refused([](RedisOptions& o) { o.command_timeout = 0ms; }),
+             Catch::Contains("command_timeout"));
+  CHECK_THAT(refused([](RedisOptions& o) { o.connect_timeout = -1ms; }),
+             Catch::Contains("connect_timeout"));
+  CHECK_THAT(refused([](RedisOptions& o) { o.pool_wait_timeout = -1ms; }),
+             Catch::Contains("pool_wait_timeout"));
+  CHECK_THAT(refused([](RedisOptions& o) { o.port = 0; }), Catch::Contains("port"));
+  CHECK_THAT(refused([](RedisOptions& o) { o.db = -1; }), Catch::Contains("db"));
+  RedisOptions fine;
+  fine.pool_wait_timeout = 0ms; // "do not wait" is a valid choice
+  CHECK_NOTHROW(Redis(fine));
 }
