@@ -41,8 +41,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   };
   must_not_escape([&] { limitcounter::detail::parse_counter_value(text); });
   must_not_escape([&] { limitcounter::detail::decode_counter_add(reply, 2, "fuzz"); });
-  const std::vector<std::string> args{"consume", "fp",       "1", "0", "0", "0", "0", "1",  "f",
-                                      "day",     "20261122", "0", "0", "1", "r", "1", "-1", "5"};
+  // a decide call with one counter and one rule, as build_decide makes it
+  const std::vector<std::string> args{
+      "consume", "fp", "1", "0", "0",  "0", "0", "1", "f\nday\n20261122\n0\n0\n1\nr\n1\n-1\n5",
+      "f",       "0",  "1", "1", "-1", "5"};
   must_not_escape([&] { limitcounter::detail::decode_decision(reply, args, "fuzz", 1); });
   must_not_escape([&] { limitcounter::detail::decode_decision(reply, {}, "fuzz", 1); });
   must_not_escape([&] { (void)reply.debug_string(); });

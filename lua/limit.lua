@@ -16,23 +16,29 @@
 --
 -- op consume | reserve | check:
 --   KEYS[1]            the transaction record
---   KEYS[2..1+h]       the hold sets of the counters' shapes (expired holds there are released first)
+--   KEYS[2..1+h]       the hold sets of the counters' shapes
 --   KEYS[2+h..1+h+c]   the counter window hashes, one per counter
 --   ARGV[2]  fingerprint      ARGV[3] amount         ARGV[4] now (ms)
 --   ARGV[5]  record expiry (ms, >= every window end + grace)
 --   ARGV[6]  hold expiry (ms; reserve only)
 --   ARGV[7]  h, number of hold sets    ARGV[8] c, number of counters
---   then c counters of 5: field, period, window id, window end (ms), key expiry (ms)
---   then r, number of rules, and r rules of 4: name, counter number (1..c), max count, max amount
---        (a max of -1 means no such limit)
+--   ARGV[9]  the call's description, stored as the record's args and brought back by a
+--            replay: lines of c counters of 5 (field, period, window id, window end (ms),
+--            key expiry (ms)), then r, then r rules of 4 (name, counter number (1..c), max
+--            count, max amount); a max of -1 means no such limit. The client joins it, so
+--            that the script neither parses nor joins what it only stores.
+--   then what the script decides with: c counters of 2 (field, key expiry (ms)), then r,
+--   then r rules of 3 (counter number, max count, max amount)
 --   Reply: {verdict, denied rule number (0 if none), denied metric ("count" | "amount" | ""),
 --           c, then per counter: count, amount} with the counter's totals after the write
 --           (allowed) or as found (denied). verdict: "allowed" | "denied" (check:
---           "would_allow" | "would_deny"). The caller maps rules to counters from its ARGV.
---   Replays: {"replay", state, the first call's ARGV[9..] joined by newlines, <the first
---   reply>...}; a different fingerprint: {"conflict"}; an id cancelled before it was
---   reserved: {"cancelled"}; a counter total that would reach 2^53: {"overflow", field,
---   period} (nothing written).
+--           "would_allow" | "would_deny"). The caller maps rules to counters from ARGV[9].
+--   Expired holds (up to 64 per set) are released first by reserve; by consume only before
+--   a denial is final (then the counters are read and the rules decided again); never by
+--   check.
+--   Replays: {"replay", state, the first call's ARGV[9], <the first reply>...}; a different
+--   fingerprint: {"conflict"}; an id cancelled before it was reserved: {"cancelled"}; a
+--   counter total that would reach 2^53: {"overflow", counter number} (nothing written).
 --
 -- op refund:  KEYS[1] record; ARGV[2] amount (-1 = all that is left), ARGV[3] refund id
 --   Reply: {"refunded", amount given back now, refunded in total, amount}
@@ -105,15 +111,25 @@ local function release_reservation(key, state, count, amount)
   redis.call('HSET', key, 'state', state)
 end
 
+-- Returns how many expired holds it released.
 local function release_expired_holds(holds, now)
-  local expired = redis.call('ZRANGEBYSCORE', holds, '-inf', now, 'LIMIT', 0, 64)
+  local released = 0
+  local expired = redis.call('ZRANGEBYSCORE', holds, '-inf', now, 'LIMIT', '0', '64')
   for _, key in ipairs(expired) do
     if redis.call('HGET', key, 'state') == 'reserved' then
       release_reservation(key, 'expired', 1, tonumber(redis.call('HGET', key, 'amount')))
+      released = released + 1
     else
       redis.call('ZREM', holds, key)
     end
   end
+  return released
+end
+
+-- ARGV index of counter j's field (its key expiry follows), and of the rule count.
+local counters_at = 10
+local function counter_at(j)
+  return counters_at + 2 * (j - 1)
 end
 
 local function decide()
@@ -135,30 +151,46 @@ local function decide()
     return reply
   end
 
-  if op ~= 'check' then
-    for i = 1, h do
-      release_expired_holds(KEYS[1 + i], now)
-    end
-  end
-
   -- Read every counter, then decide, then write: nothing is written before every check.
   local reply = {'', 0, '', c}
-  for j = 1, c do
-    reply[3 + 2 * j], reply[4 + 2 * j] = read_counter(KEYS[1 + h + j], ARGV[4 + 5 * j])
-  end
-  local rules_at = 9 + 5 * c
-  local denied, metric = 0, ''
-  for i = 1, tonumber(ARGV[rules_at]) do
-    local at = rules_at + 4 * (i - 1)
-    local j = tonumber(ARGV[at + 2])
-    local max_count, max_amount = tonumber(ARGV[at + 3]), tonumber(ARGV[at + 4])
-    if max_count >= 0 and reply[3 + 2 * j] + 1 > max_count then
-      denied, metric = i, 'count'
-      break
-    elseif max_amount >= 0 and reply[4 + 2 * j] + amount > max_amount then
-      denied, metric = i, 'amount'
-      break
+  local function read_counters()
+    for j = 1, c do
+      reply[3 + 2 * j], reply[4 + 2 * j] = read_counter(KEYS[1 + h + j], ARGV[counter_at(j)])
     end
+  end
+  local rules_at = counter_at(c + 1)
+  local rule_count = tonumber(ARGV[rules_at])
+  -- The first rule without room for the transaction: its number and metric, or 0.
+  local function first_denial()
+    for i = 1, rule_count do
+      local at = rules_at + 3 * (i - 1)
+      local j = tonumber(ARGV[at + 1])
+      local max_count, max_amount = tonumber(ARGV[at + 2]), tonumber(ARGV[at + 3])
+      if max_count >= 0 and reply[3 + 2 * j] + 1 > max_count then
+        return i, 'count'
+      elseif max_amount >= 0 and reply[4 + 2 * j] + amount > max_amount then
+        return i, 'amount'
+      end
+    end
+    return 0, ''
+  end
+  -- A reserve adds to the hold sets, so it sweeps them (at most 64 each): they stay small.
+  -- A consume sweeps only when expired reservations could be what stands in its way.
+  local function release_all_expired()
+    local released = 0
+    for i = 1, h do
+      released = released + release_expired_holds(KEYS[1 + i], now)
+    end
+    return released
+  end
+  if op == 'reserve' then
+    release_all_expired()
+  end
+  read_counters()
+  local denied, metric = first_denial()
+  if denied ~= 0 and op == 'consume' and release_all_expired() > 0 then
+    read_counters()
+    denied, metric = first_denial()
   end
   local allowed = denied == 0
   reply[2], reply[3] = denied, metric
@@ -171,15 +203,16 @@ local function decide()
   if allowed then
     for j = 1, c do
       if reply[3 + 2 * j] + 1 > max_exact or reply[4 + 2 * j] + amount > max_exact then
-        return {'overflow', ARGV[4 + 5 * j], ARGV[5 + 5 * j]}
+        return {'overflow', j}
       end
     end
     for j = 1, c do
       local count, total = reply[3 + 2 * j] + 1, reply[4 + 2 * j] + amount
       reply[3 + 2 * j], reply[4 + 2 * j] = count, total
+      local at = counter_at(j)
       -- A new field may be a new key: only then can the key lack its expiry.
-      if write_counter(KEYS[1 + h + j], ARGV[4 + 5 * j], count, total) == 1 then
-        redis.call('PEXPIREAT', KEYS[1 + h + j], ARGV[8 + 5 * j], 'NX')
+      if write_counter(KEYS[1 + h + j], ARGV[at], count, total) == 1 then
+        redis.call('PEXPIREAT', KEYS[1 + h + j], ARGV[at + 1], 'NX')
       end
     end
   end
@@ -188,8 +221,8 @@ local function decide()
   if allowed then
     state = op == 'reserve' and 'reserved' or 'consumed'
   end
-  redis.call('HSET', record, 'fp', fingerprint, 'state', state, 'amount', ARGV[3], 'refunded', 0,
-    'counted', allowed and 1 or 0, 'args', table.concat(ARGV, '\n', 9),
+  redis.call('HSET', record, 'fp', fingerprint, 'state', state, 'amount', ARGV[3], 'refunded', '0',
+    'counted', allowed and '1' or '0', 'args', ARGV[9],
     'keys', allowed and c > 0 and table.concat(KEYS, '\n', 2 + h, 1 + h + c) or '',
     'reply', cmsgpack.pack(reply))
   if allowed and op == 'reserve' then
@@ -233,7 +266,7 @@ local function refund()
   local count = 0
   if refunded + give == amount and redis.call('HGET', record, 'counted') == '1' then
     count = 1
-    redis.call('HSET', record, 'counted', 0)
+    redis.call('HSET', record, 'counted', '0')
   end
   if give > 0 or count > 0 then
     give_back(record, count, give)
@@ -304,7 +337,7 @@ local function void()
   local counted = redis.call('HGET', record, 'counted') == '1' and 1 or 0
   give_back(record, counted, tonumber(redis.call('HGET', record, 'amount')) - tonumber(redis.call('HGET', record, 'refunded')))
   drop_holds(record)
-  redis.call('HSET', record, 'state', 'voided', 'counted', 0)
+  redis.call('HSET', record, 'state', 'voided', 'counted', '0')
   return {'voided'}
 end
 

@@ -10,8 +10,8 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <variant>
 
+#include <limitcounter/batch.hpp>
 #include <limitcounter/calendar.hpp>
 #include <limitcounter/decision.hpp>
 #include <limitcounter/dimension.hpp>
@@ -59,9 +59,6 @@ struct AddRequest {
   TimePoint at = Clock::now();
 };
 
-/// One result of a batch: the value, or the error that call alone ran into.
-template <typename T> using BatchResult = std::variant<T, Error>;
-
 /// The outcome of `refund`.
 struct RefundResult {
   std::int64_t refunded_now = 0;   ///< given back by this call (0 for a repeated refund)
@@ -82,6 +79,25 @@ struct CapDecision {
   std::int64_t used = 0;      ///< used today, after this call
   std::int64_t remaining = 0; ///< still allowed today
   Window window;              ///< the day (in the calendar's zone); the cap resets at its end
+};
+
+/// One take of `LimitCounter::take_daily_cap_many`: the arguments of one `take_daily_cap`.
+struct CapRequest {
+  std::string cap;
+  std::string subject;
+  std::int64_t max_per_day = 0;
+  TimePoint at = Clock::now();
+  std::int64_t n = 1;
+};
+
+/// One hit of `LimitCounter::hit_sliding_window_many`: the arguments of one
+/// `hit_sliding_window`.
+struct SlidingRequest {
+  std::string limiter;
+  std::string subject;
+  std::int64_t max = 0;
+  std::chrono::milliseconds window{0};
+  TimePoint at = Clock::now();
 };
 
 /// The outcome of `hit_sliding_window`.
@@ -157,10 +173,14 @@ public:
 
   /// Like `consume`, but holds the quota for `reservation_timeout`: the hold counts against
   /// every limit until `confirm` makes it final or `cancel` (or the timeout) releases it.
+  /// A hold that timed out stays in the counters (and in `usage`) until it is released: by
+  /// the next reserve on its counters' shape, or by a consume that it would otherwise deny
+  /// (the consume then decides again without it). So an expired hold never denies anything,
+  /// and a consume with room pays nothing for the sweep.
   Decision reserve(const Transaction& transaction);
 
-  /// Decides as `consume` would, without counting anything (a peek). Expired holds are
-  /// released only by writes, so a peek may count a hold that has just expired.
+  /// Decides as `consume` would, without counting anything (a peek). A peek releases no
+  /// expired hold, so it may count one that `consume` would release (see `reserve`).
   Decision check(const Transaction& transaction);
 
   /// Makes a reservation final at `final_amount` (default: all of it; at most what is held)
@@ -196,6 +216,13 @@ public:
                              std::int64_t max_per_day, TimePoint at = Clock::now(),
                              std::int64_t n = 1);
 
+  /// Runs many independent `take_daily_cap`s pipelined on one connection (one round trip)
+  /// and returns one result per request, in order. Each take is atomic on its own; the
+  /// batch is not: takes of the same subject apply in the order given. Bad input anywhere
+  /// throws before anything is sent.
+  std::vector<BatchResult<CapDecision>>
+  take_daily_cap_many(const std::vector<CapRequest>& requests);
+
   /// Admits a request of `subject` under `limiter` if fewer than `max` were admitted in the
   /// `window` before `at` ("at most 10 in any 60 s"); exact under concurrency. Refused
   /// requests are not recorded; memory is at most `max` entries per subject and expires
@@ -203,6 +230,11 @@ public:
   SlidingDecision hit_sliding_window(std::string_view limiter, std::string_view subject,
                                      std::int64_t max, std::chrono::milliseconds window,
                                      TimePoint at = Clock::now());
+
+  /// Runs many independent `hit_sliding_window`s pipelined on one connection (one round
+  /// trip) and returns one result per request, in order, as `take_daily_cap_many`.
+  std::vector<BatchResult<SlidingDecision>>
+  hit_sliding_window_many(const std::vector<SlidingRequest>& requests);
 
   const Calendar& calendar() const noexcept { return calendar_; }
   const CounterKeys& keys() const noexcept { return keys_; }
@@ -242,6 +274,10 @@ private:
   /// The script call of one add; throws on bad input.
   ScriptCall prepare_add(const AddRequest& request, std::vector<WindowUsage>& windows,
                          TimePoint now) const;
+  /// The script call of one cap take (and its day in `window`); throws on bad input.
+  ScriptCall prepare_cap(const CapRequest& request, Window& window, TimePoint now) const;
+  /// The script call of one sliding-window hit; throws on bad input.
+  ScriptCall prepare_sliding(const SlidingRequest& request) const;
   Reply run_limit(const std::vector<std::string>& keys, const std::vector<std::string>& args);
 
   Redis redis_;

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include <limitcounter/batch.hpp>
 #include <limitcounter/calendar.hpp>
 #include <limitcounter/redis.hpp>
 #include <limitcounter/wallet_keys.hpp>
@@ -58,6 +59,14 @@ struct WalletResult {
   std::string event_id; ///< the journal event of the change (ok)
 };
 
+/// One deduction of `Wallet::deduct_many`: the arguments of one `deduct` call.
+struct WalletOrder {
+  std::string user;
+  std::string order;
+  std::int64_t amount = 0;
+  TimePoint at = Clock::now();
+};
+
 /// The outcome of `rollback`.
 enum class RollbackResult {
   rolled_back,     ///< reversed now: balance restored, reversal event appended
@@ -89,6 +98,16 @@ public:
   /// used for another type or amount, or was rolled back.
   WalletResult deduct(const std::string& user, const std::string& order, std::int64_t amount,
                       TimePoint at = Clock::now());
+
+  /// Runs many independent `deduct`s pipelined on one connection (one round trip) and
+  /// returns one result per order, in order (a conflict or overflow is that order's Error).
+  /// Each deduction is atomic and idempotent by its order on its own; the batch is not:
+  /// deductions of one user apply in the order given. Users that are not cached are loaded
+  /// through the loader (once per user) and just their deductions sent again in a second
+  /// pipeline; a loader that throws makes that user's deductions its Error (any other
+  /// exception becomes not_found, Outcome::not_sent, naming the user and its message). Bad input
+  /// anywhere throws before anything is sent.
+  std::vector<BatchResult<WalletResult>> deduct_many(const std::vector<WalletOrder>& orders);
 
   /// Adds `amount` (a top-up or refund), with the same record, pending entry, journal event
   /// and idempotency as `deduct`.
@@ -123,8 +142,9 @@ public:
   const WalletKeys& keys() const noexcept { return keys_; }
 
 private:
-  WalletResult change(const char* op, const std::string& user, const std::string& order,
-                      std::int64_t amount, TimePoint at);
+  WalletResult change(const char* op, const WalletOrder& order);
+  /// The script call of one deduct or credit; throws on bad input.
+  ScriptCall change_call(const char* op, const WalletOrder& order) const;
   std::vector<std::string> user_keys(const std::string& user, const std::string& order) const;
   /// Runs the loader for `user` once for all threads that miss it at the same time.
   void load_once(const std::string& user);

@@ -7,6 +7,7 @@
 #include <limitcounter/detail/lua_scripts.hpp>
 
 #include "domain/amount.hpp"
+#include "domain/batch.hpp"
 
 namespace limitcounter {
 namespace {
@@ -22,51 +23,101 @@ std::string unique_request_member(TimePoint at) {
          std::to_string(sequence.fetch_add(1, std::memory_order_relaxed));
 }
 
-} // namespace
-
-CapDecision LimitCounter::take_daily_cap(std::string_view cap, std::string_view subject,
-                                         std::int64_t max_per_day, TimePoint at, std::int64_t n) {
-  validate_key_part("cap name", cap);
-  validate_key_part("cap subject", subject);
-  detail::check_quantity("cap max_per_day", max_per_day);
-  detail::check_quantity("cap take", n, true);
+CapDecision decode_cap(const Reply& reply, std::int64_t max_per_day, Window window) {
   CapDecision decision;
-  decision.window = calendar_.window(Period::day, at);
-  const TimePoint expire_at = decision.window.end + options_.window_grace;
-  if (expire_at <= Clock::now()) {
-    throw Error(errc::window_closed,
-                "day " + decision.window.id + " of cap " + std::string(cap) + " has closed");
-  }
-  const Reply reply =
-      redis_.eval(scripts::cap_take, {keys_.cap_window(cap, decision.window.id)},
-                  {std::string(subject), std::to_string(n), std::to_string(max_per_day),
-                   std::to_string(detail::unix_millis(expire_at))});
   decision.allowed = reply.at(0).as_integer() == 1;
   decision.used = reply.at(1).as_integer();
   decision.remaining = std::max<std::int64_t>(max_per_day - decision.used, 0);
+  decision.window = std::move(window);
   return decision;
+}
+
+SlidingDecision decode_sliding(const Reply& reply, const SlidingRequest& request) {
+  SlidingDecision decision;
+  decision.allowed = reply.at(0).as_integer() == 1;
+  decision.used = reply.at(1).as_integer();
+  decision.remaining = std::max<std::int64_t>(request.max - decision.used, 0);
+  decision.retry_at =
+      TimePoint{std::chrono::milliseconds{reply.at(2).as_integer()}} + request.window;
+  return decision;
+}
+
+} // namespace
+
+ScriptCall LimitCounter::prepare_cap(const CapRequest& request, Window& window,
+                                     TimePoint now) const {
+  validate_key_part("cap name", request.cap);
+  validate_key_part("cap subject", request.subject);
+  detail::check_quantity("cap max_per_day", request.max_per_day);
+  detail::check_quantity("cap take", request.n, true);
+  window = calendar_.window(Period::day, request.at);
+  const TimePoint expire_at = window.end + options_.window_grace;
+  if (expire_at <= now) {
+    throw Error(errc::window_closed, "day " + window.id + " of cap " + request.cap +
+                                         " has closed (its key would expire at once)");
+  }
+  return {&scripts::cap_take,
+          {keys_.cap_window(request.cap, window.id)},
+          {request.subject, std::to_string(request.n), std::to_string(request.max_per_day),
+           std::to_string(detail::unix_millis(expire_at))}};
+}
+
+CapDecision LimitCounter::take_daily_cap(std::string_view cap, std::string_view subject,
+                                         std::int64_t max_per_day, TimePoint at, std::int64_t n) {
+  const CapRequest request{std::string(cap), std::string(subject), max_per_day, at, n};
+  Window window;
+  const ScriptCall call = prepare_cap(request, window, Clock::now());
+  return decode_cap(redis_.eval(*call.script, call.keys, call.args), max_per_day,
+                    std::move(window));
+}
+
+std::vector<BatchResult<CapDecision>>
+LimitCounter::take_daily_cap_many(const std::vector<CapRequest>& requests) {
+  const TimePoint now = Clock::now();
+  std::vector<Window> windows(requests.size());
+  std::vector<ScriptCall> calls;
+  calls.reserve(requests.size());
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    calls.push_back(prepare_cap(requests[i], windows[i], now));
+  }
+  return detail::run_batch<CapDecision>(redis_, calls, [&](std::size_t i, const Reply& reply) {
+    return decode_cap(reply, requests[i].max_per_day, std::move(windows[i]));
+  });
+}
+
+ScriptCall LimitCounter::prepare_sliding(const SlidingRequest& request) const {
+  validate_key_part("sliding window name", request.limiter);
+  validate_key_part("sliding window subject", request.subject);
+  detail::check_quantity("sliding window max", request.max, true);
+  if (request.window.count() < 1) {
+    throw Error(errc::invalid_argument, "sliding window length " +
+                                            std::to_string(request.window.count()) +
+                                            " ms must be >= 1 ms");
+  }
+  return {&scripts::sliding_window,
+          {keys_.sliding(request.limiter, request.subject)},
+          {std::to_string(detail::unix_millis(request.at)), std::to_string(request.window.count()),
+           std::to_string(request.max), unique_request_member(request.at)}};
 }
 
 SlidingDecision LimitCounter::hit_sliding_window(std::string_view limiter, std::string_view subject,
                                                  std::int64_t max, std::chrono::milliseconds window,
                                                  TimePoint at) {
-  validate_key_part("sliding window name", limiter);
-  validate_key_part("sliding window subject", subject);
-  detail::check_quantity("sliding window max", max, true);
-  if (window.count() < 1) {
-    throw Error(errc::invalid_argument,
-                "sliding window length " + std::to_string(window.count()) + " ms must be >= 1 ms");
+  const SlidingRequest request{std::string(limiter), std::string(subject), max, window, at};
+  const ScriptCall call = prepare_sliding(request);
+  return decode_sliding(redis_.eval(*call.script, call.keys, call.args), request);
+}
+
+std::vector<BatchResult<SlidingDecision>>
+LimitCounter::hit_sliding_window_many(const std::vector<SlidingRequest>& requests) {
+  std::vector<ScriptCall> calls;
+  calls.reserve(requests.size());
+  for (const auto& request : requests) {
+    calls.push_back(prepare_sliding(request));
   }
-  const Reply reply =
-      redis_.eval(scripts::sliding_window, {keys_.sliding(limiter, subject)},
-                  {std::to_string(detail::unix_millis(at)), std::to_string(window.count()),
-                   std::to_string(max), unique_request_member(at)});
-  SlidingDecision decision;
-  decision.allowed = reply.at(0).as_integer() == 1;
-  decision.used = reply.at(1).as_integer();
-  decision.remaining = std::max<std::int64_t>(max - decision.used, 0);
-  decision.retry_at = TimePoint{std::chrono::milliseconds{reply.at(2).as_integer()}} + window;
-  return decision;
+  return detail::run_batch<SlidingDecision>(redis_, calls, [&](std::size_t i, const Reply& reply) {
+    return decode_sliding(reply, requests[i]);
+  });
 }
 
 } // namespace limitcounter

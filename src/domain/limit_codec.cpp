@@ -15,8 +15,25 @@ std::string limit_arg(std::optional<std::int64_t> limit) {
   return limit ? std::to_string(*limit) : std::string("-1");
 }
 
+// The lines of a call's description (ARGV[9]); views into `text`.
+std::vector<std::string_view> split_lines(std::string_view text) {
+  std::vector<std::string_view> lines;
+  lines.reserve(static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n')) + 1);
+  while (!text.empty()) {
+    const auto cut = text.find('\n');
+    lines.push_back(text.substr(0, cut));
+    text = cut == std::string_view::npos ? std::string_view{} : text.substr(cut + 1);
+  }
+  return lines;
+}
+
+// ARGV[9] of a decide call, or nothing if `args` is too short.
+std::string_view description_of(const std::vector<std::string>& args) {
+  return args.size() > 8 ? std::string_view(args[8]) : std::string_view{};
+}
+
 // `items[first..]` is the reply {verdict, denied, metric, c, count, amount, ...};
-// `args` are the call's ARGV from the counters on (ARGV[9..]).
+// `args` are the lines of the call's description (ARGV[9]).
 Decision decode_fresh(const std::vector<Reply>& items, std::size_t first,
                       const std::vector<std::string_view>& args, std::string_view transaction_id,
                       std::int64_t requested_amount) {
@@ -147,7 +164,9 @@ LimitCall build_decide(std::string_view op, const Transaction& transaction,
   call.keys.push_back(context.record_key != nullptr ? *context.record_key
                                                     : context.keys->transaction(transaction.id));
   call.keys.insert(call.keys.end(), holds.begin(), holds.end());
-  call.args.reserve(9 + 5 * counters.size() + 4 * window_rules.size());
+  // ARGV[9], the description the record keeps for replays and refunds, one line per value;
+  // then what the script decides with: the same values again, without those it only stores.
+  call.args.reserve(10 + 2 * counters.size() + 3 * window_rules.size());
   call.args = {std::string(op),
                fingerprint(op, transaction),
                std::to_string(transaction.amount),
@@ -155,22 +174,37 @@ LimitCall build_decide(std::string_view op, const Transaction& transaction,
                std::to_string(unix_millis(record_expiry)),
                std::to_string(unix_millis(hold_expiry)),
                std::to_string(holds.size()),
-               std::to_string(counters.size())};
+               std::to_string(counters.size()),
+               std::string()};
+  std::string description;
+  description.reserve(32 * counters.size() + 24 * window_rules.size());
+  const auto line = [&description](std::string_view value) {
+    if (!description.empty()) {
+      description += '\n';
+    }
+    description += value;
+  };
+  // Appends `value` to both: the description and the script's own arguments.
+  const auto both = [&](std::string value) {
+    line(value);
+    call.args.push_back(std::move(value));
+  };
   for (const auto& counter : counters) {
     call.keys.push_back(counter.key); // one key per counter: a shape and a period make a key
-    call.args.push_back(counter.field);
-    call.args.emplace_back(to_string(counter.period));
-    call.args.push_back(counter.window->id);
-    call.args.push_back(std::to_string(unix_millis(counter.window->end)));
-    call.args.push_back(std::to_string(unix_millis(counter.window->end + context.window_grace)));
+    both(counter.field);
+    line(to_string(counter.period));
+    line(counter.window->id);
+    line(std::to_string(unix_millis(counter.window->end)));
+    both(std::to_string(unix_millis(counter.window->end + context.window_grace)));
   }
-  call.args.push_back(std::to_string(window_rules.size()));
+  both(std::to_string(window_rules.size()));
   for (std::size_t i = 0; i < window_rules.size(); ++i) {
-    call.args.push_back(window_rules[i]->name());
-    call.args.push_back(std::to_string(counter_of_rule[i] + 1));
-    call.args.push_back(limit_arg(window_rules[i]->max_count()));
-    call.args.push_back(limit_arg(window_rules[i]->max_amount()));
+    line(window_rules[i]->name());
+    both(std::to_string(counter_of_rule[i] + 1));
+    both(limit_arg(window_rules[i]->max_count()));
+    both(limit_arg(window_rules[i]->max_amount()));
   }
+  call.args[8] = std::move(description);
   return call;
 }
 
@@ -188,9 +222,18 @@ Decision decode_decision(const Reply& reply, const std::vector<std::string>& cal
                 Outcome::failed);
   }
   if (head == "overflow") {
+    const auto counter = static_cast<std::size_t>(reply.at(1).to_int64());
+    const auto description = split_lines(description_of(call_args));
+    const std::size_t at = 5 * (counter - 1);
+    if (counter < 1 || at + 1 >= description.size()) {
+      throw Error(errc::protocol_error,
+                  "limit reply for transaction " + std::string(transaction_id) +
+                      ": an overflow names no counter",
+                  Outcome::unknown);
+    }
     throw Error(errc::precision_overflow,
                 "transaction " + std::string(transaction_id) + " would take the " +
-                    reply.at(2).as_string() + " total of " + reply.at(1).as_string() +
+                    std::string(description[at + 1]) + " total of " + std::string(description[at]) +
                     " past 2^53 - 1; nothing was written",
                 Outcome::failed);
   }
@@ -202,22 +245,15 @@ Decision decode_decision(const Reply& reply, const std::vector<std::string>& cal
     return decision;
   }
   if (head == "replay") {
-    // The first call's arguments come back with it: the rules may have changed since.
-    std::vector<std::string_view> first_args;
-    std::string_view joined = reply.at(2).as_string();
-    while (!joined.empty()) {
-      const auto cut = joined.find('\n');
-      first_args.push_back(joined.substr(0, cut));
-      joined = cut == std::string_view::npos ? std::string_view{} : joined.substr(cut + 1);
-    }
+    // The first call's description comes back with it: the rules may have changed since.
+    const std::vector<std::string_view> first_args = split_lines(reply.at(2).as_string());
     Decision decision = decode_fresh(items, 3, first_args, transaction_id, requested_amount);
     decision.replayed = true;
     decision.state = reply.at(1).as_string();
     return decision;
   }
-  const std::vector<std::string_view> args(
-      call_args.begin() + std::min<std::size_t>(8, call_args.size()), call_args.end());
-  return decode_fresh(items, 0, args, transaction_id, requested_amount);
+  return decode_fresh(items, 0, split_lines(description_of(call_args)), transaction_id,
+                      requested_amount);
 }
 
 } // namespace limitcounter::detail

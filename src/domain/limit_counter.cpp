@@ -5,6 +5,7 @@
 #include <limitcounter/detail/lua_scripts.hpp>
 
 #include "domain/amount.hpp"
+#include "domain/batch.hpp"
 #include "domain/counter_codec.hpp"
 #include "domain/local_ledger.hpp"
 
@@ -88,21 +89,11 @@ LimitCounter::add_many(const std::vector<AddRequest>& requests) {
   for (std::size_t i = 0; i < requests.size(); ++i) {
     calls.push_back(prepare_add(requests[i], windows[i], now));
   }
-  const std::vector<Reply> replies = redis_.eval_pipeline(calls);
-  std::vector<BatchResult<std::vector<WindowUsage>>> results;
-  results.reserve(requests.size());
-  for (std::size_t i = 0; i < requests.size(); ++i) {
-    try {
-      if (replies[i].is_error()) {
-        throw Error(errc::server_error, replies[i].as_string(), Outcome::failed);
-      }
-      fill_totals(replies[i], requests[i], windows[i]);
-      results.emplace_back(std::move(windows[i]));
-    } catch (const Error& e) {
-      results.emplace_back(e);
-    }
-  }
-  return results;
+  return detail::run_batch<std::vector<WindowUsage>>(
+      redis_, calls, [&](std::size_t i, const Reply& reply) {
+        fill_totals(reply, requests[i], windows[i]);
+        return std::move(windows[i]);
+      });
 }
 
 Usage LimitCounter::usage(std::string_view counter, const Dimension& dimension, Period period,

@@ -1,11 +1,13 @@
 #include <limitcounter/wallet.hpp>
 
 #include <cstdlib>
+#include <set>
 
 #include <limitcounter/detail/lua_scripts.hpp>
 #include <limitcounter/error.hpp>
 
 #include "domain/amount.hpp"
+#include "domain/batch.hpp"
 
 namespace limitcounter {
 namespace {
@@ -81,20 +83,23 @@ void Wallet::load_once(const std::string& user) {
   pending.get();
 }
 
-WalletResult Wallet::change(const char* op, const std::string& user, const std::string& order,
-                            std::int64_t amount, TimePoint at) {
-  validate_user(user);
-  validate_order(order);
-  detail::check_quantity(std::string("wallet ") + op + " amount", amount, true);
-  const std::vector<std::string> keys = user_keys(user, order);
-  const std::vector<std::string> args{op,         user,
-                                      order,      std::to_string(amount),
-                                      millis(at), std::to_string(options_.order_ttl.count())};
-  Reply reply = redis_.eval(scripts::wallet, keys, args);
-  if (reply.at(0).as_string() == "not_loaded" && loader_) {
-    load_once(user);
-    reply = redis_.eval(scripts::wallet, keys, args);
-  }
+ScriptCall Wallet::change_call(const char* op, const WalletOrder& order) const {
+  validate_user(order.user);
+  validate_order(order.order);
+  detail::check_quantity(std::string("wallet ") + op + " amount", order.amount, true);
+  return {&scripts::wallet,
+          user_keys(order.user, order.order),
+          {op, order.user, order.order, std::to_string(order.amount), millis(order.at),
+           std::to_string(options_.order_ttl.count())}};
+}
+
+namespace {
+
+bool is_not_loaded(const Reply& reply) {
+  return !reply.is_error() && reply.at(0).as_string() == "not_loaded";
+}
+
+WalletResult decode_change(const char* op, const WalletOrder& order, const Reply& reply) {
   const std::string& status = reply.at(0).as_string();
   WalletResult result;
   if (status == "ok" || status == "replay") {
@@ -110,16 +115,17 @@ WalletResult Wallet::change(const char* op, const std::string& user, const std::
     result.status = WalletResult::Status::not_loaded;
   } else if (status == "rolled_back") {
     throw Error(errc::conflict,
-                "wallet order " + order + " of " + user + " was rolled back; it never runs again",
+                "wallet order " + order.order + " of " + order.user +
+                    " was rolled back; it never runs again",
                 Outcome::failed);
   } else if (status == "conflict") {
     throw Error(errc::conflict,
-                "wallet order " + order + " of " + user + " was a " + reply.at(1).as_string() +
-                    " of " + reply.at(2).as_string() + ", not a " + op + " of " +
-                    std::to_string(amount),
+                "wallet order " + order.order + " of " + order.user + " was a " +
+                    reply.at(1).as_string() + " of " + reply.at(2).as_string() + ", not a " + op +
+                    " of " + std::to_string(order.amount),
                 Outcome::failed);
   } else if (status == "overflow") {
-    throw Error(errc::precision_overflow, "wallet " + user + " balance would pass 2^53",
+    throw Error(errc::precision_overflow, "wallet " + order.user + " balance would pass 2^53",
                 Outcome::failed);
   } else {
     throw Error(errc::protocol_error, std::string("wallet ") + op + ": " + reply.debug_string(),
@@ -128,14 +134,81 @@ WalletResult Wallet::change(const char* op, const std::string& user, const std::
   return result;
 }
 
+} // namespace
+
+WalletResult Wallet::change(const char* op, const WalletOrder& order) {
+  const ScriptCall call = change_call(op, order);
+  Reply reply = redis_.eval(*call.script, call.keys, call.args);
+  if (is_not_loaded(reply) && loader_) {
+    load_once(order.user);
+    reply = redis_.eval(*call.script, call.keys, call.args);
+  }
+  return decode_change(op, order, reply);
+}
+
 WalletResult Wallet::deduct(const std::string& user, const std::string& order, std::int64_t amount,
                             TimePoint at) {
-  return change("deduct", user, order, amount, at);
+  return change("deduct", {user, order, amount, at});
 }
 
 WalletResult Wallet::credit(const std::string& user, const std::string& order, std::int64_t amount,
                             TimePoint at) {
-  return change("credit", user, order, amount, at);
+  return change("credit", {user, order, amount, at});
+}
+
+std::vector<BatchResult<WalletResult>> Wallet::deduct_many(const std::vector<WalletOrder>& orders) {
+  std::vector<ScriptCall> calls;
+  calls.reserve(orders.size());
+  for (const auto& order : orders) {
+    calls.push_back(change_call("deduct", order));
+  }
+  if (calls.empty()) {
+    return {};
+  }
+  std::vector<Reply> replies = redis_.eval_pipeline(calls);
+  // Orders of users that were not cached did not run: load each such user once, then
+  // send just those orders again, in their order.
+  std::set<std::string> loaded;
+  std::map<std::string, Error> load_errors;
+  std::vector<std::size_t> again;
+  for (std::size_t i = 0; loader_ && i < orders.size(); ++i) {
+    if (!is_not_loaded(replies[i])) {
+      continue;
+    }
+    const std::string& user = orders[i].user;
+    if (loaded.count(user) == 0 && load_errors.count(user) == 0) {
+      try {
+        load_once(user);
+        loaded.insert(user);
+      } catch (const Error& e) {
+        load_errors.emplace(user, e);
+      } catch (const std::exception& e) {
+        load_errors.emplace(user, Error(errc::not_found,
+                                        "the loader of wallet user " + user + " threw: " + e.what(),
+                                        Outcome::not_sent));
+      }
+    }
+    if (loaded.count(user) != 0) {
+      again.push_back(i);
+    }
+  }
+  if (!again.empty()) {
+    std::vector<ScriptCall> retry;
+    retry.reserve(again.size());
+    for (const std::size_t i : again) {
+      retry.push_back(calls[i]);
+    }
+    std::vector<Reply> retried = redis_.eval_pipeline(retry);
+    for (std::size_t j = 0; j < again.size(); ++j) {
+      replies[again[j]] = std::move(retried[j]);
+    }
+  }
+  return detail::decode_batch<WalletResult>(replies, [&](std::size_t i, const Reply& reply) {
+    if (const auto failed = load_errors.find(orders[i].user); failed != load_errors.end()) {
+      throw failed->second;
+    }
+    return decode_change("deduct", orders[i], reply);
+  });
 }
 
 RollbackResult Wallet::rollback(const std::string& user, const std::string& order, TimePoint at) {

@@ -134,3 +134,58 @@ TEST_CASE_METHOD(CapsFixture, "a sliding window slides", "[sliding][redis]") {
   CHECK_THROWS_AS(limits.hit_sliding_window("pay", "m2", 1, 0ms, t0), Error);
   CHECK_THROWS_AS(limits.hit_sliding_window("p{x}", "m2", 1, 10ms, t0), Error);
 }
+
+TEST_CASE_METHOD(CapsFixture, "take_daily_cap_many: one pipeline, one result per take, in order",
+                 "[caps][redis][batch]") {
+  const TimePoint today = next_year_noon();
+  std::vector<limitcounter::CapRequest> requests;
+  for (int i = 0; i < 7; ++i) {
+    requests.push_back({"sms", "batch-a", 5, today, 1});
+  }
+  requests.push_back({"sms", "batch-b", 5, today, 3});
+  requests.push_back({"sms", "batch-b", 5, today + 24h, 5}); // the next day has its own cap
+  const auto results = limits.take_daily_cap_many(requests);
+  REQUIRE(results.size() == requests.size());
+  for (int i = 0; i < 7; ++i) {
+    const auto& decision = std::get<limitcounter::CapDecision>(results[static_cast<size_t>(i)]);
+    CHECK(decision.allowed == (i < 5)); // takes of one subject apply in the order given
+    CHECK(decision.used == std::min(i + 1, 5));
+  }
+  const auto& b = std::get<limitcounter::CapDecision>(results[7]);
+  CHECK((b.allowed && b.used == 3 && b.remaining == 2));
+  const auto& next_day = std::get<limitcounter::CapDecision>(results[8]);
+  CHECK((next_day.allowed && next_day.used == 5));
+  CHECK(next_day.window.id != b.window.id);
+  CHECK(limits.take_daily_cap("sms", "batch-b", 5, today).used == 4); // the batch counted once
+
+  // bad input anywhere: an error naming it, and nothing sent
+  requests = {{"sms", "batch-c", 5, today, 1}, {"sms", "bad subject", 5, today, 1}};
+  CHECK_THROWS_WITH(limits.take_daily_cap_many(requests), Catch::Contains("bad subject"));
+  CHECK(limits.take_daily_cap("sms", "batch-c", 5, today).used == 1);
+  CHECK(limits.take_daily_cap_many({}).empty());
+}
+
+TEST_CASE_METHOD(CapsFixture, "hit_sliding_window_many: one pipeline, one result per hit, in order",
+                 "[sliding][redis][batch]") {
+  const TimePoint t0 = limitcounter::Clock::now();
+  std::vector<limitcounter::SlidingRequest> requests;
+  for (int i = 0; i < 5; ++i) {
+    requests.push_back({"pay", "batch-m", 3, 5000ms, t0 + std::chrono::milliseconds(i)});
+  }
+  requests.push_back({"pay", "batch-n", 1, 5000ms, t0});
+  const auto results = limits.hit_sliding_window_many(requests);
+  REQUIRE(results.size() == requests.size());
+  for (int i = 0; i < 5; ++i) {
+    const auto& decision = std::get<limitcounter::SlidingDecision>(results[static_cast<size_t>(i)]);
+    CHECK(decision.allowed == (i < 3));
+    CHECK(decision.used == std::min(i + 1, 3));
+  }
+  const auto& refused = std::get<limitcounter::SlidingDecision>(results[4]);
+  CHECK(refused.retry_at == std::chrono::time_point_cast<std::chrono::milliseconds>(t0) + 5000ms);
+  CHECK(std::get<limitcounter::SlidingDecision>(results[5]).allowed);
+  CHECK(redis.command({"ZCARD", limits.keys().sliding("pay", "batch-m")}).as_integer() == 3);
+
+  requests = {{"pay", "batch-o", 3, 5000ms, t0}, {"pay", "batch-o", 3, 0ms, t0}};
+  CHECK_THROWS_WITH(limits.hit_sliding_window_many(requests), Catch::Contains("0 ms"));
+  CHECK(redis.command({"EXISTS", limits.keys().sliding("pay", "batch-o")}).as_integer() == 0);
+}

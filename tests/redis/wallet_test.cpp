@@ -5,6 +5,7 @@
 #include <mutex>
 #include <random>
 #include <set>
+#include <stdexcept>
 #include <thread>
 
 #include <limitcounter/error.hpp>
@@ -237,4 +238,54 @@ TEST_CASE_METHOD(WalletFixture, "a crashed persister's events are reclaimed; eac
   }
   CHECK(wallet.compare("u1", 960, 5).matches);
   CHECK_FALSE(wallet.compare("u1", 960, 4).matches);
+}
+
+TEST_CASE_METHOD(WalletFixture, "deduct_many: one result per order; misses loaded once, then sent",
+                 "[wallet][redis][batch]") {
+  std::atomic<int> loads{0};
+  Wallet loading(redis, options, [&](const std::string& user) -> std::optional<AccountSnapshot> {
+    ++loads;
+    if (user == "broken") {
+      throw std::runtime_error("database down");
+    }
+    return user == "dave" ? std::optional<AccountSnapshot>(AccountSnapshot{1'000, 1, 0})
+                          : std::nullopt;
+  });
+  loading.load("erin", {500, 1, 100});
+  REQUIRE(loading.deduct("erin", "e-0", 100).status == WalletResult::Status::ok);
+  const std::vector<limitcounter::WalletOrder> orders{
+      {"dave", "d-1", 300}, // not cached: loaded, then deducted
+      {"erin", "e-1", 200}, // ok: 400 -> 200
+      {"dave", "d-2", 600}, // after d-1: 700 -> 100
+      {"erin", "e-2", 150}, // would leave 50 < threshold 100
+      {"erin", "e-0", 100}, // a retry: the first result, nothing deducted
+      {"erin", "e-0", 999}, // the same order with another amount
+      {"ghost", "g-1", 1},  // nobody to load
+      {"broken", "b-1", 1}, // the loader throws
+      {"dave", "d-3", 200}, // after d-2: would leave -100
+  };
+  const auto results = loading.deduct_many(orders);
+  REQUIRE(results.size() == orders.size());
+  const auto result = [&](std::size_t i) { return std::get<WalletResult>(results[i]); };
+  CHECK((result(0).status == WalletResult::Status::ok && result(0).balance == 700));
+  CHECK((result(1).status == WalletResult::Status::ok && result(1).balance == 200));
+  CHECK((result(2).status == WalletResult::Status::ok && result(2).balance == 100));
+  CHECK((result(3).status == WalletResult::Status::insufficient && result(3).balance == 200));
+  CHECK((result(4).replayed && result(4).balance == 400));
+  REQUIRE(std::holds_alternative<Error>(results[5]));
+  CHECK(std::get<Error>(results[5]).code() == errc::conflict);
+  CHECK(result(6).status == WalletResult::Status::not_loaded);
+  REQUIRE(std::holds_alternative<Error>(results[7]));
+  CHECK_THAT(std::get<Error>(results[7]).what(), Catch::Contains("database down"));
+  CHECK(result(8).status == WalletResult::Status::insufficient);
+  CHECK(loads == 3); // dave, ghost and broken, once each
+  CHECK(loading.account("dave")->balance == 100);
+  CHECK(loading.account("erin")->balance == 200);
+
+  // bad input anywhere: an error naming it, and nothing sent
+  const auto before = all_keys();
+  CHECK_THROWS_WITH(loading.deduct_many({{"erin", "e-3", 1}, {"erin", "e 4", 1}}),
+                    Catch::Contains("e 4"));
+  CHECK_THROWS_WITH(loading.deduct_many({{"erin", "e-3", 0}}), Catch::Contains("0"));
+  CHECK(all_keys() == before);
 }

@@ -49,44 +49,36 @@ TEST_CASE("a decide call names every counter once and every rule", "[limit-codec
   CHECK(call.keys == std::vector<std::string>{"p:tx:{t1}", "p:{dept}:holds", "p:{merchant}:holds",
                                               "p:{dept}:day:20211112",
                                               "p:{merchant}:month:202111"});
-  REQUIRE(call.args.size() == 8 + 2 * 5 + 1 + 3 * 4);
+  // 8 fixed, the description, then 2 per counter, the rule count and 3 per rule
+  REQUIRE(call.args.size() == 8 + 1 + 2 * 2 + 1 + 3 * 3);
   CHECK(call.args[0] == "consume");
   CHECK(call.args[1] == "consume|42|dept=cmb|merchant=m1");
   CHECK(call.args[2] == "42");
   CHECK(call.args[6] == "2"); // hold sets
   CHECK(call.args[7] == "2"); // counters: both dept rules share one
-  CHECK(std::vector<std::string>(call.args.begin() + 8, call.args.begin() + 11) ==
-        std::vector<std::string>{"cmb", "day", "20211112"});
-  CHECK(call.args[18] == "3");
-  CHECK(std::vector<std::string>(call.args.begin() + 19, call.args.begin() + 23) ==
-        std::vector<std::string>{"bank-day", "1", "10", "-1"});
-  CHECK(std::vector<std::string>(call.args.begin() + 27, call.args.end()) ==
-        std::vector<std::string>{"merchant-month", "2", "-1", "900"});
+  const std::string day_expiry = call.args[10];
+  const std::string month_expiry = call.args[12];
+  CHECK(std::vector<std::string>(call.args.begin() + 9, call.args.end()) ==
+        std::vector<std::string>{"cmb", day_expiry, "m1", month_expiry, "3", "1", "10", "-1", "1",
+                                 "-1", "500", "2", "-1", "900"});
+  // the description: per counter field, period, window id, window end, key expiry; the rules
+  const std::string day_end = std::to_string(std::stoll(day_expiry) - 3600 * 1000);
+  const std::string month_end = std::to_string(std::stoll(month_expiry) - 3600 * 1000);
+  CHECK(call.args[8] == "cmb\nday\n20211112\n" + day_end + "\n" + day_expiry +
+                            "\nm1\nmonth\n202111\n" + month_end + "\n" + month_expiry +
+                            "\n3\nbank-day\n1\n10\n-1\nbank-day-amount\n1\n-1\n500\n"
+                            "merchant-month\n2\n-1\n900");
   // the record outlives the month window by the grace
-  const auto month_end_ms = std::stoll(call.args[16]);
-  CHECK(std::stoll(call.args[4]) == month_end_ms + 3600 * 1000);
+  CHECK(call.args[4] == month_expiry);
 }
 
 TEST_CASE("decide replies decode into decisions", "[limit-codec]") {
   // ARGV of a call with one counter and one rule, as build_decide makes it
-  const std::vector<std::string> args{"consume",
-                                      "fp",
-                                      "42",
-                                      "0",
-                                      "0",
-                                      "0",
-                                      "1",
-                                      "1",
-                                      "cmb",
-                                      "day",
-                                      "20211112",
-                                      "1636732800000",
-                                      "1636736400000",
-                                      "1",
-                                      "bank-day",
-                                      "1",
-                                      "10",
-                                      "-1"};
+  const std::string description =
+      "cmb\nday\n20211112\n1636732800000\n1636736400000\n1\nbank-day\n1\n10\n-1";
+  const std::vector<std::string> args{
+      "consume",       "fp", "42", "0",  "0", "0", "1", "1", description, "cmb",
+      "1636736400000", "1",  "1",  "10", "-1"};
   const Reply denied = Reply::array({str("denied"), Reply::integer(1), str("count"),
                                      Reply::integer(1), Reply::integer(10), Reply::integer(420)});
   const Decision decision = decode_decision(denied, args, "t1", 42);
@@ -105,11 +97,7 @@ TEST_CASE("decide replies decode into decisions", "[limit-codec]") {
   CHECK_FALSE(decision.replayed);
 
   // a replay brings the first call's arguments: today's args do not matter
-  std::string first_args;
-  for (std::size_t i = 8; i < args.size(); ++i) {
-    first_args += (i == 8 ? "" : "\n") + args[i];
-  }
-  const Reply replay = Reply::array({str("replay"), str("consumed"), Reply::string(first_args),
+  const Reply replay = Reply::array({str("replay"), str("consumed"), Reply::string(description),
                                      str("allowed"), Reply::integer(0), str(""), Reply::integer(1),
                                      Reply::integer(3), Reply::integer(126)});
   const Decision replayed = decode_decision(replay, {}, "t1", 42);
@@ -128,4 +116,14 @@ TEST_CASE("decide replies decode into decisions", "[limit-codec]") {
   CHECK_THROWS_AS(decode_decision(Reply::array({str("denied"), Reply::integer(1)}), args, "t1", 42),
                   Error);
   CHECK_THROWS_AS(decode_decision(denied, {"consume"}, "t1", 42), Error); // arguments too short
+
+  // an overflow names its counter; the message names its field and period
+  CHECK_THROWS_MATCHES(
+      decode_decision(Reply::array({str("overflow"), Reply::integer(1)}), args, "t1", 42), Error,
+      Catch::Predicate<Error>([](const Error& e) {
+        return e.code() == errc::precision_overflow &&
+               std::string(e.what()).find("day total of cmb") != std::string::npos;
+      }));
+  CHECK_THROWS_AS(
+      decode_decision(Reply::array({str("overflow"), Reply::integer(2)}), args, "t1", 42), Error);
 }
