@@ -352,6 +352,32 @@ TEST_CASE_METHOD(ShortReservations, "reservations hold, confirm in part, cancel 
   CHECK_THROWS_AS(limits.cancel("{bad}"), Error);
 }
 
+TEST_CASE_METHOD(ShortReservations,
+                 "an expired hold is released when it would deny a consume, and never denies",
+                 "[limits][redis][reserve]") {
+  limits.set_rules(RuleSet().add(Rule("day").where("merchant").per(Period::day).max_amount(1000)));
+  const Transaction auth = tx(600);
+  REQUIRE(limits.reserve(auth).allowed());
+  std::this_thread::sleep_for(400ms);
+  // room without it: the consume does not sweep, so the expired hold is still counted
+  const Decision small = limits.consume(tx(100));
+  CHECK(small.allowed());
+  CHECK(small.rules.at(0).used == Usage{2, 700});
+  // no room with it: released first, then decided again
+  const Transaction big = tx(400);
+  const Decision large = limits.consume(big);
+  CHECK(large.allowed());
+  CHECK(large.rules.at(0).used == Usage{2, 500});
+  CHECK(used("merchant", Dimension{"m1"}, Period::day, at) == Usage{2, 500});
+  CHECK_THROWS_MATCHES(limits.confirm(auth.id), Error, Catch::Predicate<Error>([](const Error& e) {
+                         return e.code() == errc::conflict;
+                       }));
+  // a replay of the consume that released it returns its first decision
+  const Decision again = limits.consume(big);
+  CHECK(again.replayed);
+  CHECK(again.rules.at(0).used == Usage{2, 500});
+}
+
 TEST_CASE_METHOD(LimitsFixture, "check decides without consuming", "[limits][redis]") {
   limits.set_rules(RuleSet().add(Rule("day").where("merchant").per(Period::day).max_count(1)));
   const Decision peek = limits.check(tx(5));
