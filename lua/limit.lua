@@ -126,10 +126,41 @@ local function release_expired_holds(holds, now)
   return released
 end
 
--- ARGV index of counter j's field (its key expiry follows), and of the rule count.
-local counters_at = 10
+-- ARGV index of counter j's field (its key expiry follows); counter_at(c + 1) is the rule count.
 local function counter_at(j)
-  return counters_at + 2 * (j - 1)
+  return 10 + 2 * (j - 1)
+end
+
+-- Fills reply[3 + 2j], reply[4 + 2j] with counter j's count and amount (h hold sets first in KEYS).
+local function read_counters(reply, h, c)
+  for j = 1, c do
+    reply[3 + 2 * j], reply[4 + 2 * j] = read_counter(KEYS[1 + h + j], ARGV[counter_at(j)])
+  end
+end
+
+-- The first of `rule_count` rules (from ARGV[rules_at + 1]) without room for one more
+-- transaction of `amount` over the totals in `reply`: its number and metric, or 0, ''.
+local function first_denial(reply, rules_at, rule_count, amount)
+  for i = 1, rule_count do
+    local at = rules_at + 3 * (i - 1)
+    local j = tonumber(ARGV[at + 1])
+    local max_count, max_amount = tonumber(ARGV[at + 2]), tonumber(ARGV[at + 3])
+    if max_count >= 0 and reply[3 + 2 * j] + 1 > max_count then
+      return i, 'count'
+    elseif max_amount >= 0 and reply[4 + 2 * j] + amount > max_amount then
+      return i, 'amount'
+    end
+  end
+  return 0, ''
+end
+
+-- Releases the expired holds of the h hold sets KEYS[2..1+h]; returns how many.
+local function release_all_expired(h, now)
+  local released = 0
+  for i = 1, h do
+    released = released + release_expired_holds(KEYS[1 + i], now)
+  end
+  return released
 end
 
 local function decide()
@@ -153,44 +184,18 @@ local function decide()
 
   -- Read every counter, then decide, then write: nothing is written before every check.
   local reply = {'', 0, '', c}
-  local function read_counters()
-    for j = 1, c do
-      reply[3 + 2 * j], reply[4 + 2 * j] = read_counter(KEYS[1 + h + j], ARGV[counter_at(j)])
-    end
-  end
   local rules_at = counter_at(c + 1)
   local rule_count = tonumber(ARGV[rules_at])
-  -- The first rule without room for the transaction: its number and metric, or 0.
-  local function first_denial()
-    for i = 1, rule_count do
-      local at = rules_at + 3 * (i - 1)
-      local j = tonumber(ARGV[at + 1])
-      local max_count, max_amount = tonumber(ARGV[at + 2]), tonumber(ARGV[at + 3])
-      if max_count >= 0 and reply[3 + 2 * j] + 1 > max_count then
-        return i, 'count'
-      elseif max_amount >= 0 and reply[4 + 2 * j] + amount > max_amount then
-        return i, 'amount'
-      end
-    end
-    return 0, ''
-  end
   -- A reserve adds to the hold sets, so it sweeps them (at most 64 each): they stay small.
   -- A consume sweeps only when expired reservations could be what stands in its way.
-  local function release_all_expired()
-    local released = 0
-    for i = 1, h do
-      released = released + release_expired_holds(KEYS[1 + i], now)
-    end
-    return released
-  end
   if op == 'reserve' then
-    release_all_expired()
+    release_all_expired(h, now)
   end
-  read_counters()
-  local denied, metric = first_denial()
-  if denied ~= 0 and op == 'consume' and release_all_expired() > 0 then
-    read_counters()
-    denied, metric = first_denial()
+  read_counters(reply, h, c)
+  local denied, metric = first_denial(reply, rules_at, rule_count, amount)
+  if denied ~= 0 and op == 'consume' and release_all_expired(h, now) > 0 then
+    read_counters(reply, h, c)
+    denied, metric = first_denial(reply, rules_at, rule_count, amount)
   end
   local allowed = denied == 0
   reply[2], reply[3] = denied, metric

@@ -83,21 +83,21 @@ struct CapDecision {
 
 /// One take of `LimitCounter::take_daily_cap_many`: the arguments of one `take_daily_cap`.
 struct CapRequest {
-  std::string cap;
-  std::string subject;
-  std::int64_t max_per_day = 0;
-  TimePoint at = Clock::now();
-  std::int64_t n = 1;
+  std::string cap;              ///< the cap's name, a key part (e.g. "sms")
+  std::string subject;          ///< who is capped, a key part (e.g. an account id)
+  std::int64_t max_per_day = 0; ///< >= 0, per day of the calendar's zone
+  TimePoint at = Clock::now();  ///< picks the day, in the calendar's zone
+  std::int64_t n = 1;           ///< how many to take, >= 1
 };
 
 /// One hit of `LimitCounter::hit_sliding_window_many`: the arguments of one
 /// `hit_sliding_window`.
 struct SlidingRequest {
-  std::string limiter;
-  std::string subject;
-  std::int64_t max = 0;
-  std::chrono::milliseconds window{0};
-  TimePoint at = Clock::now();
+  std::string limiter;                 ///< the limiter's name, a key part
+  std::string subject;                 ///< who is limited, a key part
+  std::int64_t max = 0;                ///< admitted requests per window, >= 1
+  std::chrono::milliseconds window{0}; ///< the window's length, >= 1 ms
+  TimePoint at = Clock::now();         ///< the request's time (ms precision)
 };
 
 /// The outcome of `hit_sliding_window`.
@@ -219,7 +219,9 @@ public:
   /// Runs many independent `take_daily_cap`s pipelined on one connection (one round trip)
   /// and returns one result per request, in order. Each take is atomic on its own; the
   /// batch is not: takes of the same subject apply in the order given. Bad input anywhere
-  /// throws before anything is sent.
+  /// throws before anything is sent (invalid_argument, window_closed); a Redis failure
+  /// throws for the whole batch as described at `Redis::eval_pipeline`. Not idempotent, as
+  /// `take_daily_cap`: a batch retried after Outcome::unknown may take twice.
   std::vector<BatchResult<CapDecision>>
   take_daily_cap_many(const std::vector<CapRequest>& requests);
 
@@ -232,7 +234,8 @@ public:
                                      TimePoint at = Clock::now());
 
   /// Runs many independent `hit_sliding_window`s pipelined on one connection (one round
-  /// trip) and returns one result per request, in order, as `take_daily_cap_many`.
+  /// trip) and returns one result per request, in order; errors and retries as
+  /// `take_daily_cap_many` (each hit has its own member, so a retried hit counts again).
   std::vector<BatchResult<SlidingDecision>>
   hit_sliding_window_many(const std::vector<SlidingRequest>& requests);
 

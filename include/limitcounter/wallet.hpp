@@ -61,10 +61,10 @@ struct WalletResult {
 
 /// One deduction of `Wallet::deduct_many`: the arguments of one `deduct` call.
 struct WalletOrder {
-  std::string user;
-  std::string order;
-  std::int64_t amount = 0;
-  TimePoint at = Clock::now();
+  std::string user;            ///< a key part
+  std::string order;           ///< the idempotency id, a key part (':' allowed)
+  std::int64_t amount = 0;     ///< minor units, in [1, 2^53)
+  TimePoint at = Clock::now(); ///< the order's time, stored in its order record
 };
 
 /// The outcome of `rollback`.
@@ -106,7 +106,9 @@ public:
   /// through the loader (once per user) and just their deductions sent again in a second
   /// pipeline; a loader that throws makes that user's deductions its Error (any other
   /// exception becomes not_found, Outcome::not_sent, naming the user and its message). Bad input
-  /// anywhere throws before anything is sent.
+  /// anywhere throws before anything is sent; a Redis failure throws for the whole batch
+  /// (see `Redis::eval_pipeline`) and the same batch may be sent again: every order applies
+  /// once.
   std::vector<BatchResult<WalletResult>> deduct_many(const std::vector<WalletOrder>& orders);
 
   /// Adds `amount` (a top-up or refund), with the same record, pending entry, journal event

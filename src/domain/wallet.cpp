@@ -1,7 +1,6 @@
 #include <limitcounter/wallet.hpp>
 
 #include <cstdlib>
-#include <set>
 
 #include <limitcounter/detail/lua_scripts.hpp>
 #include <limitcounter/error.hpp>
@@ -168,27 +167,27 @@ std::vector<BatchResult<WalletResult>> Wallet::deduct_many(const std::vector<Wal
   std::vector<Reply> replies = redis_.eval_pipeline(calls);
   // Orders of users that were not cached did not run: load each such user once, then
   // send just those orders again, in their order.
-  std::set<std::string> loaded;
-  std::map<std::string, Error> load_errors;
+  // Per user that was not cached: nothing if the loader ran, else the Error it ended in.
+  std::map<std::string, std::optional<Error>> loads;
   std::vector<std::size_t> again;
   for (std::size_t i = 0; loader_ && i < orders.size(); ++i) {
     if (!is_not_loaded(replies[i])) {
       continue;
     }
     const std::string& user = orders[i].user;
-    if (loaded.count(user) == 0 && load_errors.count(user) == 0) {
+    auto [load, first_miss] = loads.try_emplace(user);
+    if (first_miss) {
       try {
         load_once(user);
-        loaded.insert(user);
       } catch (const Error& e) {
-        load_errors.emplace(user, e);
+        load->second = e;
       } catch (const std::exception& e) {
-        load_errors.emplace(user, Error(errc::not_found,
-                                        "the loader of wallet user " + user + " threw: " + e.what(),
-                                        Outcome::not_sent));
+        load->second =
+            Error(errc::not_found, "the loader of wallet user " + user + " threw: " + e.what(),
+                  Outcome::not_sent);
       }
     }
-    if (loaded.count(user) != 0) {
+    if (!load->second) {
       again.push_back(i);
     }
   }
@@ -196,7 +195,7 @@ std::vector<BatchResult<WalletResult>> Wallet::deduct_many(const std::vector<Wal
     std::vector<ScriptCall> retry;
     retry.reserve(again.size());
     for (const std::size_t i : again) {
-      retry.push_back(calls[i]);
+      retry.push_back(std::move(calls[i]));
     }
     std::vector<Reply> retried = redis_.eval_pipeline(retry);
     for (std::size_t j = 0; j < again.size(); ++j) {
@@ -204,8 +203,8 @@ std::vector<BatchResult<WalletResult>> Wallet::deduct_many(const std::vector<Wal
     }
   }
   return detail::decode_batch<WalletResult>(replies, [&](std::size_t i, const Reply& reply) {
-    if (const auto failed = load_errors.find(orders[i].user); failed != load_errors.end()) {
-      throw failed->second;
+    if (const auto load = loads.find(orders[i].user); load != loads.end() && load->second) {
+      throw *load->second;
     }
     return decode_change("deduct", orders[i], reply);
   });

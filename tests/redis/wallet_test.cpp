@@ -289,3 +289,51 @@ TEST_CASE_METHOD(WalletFixture, "deduct_many: one result per order; misses loade
   CHECK_THROWS_WITH(loading.deduct_many({{"erin", "e-3", 0}}), Catch::Contains("0"));
   CHECK(all_keys() == before);
 }
+
+TEST_CASE_METHOD(WalletFixture,
+                 "deduct_many from 4 threads: exact; the same batches again move nothing",
+                 "[wallet][redis][batch][concurrency]") {
+  REQUIRE(wallet.load("frank", {1'000, 1, 0}));
+  // 4 threads x 2 batches x 16 orders of 10 = 1,280 asked of 1,000: exactly 100 pass
+  std::vector<std::vector<limitcounter::WalletOrder>> batches;
+  for (int b = 0; b < 8; ++b) {
+    std::vector<limitcounter::WalletOrder> orders;
+    for (int k = 0; k < 16; ++k) {
+      orders.push_back({"frank", "f-" + std::to_string(b) + "-" + std::to_string(k), 10});
+    }
+    batches.push_back(std::move(orders));
+  }
+  const auto run_all = [&](std::atomic<int>& ok, std::atomic<int>& replayed) {
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t) {
+      threads.emplace_back([&, t] {
+        for (int b = 2 * t; b < 2 * t + 2; ++b) {
+          for (const auto& result : wallet.deduct_many(batches[static_cast<std::size_t>(b)])) {
+            const auto& value = std::get<WalletResult>(result);
+            ok += value.status == WalletResult::Status::ok && !value.replayed ? 1 : 0;
+            replayed += value.replayed ? 1 : 0;
+          }
+        }
+      });
+    }
+    for (auto& thread : threads) {
+      thread.join();
+    }
+  };
+  std::atomic<int> ok{0};
+  std::atomic<int> replayed{0};
+  run_all(ok, replayed);
+  CHECK(ok == 100);
+  CHECK(replayed == 0);
+  CHECK(wallet.account("frank")->balance == 0);
+  CHECK(journal_length("frank") == 100); // one event per deduction
+
+  // every batch sent again (a retry after Outcome::unknown): the 100 replay, nothing moves
+  std::atomic<int> ok_again{0};
+  std::atomic<int> replayed_again{0};
+  run_all(ok_again, replayed_again);
+  CHECK(ok_again == 0);
+  CHECK(replayed_again == 100);
+  CHECK(wallet.account("frank")->balance == 0);
+  CHECK(journal_length("frank") == 100);
+}
