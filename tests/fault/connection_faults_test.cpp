@@ -25,8 +25,10 @@ using limitcounter::testing::shared_server;
 using limitcounter::testing::unique_prefix;
 
 using limitcounter::testing::error_of;
+using limitcounter::testing::eventually;
 using limitcounter::testing::probe;
 using limitcounter::testing::probe_args;
+using limitcounter::testing::WritesHeld;
 
 TEST_CASE("EVALSHA recovers from an empty script cache by itself", "[redis][scripts]") {
   Redis redis(shared_server().options());
@@ -66,7 +68,7 @@ TEST_CASE("connections killed by the server are replaced without an error", "[re
 }
 
 TEST_CASE("a timed-out connection says the outcome is unknown and is discarded", "[redis][fault]") {
-  RedisServer server({"--enable-debug-command", "yes"});
+  RedisServer server;
   RedisOptions options = server.options();
   options.command_timeout = 100ms;
   options.pool_size = 1;
@@ -77,10 +79,9 @@ TEST_CASE("a timed-out connection says the outcome is unknown and is discarded",
   redis.eval(probe, {key + "-warm"}, probe_args());
   admin.command({"PING"});
 
-  std::thread sleeper([&] { CHECK_FALSE(admin.command({"DEBUG", "SLEEP", "0.5"}).is_error()); });
-  std::this_thread::sleep_for(50ms);
+  WritesHeld stalled(admin, 2000ms);
   const Error e = error_of([&] { redis.eval(probe, {key}, probe_args()); });
-  sleeper.join();
+  stalled.release();
   CHECK(e.code() == errc::timeout);
   CHECK(e.outcome() == Outcome::unknown);
   // "May have run": the server may run the call when it wakes, or drop it with the closed
@@ -99,8 +100,12 @@ TEST_CASE("an exhausted pool refuses without sending", "[redis][fault]") {
   options.pool_size = 1;
   options.pool_wait_timeout = 50ms;
   Redis redis(options);
-  std::thread blocker([&] { redis.command({"BLPOP", "never-filled", "0.6"}); });
-  std::this_thread::sleep_for(100ms);
+  Redis admin(server.options());
+  std::thread blocker([&] { redis.command({"BLPOP", "never-filled", "1"}); });
+  // the pool's only connection is taken once the server sees it blocked
+  REQUIRE(eventually([&] {
+    return admin.command({"CLIENT", "LIST"}).as_string().find("cmd=blpop") != std::string::npos;
+  }));
   const Error e = error_of([&] { redis.command({"SET", "x", "1"}); });
   blocker.join();
   CHECK(e.code() == errc::pool_exhausted);

@@ -9,6 +9,7 @@
 
 #include <limitcounter/limitcounter.hpp>
 
+#include "support/probe.hpp"
 #include "support/redis_server.hpp"
 
 using namespace std::chrono_literals;
@@ -101,7 +102,7 @@ TEST_CASE("a dead Redis: failure policies decide, degraded, and the breaker fail
 
 TEST_CASE("a timeout says the outcome is unknown; the retry with the same id applies once",
           "[fault]") {
-  RedisServer server({"--enable-debug-command", "yes"});
+  RedisServer server;
   RedisOptions options = server.options();
   options.command_timeout = 100ms;
   Redis redis(options);
@@ -110,17 +111,17 @@ TEST_CASE("a timeout says the outcome is unknown; the retry with the same id app
   limits.set_rules(RuleSet().add(Rule("day").where("merchant").per(Period::day).max_amount(1000)));
   REQUIRE(limits.consume(payment("warm", 1)).allowed()); // scripts cached, connection made
 
-  std::thread sleeper([&] { admin.command({"DEBUG", "SLEEP", "0.4"}); });
-  std::this_thread::sleep_for(50ms);
   const Transaction tx = payment("slow-1", 100);
-  try {
-    limits.consume(tx);
-    FAIL("no error");
-  } catch (const Error& e) {
-    CHECK(code_of(e) == errc::timeout);
-    CHECK(e.outcome() == Outcome::unknown);
+  {
+    const limitcounter::testing::WritesHeld stalled(admin, 2000ms);
+    try {
+      limits.consume(tx);
+      FAIL("no error");
+    } catch (const Error& e) {
+      CHECK(code_of(e) == errc::timeout);
+      CHECK(e.outcome() == Outcome::unknown);
+    }
   }
-  sleeper.join();
   // the call may have run when the server woke up; the caller's retry applies it once
   // either way (a replay if it had run)
   const Decision retry = limits.consume(tx);
@@ -232,7 +233,7 @@ TEST_CASE("a local share: bounded allowances while Redis is down, reported when 
 
 TEST_CASE("wallet and red packets: a timed-out call retried with the same id applies once",
           "[fault]") {
-  RedisServer server({"--enable-debug-command", "yes"});
+  RedisServer server;
   RedisOptions options = server.options();
   options.command_timeout = 100ms;
   Redis redis(options);
@@ -245,8 +246,7 @@ TEST_CASE("wallet and red packets: a timed-out call retried with the same id app
   REQUIRE(pool.grab("p1", "warm").status == limitcounter::GrabResult::Status::granted);
 
   const auto while_asleep = [&](const std::function<void()>& call) {
-    std::thread sleeper([&] { admin.command({"DEBUG", "SLEEP", "0.4"}); });
-    std::this_thread::sleep_for(50ms);
+    const limitcounter::testing::WritesHeld stalled(admin, 2000ms);
     try {
       call();
       FAIL("no timeout");
@@ -254,7 +254,6 @@ TEST_CASE("wallet and red packets: a timed-out call retried with the same id app
       CHECK(code_of(e) == errc::timeout);
       CHECK(e.outcome() == Outcome::unknown);
     }
-    sleeper.join();
   };
   while_asleep([&] { wallet.deduct("u1", "order-1", 100); });
   const auto retry = wallet.deduct("u1", "order-1", 100); // a replay if the first one ran

@@ -1,14 +1,17 @@
 #pragma once
 // Helpers shared by the connection-level tests.
 
+#include <chrono>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <catch2/catch.hpp>
 
 #include <limitcounter/detail/lua_scripts.hpp>
 #include <limitcounter/error.hpp>
+#include <limitcounter/redis.hpp>
 
 namespace limitcounter::testing {
 
@@ -28,5 +31,52 @@ template <typename Action> Error error_of(Action&& action) {
   FAIL("no error");
   throw std::logic_error("unreachable");
 }
+
+/// Polls `condition` every 10 ms for up to 10 s (a loaded CI machine); returns its last value.
+template <typename Condition> bool eventually(Condition&& condition) {
+  for (int i = 0; i < 1000; ++i) {
+    if (condition()) {
+      return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds{10});
+  }
+  return condition();
+}
+
+/// A server that holds every write command (scripts included) of every client until
+/// `release()` or `limit` has passed, while reads and `CLIENT` commands still answer
+/// (`CLIENT PAUSE <limit> WRITE`). In force once the constructor returns, so a script call
+/// made afterwards certainly waits: a stalled server without the race of a `DEBUG SLEEP`
+/// sent from another thread. A held call whose client went away meanwhile may still run
+/// when released: the "may have run" of a timeout.
+class WritesHeld {
+public:
+  WritesHeld(Redis& admin, std::chrono::milliseconds limit) : admin_(admin) {
+    REQUIRE(
+        admin_.command({"CLIENT", "PAUSE", std::to_string(limit.count()), "WRITE"}).as_string() ==
+        "OK");
+  }
+  WritesHeld(const WritesHeld&) = delete;
+  WritesHeld& operator=(const WritesHeld&) = delete;
+  ~WritesHeld() {
+    try {
+      release();
+    } catch (const Error&) {
+      // the pause ends by itself after `limit`
+    }
+  }
+
+  /// Lets the held calls run (in the order they came), before any command sent after this.
+  void release() {
+    if (!released_) {
+      released_ = true;
+      admin_.command({"CLIENT", "UNPAUSE"});
+    }
+  }
+
+private:
+  Redis& admin_;
+  bool released_ = false;
+};
 
 } // namespace limitcounter::testing
