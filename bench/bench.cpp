@@ -13,8 +13,8 @@
 #include <limitcounter/detail/lua_scripts.hpp>
 #include <limitcounter/limitcounter.hpp>
 
-#include "domain/limit_codec.hpp"
-#include "domain/rule_matching.hpp"
+#include "limit_counter/limit_codec.hpp"
+#include "limit_counter/rule_matching.hpp"
 #include "driver.hpp"
 
 namespace lc = limitcounter;

@@ -4,8 +4,8 @@
 
 #include <limitcounter/error.hpp>
 
-#include "domain/counter_codec.hpp"
-#include "domain/limit_codec.hpp"
+#include "limit_counter/counter_codec.hpp"
+#include "limit_counter/limit_codec.hpp"
 #include "fuzz_input.hpp"
 
 namespace {

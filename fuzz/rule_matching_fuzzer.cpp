@@ -5,7 +5,7 @@
 
 #include <limitcounter/error.hpp>
 
-#include "domain/rule_matching.hpp"
+#include "limit_counter/rule_matching.hpp"
 #include "fuzz_input.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

@@ -2,7 +2,7 @@
 
 #include <limitcounter/error.hpp>
 
-#include "domain/counter_codec.hpp"
+#include "limit_counter/counter_codec.hpp"
 
 using limitcounter::errc;
 using limitcounter::Error;

@@ -2,7 +2,7 @@
 
 #include <limitcounter/error.hpp>
 
-#include "domain/limit_codec.hpp"
+#include "limit_counter/limit_codec.hpp"
 
 using namespace std::chrono_literals;
 using limitcounter::Calendar;

@@ -5,7 +5,7 @@
 #include <limitcounter/error.hpp>
 #include <limitcounter/red_packet_split.hpp>
 
-#include "domain/red_packet_codec.hpp"
+#include "red_packets/red_packet_codec.hpp"
 
 using limitcounter::errc;
 using limitcounter::Error;

@@ -3,7 +3,7 @@
 #include <limitcounter/error.hpp>
 #include <limitcounter/rule.hpp>
 
-#include "domain/rule_matching.hpp"
+#include "limit_counter/rule_matching.hpp"
 
 using limitcounter::errc;
 using limitcounter::Error;

@@ -6,7 +6,7 @@
 
 #include <limitcounter/error.hpp>
 
-#include "domain/amount.hpp"
+#include "shared/amount.hpp"
 
 namespace limitcounter {
 namespace {

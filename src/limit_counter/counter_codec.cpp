@@ -1,4 +1,4 @@
-#include "domain/counter_codec.hpp"
+#include "limit_counter/counter_codec.hpp"
 
 #include <charconv>
 #include <string>

@@ -1,4 +1,4 @@
-#include "domain/rule_matching.hpp"
+#include "limit_counter/rule_matching.hpp"
 
 #include <string>
 

@@ -1,4 +1,4 @@
-#include "domain/red_packet_codec.hpp"
+#include "red_packets/red_packet_codec.hpp"
 
 #include <limitcounter/error.hpp>
 

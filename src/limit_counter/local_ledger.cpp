@@ -1,4 +1,4 @@
-#include "domain/local_ledger.hpp"
+#include "limit_counter/local_ledger.hpp"
 
 #include <cmath>
 

@@ -6,8 +6,8 @@
 
 #include <limitcounter/detail/lua_scripts.hpp>
 
-#include "domain/amount.hpp"
-#include "domain/batch.hpp"
+#include "shared/amount.hpp"
+#include "shared/batch.hpp"
 
 namespace limitcounter {
 namespace {

@@ -4,10 +4,10 @@
 
 #include <limitcounter/detail/lua_scripts.hpp>
 
-#include "domain/amount.hpp"
-#include "domain/batch.hpp"
-#include "domain/counter_codec.hpp"
-#include "domain/local_ledger.hpp"
+#include "shared/amount.hpp"
+#include "shared/batch.hpp"
+#include "limit_counter/counter_codec.hpp"
+#include "limit_counter/local_ledger.hpp"
 
 namespace limitcounter {
 

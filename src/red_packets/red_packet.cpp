@@ -5,8 +5,8 @@
 #include <limitcounter/detail/lua_scripts.hpp>
 #include <limitcounter/error.hpp>
 
-#include "domain/amount.hpp"
-#include "domain/red_packet_codec.hpp"
+#include "shared/amount.hpp"
+#include "red_packets/red_packet_codec.hpp"
 
 namespace limitcounter {
 namespace {

@@ -3,10 +3,10 @@
 
 #include <limitcounter/detail/lua_scripts.hpp>
 
-#include "domain/amount.hpp"
-#include "domain/limit_codec.hpp"
-#include "domain/local_ledger.hpp"
-#include "domain/rule_matching.hpp"
+#include "shared/amount.hpp"
+#include "limit_counter/limit_codec.hpp"
+#include "limit_counter/local_ledger.hpp"
+#include "limit_counter/rule_matching.hpp"
 #include "redis/key_slot.hpp"
 
 namespace limitcounter {

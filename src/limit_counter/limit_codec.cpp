@@ -1,4 +1,4 @@
-#include "domain/limit_codec.hpp"
+#include "limit_counter/limit_codec.hpp"
 
 #include <algorithm>
 #include <array>
@@ -6,7 +6,7 @@
 
 #include <limitcounter/error.hpp>
 
-#include "domain/amount.hpp"
+#include "shared/amount.hpp"
 
 namespace limitcounter::detail {
 namespace {
