@@ -13,9 +13,9 @@
 #include <limitcounter/detail/lua_scripts.hpp>
 #include <limitcounter/limitcounter.hpp>
 
+#include "driver.hpp"
 #include "limit_counter/limit_codec.hpp"
 #include "limit_counter/rule_matching.hpp"
-#include "driver.hpp"
 
 namespace lc = limitcounter;
 using namespace std::chrono_literals;
@@ -270,8 +270,9 @@ void consume_scenario(Bench& bench, lc::LimitCounter& limits, int rule_count) {
     auto& cached =
         templates[static_cast<std::size_t>(t) * 16 + static_cast<std::size_t>(i % 50) % 16];
     if (!cached || cached->args[1] != lc::detail::fingerprint("consume", tx)) {
-      cached = lc::detail::build_decide("consume", tx, lc::detail::match_rules(rules, tx).window,
-                                        context);
+      const auto matched = lc::detail::match_rules(rules, tx);
+      cached =
+          lc::detail::build_decide("consume", tx, matched.per_transaction, matched.window, context);
     }
     lc::ScriptCall call{&lc::scripts::limit, cached->keys, cached->args};
     call.keys[0] = keys.transaction(tx.id);

@@ -8,7 +8,8 @@
 -- consumed), refunded, counted (1 while the transaction's count is in the counters),
 -- args (the counter and rule arguments of the first call, joined by newlines), keys (the
 -- counter keys it moved, joined by newlines), reply (cmsgpack of the first reply), holds
--- (cmsgpack list of hold sets), hexp (hold expiry, ms), and r:<refund id> per refund.
+-- (cmsgpack list of hold sets), hexp (hold expiry, ms), and per refund r:<refund id> (rf for
+-- the full refund).
 -- Counter field value: "<count>:<amount>", integers below 2^53.
 -- Hold set (zset): member = record key, score = hold expiry in ms.
 --
@@ -25,24 +26,33 @@
 --   ARGV[9]  the call's description, stored as the record's args and brought back by a
 --            replay: lines of c counters of 5 (field, period, window id, window end (ms),
 --            key expiry (ms)), then r, then r rules of 4 (name, counter number (1..c), max
---            count, max amount); a max of -1 means no such limit. The client joins it, so
---            that the script neither parses nor joins what it only stores.
+--            count, max amount); a max of -1 means no such limit. Counter number 0 is a
+--            per-transaction rule: its max amount limits this transaction's own amount
+--            (denied metric "single_amount"), so that its denial is recorded like any other.
+--            The client joins it, so that the script neither parses nor joins what it only
+--            stores.
 --   then what the script decides with: c counters of 2 (field, key expiry (ms)), then r,
 --   then r rules of 3 (counter number, max count, max amount)
---   Reply: {verdict, denied rule number (0 if none), denied metric ("count" | "amount" | ""),
+--   Reply: {verdict, denied rule number (0 if none), denied metric ("count" | "amount" |
+--           "single_amount" | ""),
 --           c, then per counter: count, amount} with the counter's totals after the write
 --           (allowed) or as found (denied). verdict: "allowed" | "denied" (check:
 --           "would_allow" | "would_deny"). The caller maps rules to counters from ARGV[9].
---   Expired holds (up to 64 per set) are released first by reserve; by consume only before
---   a denial is final (then the counters are read and the rules decided again); never by
---   check.
+--   Expired holds are released first by reserve (up to 64 per set); by consume and reserve,
+--   all of them before a denial is final (then the counters are read and the rules decided
+--   again: an expired hold never denies); never by check.
 --   Replays: {"replay", state, the first call's ARGV[9], <the first reply>...}; a different
 --   fingerprint: {"conflict"}; an id cancelled before it was reserved: {"cancelled"}; a
 --   counter total that would reach 2^53: {"overflow", counter number} (nothing written).
 --
 -- op refund:  KEYS[1] record; ARGV[2] amount (-1 = all that is left), ARGV[3] refund id
---   Reply: {"refunded", amount given back now, refunded in total, amount}
+--   ('' = the full refund). Idempotent by refund id: the record keeps r:<id> (rf for the full
+--   refund) = "<ARGV[2]>:<amount given back>"; the same id again replays, with another amount
+--   it is a conflict.
+--   Reply: {"refunded", amount given back (by the first call of this id), refunded in total,
+--           amount, replayed "0" | "1"}
 --          | {"unknown"} | {"bad_state", state} | {"too_much", refundable}
+--          | {"conflict", the amount the id was first used with}
 -- op confirm: KEYS[1] record; ARGV[2] final amount (-1 = all held), ARGV[3] now (ms)
 --   Reply: {"confirmed", final amount, released amount} | {"already", state, amount}
 --          | {"unknown"} | {"expired"} | {"bad_state", state} | {"too_much", held}
@@ -111,7 +121,8 @@ local function release_reservation(key, state, count, amount)
   redis.call('HSET', key, 'state', state)
 end
 
--- Returns how many expired holds it released.
+-- Releases up to 64 expired holds of one set. Returns how many it released and how many
+-- members it looked at (64: there may be more).
 local function release_expired_holds(holds, now)
   local released = 0
   local expired = redis.call('ZRANGEBYSCORE', holds, '-inf', now, 'LIMIT', '0', '64')
@@ -123,7 +134,7 @@ local function release_expired_holds(holds, now)
       redis.call('ZREM', holds, key)
     end
   end
-  return released
+  return released, #expired
 end
 
 -- ARGV index of counter j's field (its key expiry follows); counter_at(c + 1) is the rule count.
@@ -140,12 +151,17 @@ end
 
 -- The first of `rule_count` rules (from ARGV[rules_at + 1]) without room for one more
 -- transaction of `amount` over the totals in `reply`: its number and metric, or 0, ''.
+-- A rule of counter 0 limits the transaction's own amount (no counter).
 local function first_denial(reply, rules_at, rule_count, amount)
   for i = 1, rule_count do
     local at = rules_at + 3 * (i - 1)
     local j = tonumber(ARGV[at + 1])
     local max_count, max_amount = tonumber(ARGV[at + 2]), tonumber(ARGV[at + 3])
-    if max_count >= 0 and reply[3 + 2 * j] + 1 > max_count then
+    if j == 0 then
+      if max_amount >= 0 and amount > max_amount then
+        return i, 'single_amount'
+      end
+    elseif max_count >= 0 and reply[3 + 2 * j] + 1 > max_count then
       return i, 'count'
     elseif max_amount >= 0 and reply[4 + 2 * j] + amount > max_amount then
       return i, 'amount'
@@ -154,11 +170,15 @@ local function first_denial(reply, rules_at, rule_count, amount)
   return 0, ''
 end
 
--- Releases the expired holds of the h hold sets KEYS[2..1+h]; returns how many.
-local function release_all_expired(h, now)
+-- Releases the expired holds of the h hold sets KEYS[2..1+h]: every one of them when `all`
+-- (an expired hold must never deny), else up to 64 per set. Returns how many.
+local function release_all_expired(h, now, all)
   local released = 0
   for i = 1, h do
-    released = released + release_expired_holds(KEYS[1 + i], now)
+    repeat
+      local batch, seen = release_expired_holds(KEYS[1 + i], now)
+      released = released + batch
+    until not all or seen < 64
   end
   return released
 end
@@ -189,11 +209,11 @@ local function decide()
   -- A reserve adds to the hold sets, so it sweeps them (at most 64 each): they stay small.
   -- A consume sweeps only when expired reservations could be what stands in its way.
   if op == 'reserve' then
-    release_all_expired(h, now)
+    release_all_expired(h, now, false)
   end
   read_counters(reply, h, c)
   local denied, metric = first_denial(reply, rules_at, rule_count, amount)
-  if denied ~= 0 and op == 'consume' and release_all_expired(h, now) > 0 then
+  if denied ~= 0 and op ~= 'check' and release_all_expired(h, now, true) > 0 then
     read_counters(reply, h, c)
     denied, metric = first_denial(reply, rules_at, rule_count, amount)
   end
@@ -256,10 +276,18 @@ local function refund()
   end
   local amount = tonumber(redis.call('HGET', record, 'amount'))
   local refunded = tonumber(redis.call('HGET', record, 'refunded'))
-  local refund_field = 'r:' .. ARGV[3]
+  -- The full refund has a field of its own, so no refund id of the caller's can meet it.
+  local refund_field = ARGV[3] == '' and 'rf' or 'r:' .. ARGV[3]
   local earlier = redis.call('HGET', record, refund_field)
   if earlier then
-    return {'refunded', 0, string.format('%d', refunded), string.format('%d', amount)}
+    local requested, given = string.match(earlier, '^(-?%d+):(%d+)$')
+    if not requested then
+      requested, given = ARGV[2], earlier -- written before the amount was kept with it
+    end
+    if requested ~= ARGV[2] then
+      return {'conflict', requested}
+    end
+    return {'refunded', given, string.format('%d', refunded), string.format('%d', amount), '1'}
   end
   local refundable = amount - refunded
   local give = tonumber(ARGV[2])
@@ -277,9 +305,9 @@ local function refund()
     give_back(record, count, give)
   end
   redis.call('HSET', record, 'refunded', string.format('%d', refunded + give), refund_field,
-    string.format('%d', give))
+    ARGV[2] .. ':' .. string.format('%d', give))
   return {'refunded', string.format('%d', give), string.format('%d', refunded + give),
-          string.format('%d', amount)}
+          string.format('%d', amount), '0'}
 end
 
 local function confirm()

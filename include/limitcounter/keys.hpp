@@ -122,6 +122,13 @@ public:
     return tagged_key(prefix_, counter, ":holds");
   }
 
+  /// The ids of the local-fallback reports added to `counter`'s windows:
+  /// `<prefix>{<counter>}:reports`, a hash (report id -> "<count>:<amount>") that expires with
+  /// the latest window it served.
+  std::string local_reports(std::string_view counter) const {
+    return tagged_key(prefix_, counter, ":reports");
+  }
+
   /// The day window hash of the cap `cap`: `<prefix>{cap:<cap>}:day:<window id>`, one field
   /// per subject. `cap` must have been validated (no ':' in it, so it never meets a counter).
   std::string cap_window(std::string_view cap, std::string_view window_id) const {

@@ -42,6 +42,10 @@ struct LimitCounterOptions {
   /// the end of the longest window it touched plus the grace). Also how long a cancel of
   /// an unknown id keeps that id from being reserved.
   std::chrono::milliseconds record_min_ttl{std::chrono::hours{24}};
+  /// A transaction dated more than this after the local clock is refused (invalid_argument,
+  /// nothing sent): a wrong clock or a bad date must not open next year's windows. Empty:
+  /// no check (for replaying history or tests that date transactions ahead).
+  std::optional<std::chrono::milliseconds> max_future_skew{std::chrono::minutes{5}};
   /// Hooks for metrics (decisions, near-limit events, errors, latency); none by default.
   std::shared_ptr<LimitObserver> observer;
   /// An allowed transaction that leaves a window at or above this share of a limit is
@@ -61,9 +65,12 @@ struct AddRequest {
 
 /// The outcome of `refund`.
 struct RefundResult {
-  std::int64_t refunded_now = 0;   ///< given back by this call (0 for a repeated refund)
-  std::int64_t refunded_total = 0; ///< given back so far
+  /// Given back by this refund id (by its first call, also when this call is a replay).
+  std::int64_t refunded_now = 0;
+  std::int64_t refunded_total = 0; ///< given back so far, by every refund of the transaction
   std::int64_t consumed = 0;       ///< the transaction's consumed amount
+  /// True when this refund id had been applied before (a retry): nothing moved now.
+  bool replayed = false;
 };
 
 /// The outcome of `confirm`.
@@ -152,23 +159,36 @@ public:
   // ---- Limits (job 2 of DESIGN) ----
 
   /// Replaces the rules, atomically for concurrent callers. Counters are kept: a rule's
-  /// counters belong to its shape and period, not to the rule.
+  /// counters belong to its shape and period, not to the rule. Until it is called,
+  /// consume, reserve and check throw invalid_argument; an empty RuleSet set here allows
+  /// every transaction (and records it) on purpose.
   void set_rules(RuleSet rules);
-  /// The rules in force.
+  /// The rules in force (empty before `set_rules`).
   std::shared_ptr<const RuleSet> rules() const;
 
   /// Checks `transaction` against every applicable rule and, only if all have room,
   /// counts it in every one of their windows: all or nothing, one round trip. A denial is
   /// a Decision, not an exception. Idempotent by transaction id: a repeat returns the first
   /// decision (`replayed`) and changes nothing, also when sent concurrently; the same id
-  /// with another amount or attributes throws conflict. Safe to retry after Outcome::unknown.
-  /// Throws invalid_argument for a bad id, amount or attribute (nothing is sent).
+  /// with another amount or attributes throws conflict. Per-transaction rules ("a single
+  /// transaction at most X") are decided and recorded by the same script, so their denial
+  /// replays too. Safe to retry after Outcome::unknown: when the reply is lost, the call
+  /// throws Outcome::unknown (never a failure-policy decision) and the retry with the same
+  /// id returns what Redis decided.
+  ///
+  /// Failure policies (Rule::on_redis_failure) decide only a call that was not sent
+  /// (Outcome::not_sent); the decision is `degraded`. Throws invalid_argument for a bad id,
+  /// amount or attribute, a transaction dated past `max_future_skew`, or no `set_rules`
+  /// yet; window_closed when a window it would count in has ended more than the grace ago
+  /// (as `add`); nothing is sent then.
   Decision consume(const Transaction& transaction);
 
   /// Runs many independent `consume`s pipelined on one connection and returns one result per
   /// transaction, in order (a conflict is that item's Error). Each consume is all or nothing
-  /// on its own and idempotent by its id; the batch is not atomic. Bad input anywhere throws
-  /// before anything is sent.
+  /// on its own and idempotent by its id; the batch is not atomic. Each item is decided as
+  /// `consume` would: failure policies for a pipeline that was not sent, Outcome::unknown
+  /// (retry with the same ids) for one that may have run, the local fallback reported after.
+  /// Bad input anywhere throws before anything is sent.
   std::vector<BatchResult<Decision>> consume_many(const std::vector<Transaction>& transactions);
 
   /// Like `consume`, but holds the quota for `reservation_timeout`: the hold counts against
@@ -197,10 +217,12 @@ public:
 
   /// Gives quota back to exactly the windows the transaction was counted in (a December
   /// refund of a November payment goes to November). Without `amount`: everything not yet
-  /// refunded, and the count; a repeat is a no-op. With `amount`: that much, once per
-  /// `refund_id` (required then). Never more than consumed (more throws invalid_argument),
-  /// never below zero. Throws not_found for an unknown id, conflict for a transaction
-  /// that is reserved, denied or cancelled.
+  /// refunded, and the count (`refund_id` is not used then); a repeat replays the first
+  /// full refund. With `amount`: that much, once per `refund_id` (required then): a repeat
+  /// of the id with the same amount replays it (`replayed`, nothing moves), with another
+  /// amount throws conflict. So a refund is safe to retry after Outcome::unknown. Never
+  /// more than consumed (more throws invalid_argument), never below zero. Throws not_found
+  /// for an unknown id, conflict for a transaction that is reserved, denied or cancelled.
   RefundResult refund(const std::string& transaction_id,
                       std::optional<std::int64_t> amount = std::nullopt,
                       const std::string& refund_id = {});
@@ -243,9 +265,11 @@ public:
   const CounterKeys& keys() const noexcept { return keys_; }
 
 private:
-  /// A decide call ready to send, or the decision made in-process (a single-amount denial).
+  /// A decide call ready to send.
   struct PreparedDecision {
-    std::optional<Decision> decided;
+    /// A per-transaction rule the amount passes: the script decides (and records) it too;
+    /// this copy decides when Redis cannot be reached.
+    std::optional<Denial> single_denial;
     ScriptCall call;
     /// On a Redis Cluster whose counters fall in several slots: one call per slot, each
     /// with its own record (`call` is then unused).
@@ -259,6 +283,10 @@ private:
   Decision finish_decide(std::string_view op, const Transaction& transaction,
                          const std::vector<std::string>& args, const Reply& reply) const;
   Decision decide(std::string_view op, const Transaction& transaction);
+  /// The rules to decide by; throws invalid_argument if `set_rules` was never called.
+  std::shared_ptr<const RuleSet> rules_to_decide(std::string_view op, const std::string& id) const;
+  /// Whether `error` lets the failure policy decide: only when nothing was sent.
+  bool policy_decides(const Error& error, const PreparedDecision& prepared) const;
   Decision decide_with_redis(std::string_view op, const Transaction& transaction);
   void report(const Transaction& transaction, const Decision& decision, TimePoint started) const;
   Decision decide_without_redis(std::string_view op, const Transaction& transaction,

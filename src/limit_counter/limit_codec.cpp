@@ -6,6 +6,7 @@
 
 #include <limitcounter/error.hpp>
 
+#include "limit_counter/window_closed.hpp"
 #include "shared/amount.hpp"
 
 namespace limitcounter::detail {
@@ -72,7 +73,14 @@ Decision decode_fresh(const std::vector<Reply>& items, std::size_t first,
   for (std::size_t i = 0; i < rule_count; ++i) {
     const std::size_t at = 5 * counters + 1 + 4 * i;
     const auto counter = static_cast<std::size_t>(number(arg(at + 1)));
-    if (counter < 1 || counter > counters) {
+    if (counter == 0) { // a per-transaction rule: no counter, no window
+      if (static_cast<std::int64_t>(i) + 1 == denied_rule) {
+        decision.denial = Denial{std::string(arg(at)), Metric::single_amount, number(arg(at + 3)),
+                                 0, requested_amount};
+      }
+      continue;
+    }
+    if (counter > counters) {
       throw bad("a rule names no counter");
     }
     const std::size_t c = 5 * (counter - 1);
@@ -113,6 +121,7 @@ std::string fingerprint(std::string_view op, const Transaction& transaction) {
 }
 
 LimitCall build_decide(std::string_view op, const Transaction& transaction,
+                       const std::vector<const Rule*>& per_transaction_rules,
                        const std::vector<const Rule*>& window_rules, const DecideContext& context) {
   struct Counter {
     std::string key;
@@ -130,11 +139,12 @@ LimitCall build_decide(std::string_view op, const Transaction& transaction,
   for (const Rule* rule : window_rules) {
     const Period period = *rule->period();
     auto& window = windows[static_cast<std::size_t>(period)];
+    const std::string counter_name = rule->counter_name();
     if (!window) {
       window = context.calendar->window(period, transaction.time);
+      check_window_open(counter_name, period, *window, context.window_grace, context.now);
       record_expiry = std::max(record_expiry, window->end + context.window_grace);
     }
-    const std::string counter_name = rule->counter_name();
     std::string field;
     for (const auto& condition : rule->conditions()) {
       if (!field.empty()) {
@@ -166,7 +176,8 @@ LimitCall build_decide(std::string_view op, const Transaction& transaction,
   call.keys.insert(call.keys.end(), holds.begin(), holds.end());
   // ARGV[9], the description the record keeps for replays and refunds, one line per value;
   // then what the script decides with: the same values again, without those it only stores.
-  call.args.reserve(10 + 2 * counters.size() + 3 * window_rules.size());
+  const std::size_t rule_count = per_transaction_rules.size() + window_rules.size();
+  call.args.reserve(10 + 2 * counters.size() + 3 * rule_count);
   call.args = {std::string(op),
                fingerprint(op, transaction),
                std::to_string(transaction.amount),
@@ -177,7 +188,7 @@ LimitCall build_decide(std::string_view op, const Transaction& transaction,
                std::to_string(counters.size()),
                std::string()};
   std::string description;
-  description.reserve(32 * counters.size() + 24 * window_rules.size());
+  description.reserve(32 * counters.size() + 24 * rule_count);
   const auto line = [&description](std::string_view value) {
     if (!description.empty()) {
       description += '\n';
@@ -197,7 +208,13 @@ LimitCall build_decide(std::string_view op, const Transaction& transaction,
     line(std::to_string(unix_millis(counter.window->end)));
     both(std::to_string(unix_millis(counter.window->end + context.window_grace)));
   }
-  both(std::to_string(window_rules.size()));
+  both(std::to_string(rule_count));
+  for (const Rule* rule : per_transaction_rules) {
+    line(rule->name());
+    both("0"); // no counter: the transaction's own amount
+    both("-1");
+    both(limit_arg(rule->max_amount()));
+  }
   for (std::size_t i = 0; i < window_rules.size(); ++i) {
     line(window_rules[i]->name());
     both(std::to_string(counter_of_rule[i] + 1));

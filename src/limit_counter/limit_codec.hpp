@@ -36,8 +36,10 @@ struct DecideContext {
 /// the operation, the amount and every attribute.
 std::string fingerprint(std::string_view op, const Transaction& transaction);
 
-/// Builds a consume, reserve or check call for `transaction` and its applicable window rules.
+/// Builds a consume, reserve or check call for `transaction` and its applicable rules: the
+/// per-transaction rules are decided (and their denial recorded) by the same script.
 LimitCall build_decide(std::string_view op, const Transaction& transaction,
+                       const std::vector<const Rule*>& per_transaction_rules,
                        const std::vector<const Rule*>& window_rules, const DecideContext& context);
 
 /// Turns a decide reply into a Decision. `call_args` are the ARGV of the call (a replay

@@ -1,20 +1,34 @@
 #include <limitcounter/limit_counter.hpp>
 
+#include <cstdio>
+#include <random>
 #include <utility>
 
 #include <limitcounter/detail/lua_scripts.hpp>
 
-#include "shared/amount.hpp"
-#include "shared/batch.hpp"
 #include "limit_counter/counter_codec.hpp"
 #include "limit_counter/local_ledger.hpp"
+#include "limit_counter/window_closed.hpp"
+#include "shared/amount.hpp"
+#include "shared/batch.hpp"
 
 namespace limitcounter {
+namespace {
+
+// 64 random bits in hex: tells this process's local-fallback reports from every other's.
+std::string new_node_id() {
+  std::random_device device;
+  const std::uint64_t bits = (std::uint64_t{device()} << 32) ^ device();
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(bits));
+  return text;
+}
+
+} // namespace
 
 LimitCounter::LimitCounter(Redis redis, Calendar calendar, LimitCounterOptions options)
     : redis_(std::move(redis)), calendar_(std::move(calendar)), options_(std::move(options)),
-      keys_(options_.key_prefix), rules_(std::make_shared<const RuleSet>()),
-      local_(std::make_shared<detail::LocalLedger>()) {
+      keys_(options_.key_prefix), local_(std::make_shared<detail::LocalLedger>(new_node_id())) {
   if (options_.window_grace.count() < 0) {
     throw Error(errc::invalid_argument, "window_grace " +
                                             std::to_string(options_.window_grace.count()) +
@@ -46,11 +60,7 @@ ScriptCall LimitCounter::prepare_add(const AddRequest& request, std::vector<Wind
     }
     Window window = calendar_.window(period, request.at);
     const TimePoint expire_at = window.end + options_.window_grace;
-    if (expire_at <= now) {
-      throw Error(errc::window_closed, std::string(to_string(period)) + " window " + window.id +
-                                           " of counter " + request.counter +
-                                           " has closed (its key would expire at once)");
-    }
+    detail::check_window_open(request.counter, period, window, options_.window_grace, now);
     call.keys.push_back(keys_.window(request.counter, period, window.id));
     call.args.push_back(std::to_string(detail::unix_millis(expire_at)));
     windows.push_back({period, std::move(window), {}});
@@ -89,11 +99,11 @@ LimitCounter::add_many(const std::vector<AddRequest>& requests) {
   for (std::size_t i = 0; i < requests.size(); ++i) {
     calls.push_back(prepare_add(requests[i], windows[i], now));
   }
-  return detail::run_batch<std::vector<WindowUsage>>(
-      redis_, calls, [&](std::size_t i, const Reply& reply) {
-        fill_totals(reply, requests[i], windows[i]);
-        return std::move(windows[i]);
-      });
+  return detail::run_batch<std::vector<WindowUsage>>(redis_, calls,
+                                                     [&](std::size_t i, const Reply& reply) {
+                                                       fill_totals(reply, requests[i], windows[i]);
+                                                       return std::move(windows[i]);
+                                                     });
 }
 
 Usage LimitCounter::usage(std::string_view counter, const Dimension& dimension, Period period,

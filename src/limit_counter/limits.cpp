@@ -3,11 +3,11 @@
 
 #include <limitcounter/detail/lua_scripts.hpp>
 
-#include "shared/amount.hpp"
 #include "limit_counter/limit_codec.hpp"
 #include "limit_counter/local_ledger.hpp"
 #include "limit_counter/rule_matching.hpp"
 #include "redis/key_slot.hpp"
+#include "shared/amount.hpp"
 
 namespace limitcounter {
 namespace {
@@ -29,6 +29,20 @@ void LimitCounter::set_rules(RuleSet rules) {
 
 std::shared_ptr<const RuleSet> LimitCounter::rules() const {
   const std::lock_guard<std::mutex> lock(rules_mutex_);
+  return rules_ ? rules_ : std::make_shared<const RuleSet>();
+}
+
+std::shared_ptr<const RuleSet> LimitCounter::rules_to_decide(std::string_view op,
+                                                             const std::string& id) const {
+  const std::lock_guard<std::mutex> lock(rules_mutex_);
+  if (!rules_) {
+    // Deciding against no rules at all is a deployment mistake far more often than intent:
+    // it would allow everything and record it.
+    throw Error(errc::invalid_argument,
+                std::string(op) + " of " + quoted_id(id) +
+                    ": no rules were set (call set_rules; set_rules(RuleSet{}) allows every "
+                    "transaction explicitly)");
+  }
   return rules_;
 }
 
@@ -55,19 +69,24 @@ LimitCounter::PreparedDecision LimitCounter::prepare_decide(std::string_view op,
                                                             TimePoint now) const {
   detail::validate_transaction(rules, transaction);
   detail::check_quantity(quoted_id(transaction.id) + " amount", transaction.amount);
+  if (options_.max_future_skew && transaction.time > now + *options_.max_future_skew) {
+    throw Error(
+        errc::invalid_argument,
+        quoted_id(transaction.id) + " is dated " +
+            std::to_string(detail::unix_millis(transaction.time) - detail::unix_millis(now)) +
+            " ms in the future, more than max_future_skew (" +
+            std::to_string(options_.max_future_skew->count()) + " ms)");
+  }
   const auto matched = detail::match_rules(rules, transaction);
 
   PreparedDecision prepared;
+  // Decided again by the script, which records the denial under the id; this copy decides
+  // when Redis cannot be reached.
   for (const Rule* rule : matched.per_transaction) {
     if (transaction.amount > *rule->max_amount()) {
-      Decision decision;
-      decision.verdict = Decision::Verdict::denied;
-      decision.dry_run = op == "check";
-      decision.state = "denied";
-      decision.denial =
+      prepared.single_denial =
           Denial{rule->name(), Metric::single_amount, *rule->max_amount(), 0, transaction.amount};
-      prepared.decided = std::move(decision);
-      return prepared;
+      break;
     }
   }
 
@@ -110,8 +129,8 @@ LimitCounter::PreparedDecision LimitCounter::prepare_decide(std::string_view op,
       }
       prepared.local_counters.push_back(
           {keys_.window(rule->counter_name(), *rule->period(), window.id), std::move(field),
-           window.end + options_.window_grace, rule->max_count(), rule->max_amount(),
-           rule->local_share()});
+           keys_.local_reports(rule->counter_name()), window.end + options_.window_grace,
+           rule->max_count(), rule->max_amount(), rule->local_share()});
     }
   }
   if (redis_.is_cluster() && !matched.window.empty()) {
@@ -130,7 +149,8 @@ LimitCounter::PreparedDecision LimitCounter::prepare_decide(std::string_view op,
       const std::string record =
           keys_.transaction_share(share_rules.front()->counter_name(), transaction.id);
       context.record_key = &record;
-      auto call = detail::build_decide(op, transaction, share_rules, context);
+      auto call =
+          detail::build_decide(op, transaction, matched.per_transaction, share_rules, context);
       prepared.shares.push_back({&scripts::limit, std::move(call.keys), std::move(call.args)});
     }
     if (prepared.shares.size() > 1) {
@@ -140,7 +160,8 @@ LimitCounter::PreparedDecision LimitCounter::prepare_decide(std::string_view op,
     prepared.shares.clear();
     return prepared;
   }
-  auto call = detail::build_decide(op, transaction, matched.window, context);
+  auto call =
+      detail::build_decide(op, transaction, matched.per_transaction, matched.window, context);
   prepared.call = {&scripts::limit, std::move(call.keys), std::move(call.args)};
   return prepared;
 }
@@ -149,32 +170,44 @@ LimitCounter::PreparedDecision LimitCounter::prepare_decide(std::string_view op,
 // order. If a share is denied, the shares before it are voided (their counters given
 // back), so the outcome stays all or nothing; meanwhile a concurrent reader may see the
 // earlier shares counted. A retry with the same id replays every share and finishes any
-// voiding a crash interrupted.
+// voiding a crash interrupted. Once a share has run, a failure of a later one may have left
+// the transaction half applied: it is thrown as Outcome::unknown (retry with the same id),
+// never decided by a failure policy.
 Decision LimitCounter::decide_in_shares(std::string_view op, const Transaction& transaction,
                                         const PreparedDecision& prepared) {
   Decision combined;
   combined.replayed = true;
   combined.dry_run = op == "check";
   std::size_t decided = 0;
-  for (const ScriptCall& share : prepared.shares) {
-    Decision part = finish_decide(op, transaction, share.args, run_limit(share.keys, share.args));
-    ++decided;
-    combined.replayed = combined.replayed && part.replayed;
-    combined.rules.insert(combined.rules.end(), part.rules.begin(), part.rules.end());
-    if (part.state == "voided") {
-      combined.verdict = Decision::Verdict::denied; // another share denied it; keep looking for why
-      continue;
+  try {
+    for (const ScriptCall& share : prepared.shares) {
+      Decision part = finish_decide(op, transaction, share.args, run_limit(share.keys, share.args));
+      ++decided;
+      combined.replayed = combined.replayed && part.replayed;
+      combined.rules.insert(combined.rules.end(), part.rules.begin(), part.rules.end());
+      if (part.state == "voided") {
+        combined.verdict = Decision::Verdict::denied; // another share denied it; keep looking
+        continue;
+      }
+      if (!part.allowed()) {
+        combined.verdict = part.verdict;
+        combined.denial = part.denial;
+        break;
+      }
     }
-    if (!part.allowed()) {
-      combined.verdict = part.verdict;
-      combined.denial = part.denial;
-      break;
+    if (!combined.allowed() && !combined.dry_run) {
+      for (std::size_t i = 0; i + 1 < decided; ++i) {
+        run_limit({prepared.shares[i].keys.front()}, {"void"});
+      }
     }
-  }
-  if (!combined.allowed() && !combined.dry_run) {
-    for (std::size_t i = 0; i + 1 < decided; ++i) {
-      run_limit({prepared.shares[i].keys.front()}, {"void"});
+  } catch (const Error& e) {
+    if (decided == 0 || e.is_input_error() || e.outcome() == Outcome::unknown) {
+      throw;
     }
+    throw Error(static_cast<errc>(e.code().value()),
+                std::string(e.what()) + "; earlier shares of " + quoted_id(transaction.id) +
+                    " ran: retry it with the same id to finish it",
+                Outcome::unknown);
   }
   if (!combined.dry_run) {
     combined.state = !combined.allowed() ? "denied" : op == "reserve" ? "reserved" : "consumed";
@@ -237,23 +270,24 @@ Decision LimitCounter::decide(std::string_view op, const Transaction& transactio
   }
 }
 
+bool LimitCounter::policy_decides(const Error& error, const PreparedDecision& prepared) const {
+  // Only a call that certainly did not run may be decided without Redis: one that may have
+  // run is settled by sending the same id again, which replays what Redis decided.
+  return !error.is_input_error() && error.outcome() == Outcome::not_sent &&
+         prepared.on_failure != FailurePolicy::raise;
+}
+
 Decision LimitCounter::decide_with_redis(std::string_view op, const Transaction& transaction) {
-  PreparedDecision prepared = prepare_decide(op, transaction, *rules(), Clock::now());
-  if (prepared.decided) {
-    return std::move(*prepared.decided);
-  }
-  Reply reply;
+  PreparedDecision prepared =
+      prepare_decide(op, transaction, *rules_to_decide(op, transaction.id), Clock::now());
+  Decision decision;
   try {
-    if (!prepared.shares.empty()) {
-      Decision decision = decide_in_shares(op, transaction, prepared);
-      if (!local_->empty()) {
-        report_local_usage();
-      }
-      return decision;
-    }
-    reply = run_limit(prepared.call.keys, prepared.call.args);
+    decision = prepared.shares.empty()
+                   ? finish_decide(op, transaction, prepared.call.args,
+                                   run_limit(prepared.call.keys, prepared.call.args))
+                   : decide_in_shares(op, transaction, prepared);
   } catch (const Error& e) {
-    if (e.is_input_error() || prepared.on_failure == FailurePolicy::raise) {
+    if (!policy_decides(e, prepared)) {
       throw;
     }
     if (options_.observer) {
@@ -264,17 +298,22 @@ Decision LimitCounter::decide_with_redis(std::string_view op, const Transaction&
   if (!local_->empty()) {
     report_local_usage();
   }
-  return finish_decide(op, transaction, prepared.call.args, reply);
+  return decision;
 }
 
-// Redis could not answer: the strictest failure policy of the applicable rules decides.
-// Nothing reaches Redis (a call that may have run is recorded under its id: a retry
-// returns its decision).
+// Redis could not be reached (nothing was sent): the strictest failure policy of the
+// applicable rules decides, after the per-transaction rules, which need no counter.
 Decision LimitCounter::decide_without_redis(std::string_view op, const Transaction& transaction,
                                             const PreparedDecision& prepared) {
   Decision decision;
-  decision.degraded = true;
   decision.dry_run = op == "check";
+  if (prepared.single_denial) {
+    decision.verdict = Decision::Verdict::denied;
+    decision.state = "denied";
+    decision.denial = prepared.single_denial;
+    return decision;
+  }
+  decision.degraded = true;
   bool allowed = prepared.on_failure == FailurePolicy::allow;
   if (prepared.on_failure == FailurePolicy::local) {
     // A check only looks; consume and reserve take from this node's share.
@@ -293,35 +332,37 @@ Decision LimitCounter::decide_without_redis(std::string_view op, const Transacti
 }
 
 void LimitCounter::report_local_usage() {
-  const auto entries = local_->take_all(Clock::now());
-  if (entries.empty()) {
+  const auto reports = local_->reports(Clock::now());
+  if (reports.empty()) {
     return;
   }
   std::vector<ScriptCall> calls;
-  for (const auto& entry : entries) {
+  calls.reserve(reports.size());
+  for (const auto& report : reports) {
     calls.push_back(
-        {&scripts::counter_add,
-         {entry.key},
-         {entry.field, std::to_string(entry.usage.count), std::to_string(entry.usage.amount),
-          std::to_string(detail::unix_millis(entry.expire_at))}});
+        {&scripts::local_report,
+         {report.key, report.reports_key},
+         {report.field, std::to_string(report.usage.count), std::to_string(report.usage.amount),
+          std::to_string(detail::unix_millis(report.expire_at)), report.id}});
   }
   std::vector<Reply> replies;
   try {
     replies = redis_.eval_pipeline(calls);
   } catch (const Error&) {
-    local_->restore(entries); // reported with the next call that reaches Redis
-    return;
+    return; // sent again, under the same ids, with the next call that reaches Redis
   }
-  std::vector<detail::LocalLedger::Entry> failed;
-  for (std::size_t i = 0; i < entries.size(); ++i) {
-    if (replies[i].is_error()) {
-      failed.push_back(entries[i]);
-    } else if (options_.observer) {
-      options_.observer->on_local_usage_reported(entries[i].key, entries[i].field,
-                                                 entries[i].usage);
+  std::vector<std::string> arrived;
+  for (std::size_t i = 0; i < reports.size(); ++i) {
+    if (replies[i].is_error() || replies[i].at(0).as_string() == "overflow") {
+      continue; // kept, and tried again with the next call
+    }
+    arrived.push_back(reports[i].id);
+    if (options_.observer && replies[i].at(0).as_string() == "added") {
+      options_.observer->on_local_usage_reported(reports[i].key, reports[i].field,
+                                                 reports[i].usage);
     }
   }
-  local_->restore(failed);
+  local_->reported(arrived);
 }
 
 void LimitCounter::report(const Transaction& transaction, const Decision& decision,
@@ -345,41 +386,67 @@ void LimitCounter::report(const Transaction& transaction, const Decision& decisi
   }
 }
 
+// Decides like `consume`, item by item: the calls of one slot go in one pipeline, those
+// spread over several cluster slots share by share; a pipeline that was not sent lets each
+// item's failure policy decide; the local fallback is reported as after a single call.
 std::vector<BatchResult<Decision>>
 LimitCounter::consume_many(const std::vector<Transaction>& transactions) {
-  const auto rule_set = rules();
-  const TimePoint now = Clock::now();
+  const TimePoint started = Clock::now();
   std::vector<PreparedDecision> prepared;
   prepared.reserve(transactions.size());
   std::vector<ScriptCall> calls;
-  for (const auto& transaction : transactions) {
-    prepared.push_back(prepare_decide("consume", transaction, *rule_set, now));
-    if (!prepared.back().decided && prepared.back().shares.empty()) {
-      calls.push_back(std::move(prepared.back().call));
+  if (!transactions.empty()) {
+    const auto rule_set = rules_to_decide("consume", transactions.front().id);
+    for (const auto& transaction : transactions) {
+      prepared.push_back(prepare_decide("consume", transaction, *rule_set, started));
+      if (prepared.back().shares.empty()) {
+        calls.push_back(prepared.back().call);
+      }
     }
   }
-  const std::vector<Reply> replies =
-      calls.empty() ? std::vector<Reply>{} : redis_.eval_pipeline(calls);
+  std::vector<Reply> replies;
+  std::optional<Error> pipeline_error;
+  try {
+    replies = calls.empty() ? std::vector<Reply>{} : redis_.eval_pipeline(calls);
+  } catch (const Error& e) {
+    pipeline_error = e;
+  }
   std::vector<BatchResult<Decision>> results;
   results.reserve(transactions.size());
   std::size_t next_reply = 0;
+  bool reached_redis = !pipeline_error && !calls.empty();
   for (std::size_t i = 0; i < transactions.size(); ++i) {
-    if (prepared[i].decided) {
-      results.emplace_back(std::move(*prepared[i].decided));
-      continue;
-    }
+    const Transaction& transaction = transactions[i];
     try {
-      if (!prepared[i].shares.empty()) {
-        // spread over several cluster slots: decided share by share, after the pipeline
-        results.emplace_back(decide_in_shares("consume", transactions[i], prepared[i]));
-        continue;
+      Decision decision;
+      try {
+        if (!prepared[i].shares.empty()) {
+          decision = decide_in_shares("consume", transaction, prepared[i]);
+          reached_redis = true;
+        } else {
+          const std::size_t call = next_reply++;
+          if (pipeline_error) {
+            throw *pipeline_error;
+          }
+          decision = finish_decide("consume", transaction, calls[call].args, replies.at(call));
+        }
+      } catch (const Error& e) {
+        if (!policy_decides(e, prepared[i])) {
+          throw;
+        }
+        decision = decide_without_redis("consume", transaction, prepared[i]);
       }
-      const std::size_t call = next_reply++;
-      results.emplace_back(
-          finish_decide("consume", transactions[i], calls[call].args, replies.at(call)));
+      report(transaction, decision, started);
+      results.emplace_back(std::move(decision));
     } catch (const Error& e) {
+      if (options_.observer) {
+        options_.observer->on_error(e);
+      }
       results.emplace_back(e);
     }
+  }
+  if (reached_redis && !local_->empty()) {
+    report_local_usage();
   }
   return results;
 }
@@ -474,11 +541,20 @@ RefundResult LimitCounter::refund(const std::string& transaction_id,
     validate_key_part("refund id", refund_id, ":");
   }
   const Reply reply = run_on_records(
-      transaction_id,
-      {"refund", amount ? std::to_string(*amount) : "-1", amount ? refund_id : "full"}, "unknown");
+      transaction_id, {"refund", amount ? std::to_string(*amount) : "-1", amount ? refund_id : ""},
+      "unknown");
   const std::string& status = reply.at(0).as_string();
   if (status == "refunded") {
-    return {reply.at(1).to_int64(), reply.at(2).to_int64(), reply.at(3).to_int64()};
+    return {reply.at(1).to_int64(), reply.at(2).to_int64(), reply.at(3).to_int64(),
+            reply.at(4).as_string() == "1"};
+  }
+  if (status == "conflict") {
+    const std::string first = reply.at(1).as_string();
+    throw Error(errc::conflict,
+                "refund id \"" + refund_id + "\" of " + quoted_id(transaction_id) +
+                    " was first used for " + (first == "-1" ? "the full refund" : first) +
+                    ", not " + (amount ? std::to_string(*amount) : "the full refund"),
+                Outcome::failed);
   }
   if (status == "unknown") {
     throw Error(errc::not_found, "refund: " + quoted_id(transaction_id) + " is unknown",

@@ -9,7 +9,7 @@
 namespace limitcounter::detail {
 
 struct MatchedRules {
-  std::vector<const Rule*> per_transaction; ///< single-amount limits, checked in-process
+  std::vector<const Rule*> per_transaction; ///< single-amount limits, decided by the script too
   std::vector<const Rule*> window;          ///< window limits, checked in Redis
 };
 

@@ -231,6 +231,39 @@ TEST_CASE("a local share: bounded allowances while Redis is down, reported when 
   CHECK(lines.str().find("local-usage-reported") != std::string::npos);
 }
 
+TEST_CASE("a local share holds per window across any number of outages", "[fault][local]") {
+  auto server = std::make_unique<RedisServer>();
+  RedisOptions options = server->options();
+  options.connect_timeout = 200ms;
+  options.breaker_failures = 0;
+  LimitCounter limits(Redis(options), limitcounter::Calendar("UTC"));
+  limits.set_rules(RuleSet().add(Rule("day")
+                                     .where("merchant")
+                                     .per(Period::day)
+                                     .max_count(10)
+                                     .on_redis_failure(FailurePolicy::local, 0.5)));
+  const auto allowed_while_down = [&](const std::string& outage, int attempts) {
+    int allowed = 0;
+    for (int i = 0; i < attempts; ++i) {
+      const Decision d = limits.consume(payment(outage + std::to_string(i), 1));
+      REQUIRE(d.degraded);
+      allowed += d.allowed() ? 1 : 0;
+    }
+    return allowed;
+  };
+  server->stop();
+  CHECK(allowed_while_down("first-", 3) == 3);
+  server->restart();
+  REQUIRE(limits.consume(payment("between", 1)).allowed()); // reports the 3
+  CHECK(limits.usage("merchant", Dimension{"m1"}, Period::day) == Usage{4, 4});
+  server->stop();
+  // the share is 5 for the whole day: 2 are left of it, not 5 again
+  CHECK(allowed_while_down("second-", 5) == 2);
+  server->restart();
+  REQUIRE(limits.consume(payment("after", 1)).allowed());
+  CHECK(limits.usage("merchant", Dimension{"m1"}, Period::day) == Usage{2 + 1, 3});
+}
+
 TEST_CASE("wallet and red packets: a timed-out call retried with the same id applies once",
           "[fault]") {
   RedisServer server;

@@ -8,6 +8,7 @@
 
 #include <limitcounter/limit_counter.hpp>
 
+#include "support/probe.hpp"
 #include "support/redis_server.hpp"
 #include "support/topology.hpp"
 
@@ -22,11 +23,13 @@ using limitcounter::LimitCounterOptions;
 using limitcounter::Metric;
 using limitcounter::Period;
 using limitcounter::Redis;
+using limitcounter::RefundResult;
 using limitcounter::Rule;
 using limitcounter::RuleSet;
 using limitcounter::TimePoint;
 using limitcounter::Transaction;
 using limitcounter::Usage;
+using limitcounter::testing::error_of;
 using limitcounter::testing::test_options;
 using limitcounter::testing::unique_prefix;
 
@@ -57,6 +60,7 @@ struct LimitsFixture {
     LimitCounterOptions o;
     o.key_prefix = prefix;
     o.reservation_timeout = reservation_timeout;
+    o.max_future_skew.reset(); // the tests date transactions next year
     return o;
   }
 
@@ -257,6 +261,93 @@ TEST_CASE_METHOD(LimitsFixture, "a denied id replayed later stays denied",
   CHECK(used("merchant", Dimension{"m1"}, Period::day, at) == Usage{});
 }
 
+TEST_CASE_METHOD(LimitsFixture, "a per-transaction denial is recorded under its id",
+                 "[limits][redis][idempotency]") {
+  limits.set_rules(RuleSet()
+                       .add(Rule("single").where("merchant").per_transaction().max_amount(1000))
+                       .add(Rule("day").where("merchant").per(Period::day).max_amount(100000)));
+  const Transaction big = tx(2000);
+  const Decision denied = limits.consume(big);
+  REQUIRE_FALSE(denied.allowed());
+  CHECK(denied.denial->rule == "single");
+  CHECK(denied.denial->metric == Metric::single_amount);
+  CHECK(denied.denial->limit == 1000);
+  CHECK(denied.denial->requested == 2000);
+
+  const Decision replay = limits.consume(big);
+  CHECK(replay.replayed);
+  CHECK(replay.denial->metric == Metric::single_amount);
+  // the same id cannot come back smaller and pass
+  Transaction smaller = big;
+  smaller.amount = 500;
+  CHECK(error_of([&] { limits.consume(smaller); }).code() == errc::conflict);
+  CHECK(used("merchant", Dimension{"m1"}, Period::day, at) == Usage{});
+}
+
+TEST_CASE("an expired hold never denies, however many expired before it",
+          "[limits][redis][reserve]") {
+  LimitsFixture fixture(300ms);
+  auto& limits = fixture.limits;
+  limits.set_rules(RuleSet().add(Rule("day").where("merchant").per(Period::day).max_amount(70)));
+  for (int i = 0; i < 70; ++i) {
+    REQUIRE(limits.reserve(fixture.tx(1)).allowed());
+  }
+  std::this_thread::sleep_for(400ms); // every hold is past its 300 ms now
+  const Transaction all = fixture.tx(70);
+  const Decision decision = limits.consume(all);
+  CHECK(decision.allowed());
+  CHECK(fixture.used("merchant", Dimension{"m1"}, Period::day, fixture.at) == Usage{1, 70});
+  CHECK(limits.consume(all).allowed()); // and the replay says so too
+}
+
+TEST_CASE_METHOD(LimitsFixture, "a count-only rule still refuses totals past 2^53 - 1",
+                 "[limits][redis][overflow]") {
+  limits.set_rules(RuleSet().add(Rule("day").where("merchant").per(Period::day).max_count(10)));
+  const std::int64_t near_top = (std::int64_t{1} << 53) - 10;
+  limits.add("merchant", Dimension{"m1"}, {Period::day}, 0, near_top, at);
+  const Error error = error_of([&] { limits.consume(tx(20)); });
+  CHECK(error.code() == errc::precision_overflow);
+  CHECK(used("merchant", Dimension{"m1"}, Period::day, at) == Usage{0, near_top});
+}
+
+TEST_CASE_METHOD(LimitsFixture, "no rules set is an error; an empty rule set is a choice",
+                 "[limits][redis]") {
+  const Transaction first = tx(10);
+  const Error error = error_of([&] { limits.consume(first); });
+  CHECK(error.code() == errc::invalid_argument);
+  CHECK_THAT(error.what(), Catch::Contains("no rules") && Catch::Contains(first.id));
+  CHECK(snapshot().empty());
+  limits.set_rules(RuleSet());
+  CHECK(limits.consume(first).allowed());
+}
+
+TEST_CASE_METHOD(LimitsFixture, "consume refuses closed windows and far-future dates",
+                 "[limits][redis]") {
+  limits.set_rules(RuleSet().add(Rule("day").where("merchant").per(Period::day).max_amount(100)));
+  Transaction old = tx(10);
+  old.time = std::chrono::system_clock::now() - 48h; // its day ended more than the grace ago
+  const Error closed = error_of([&] { limits.consume(old); });
+  CHECK(closed.code() == errc::window_closed);
+  // `add` says the same of the same window
+  CHECK(error_of([&] {
+          limits.add("merchant", Dimension{"m1"}, {Period::day}, 1, 10, old.time);
+        }).code() == errc::window_closed);
+
+  LimitCounterOptions strict = options(15min);
+  strict.max_future_skew = 5min;
+  LimitCounter guarded(redis, limitcounter::Calendar(zone), strict);
+  guarded.set_rules(*limits.rules());
+  Transaction future = tx(10);
+  future.time = std::chrono::system_clock::now() + 1h;
+  const Error ahead = error_of([&] { guarded.consume(future); });
+  CHECK(ahead.code() == errc::invalid_argument);
+  CHECK_THAT(ahead.what(), Catch::Contains(future.id) && Catch::Contains("future"));
+  CHECK(snapshot().empty());
+  Transaction soon = tx(10);
+  soon.time = std::chrono::system_clock::now() + 1min;
+  CHECK(guarded.consume(soon).allowed());
+}
+
 TEST_CASE_METHOD(LimitsFixture, "refunds go back to the windows they came from",
                  "[limits][redis][refund]") {
   limits.set_rules(RuleSet()
@@ -274,7 +365,11 @@ TEST_CASE_METHOD(LimitsFixture, "refunds go back to the windows they came from",
   CHECK(used("merchant", Dimension{"m1"}, Period::day, november.time) == Usage{1, 500});
   CHECK(used("merchant", Dimension{"m1"}, Period::month, november.time) == Usage{1, 500});
   CHECK(used("merchant", Dimension{"m1"}, Period::month, at) == Usage{1, 50});
-  CHECK(limits.refund(november.id, 200, "r1").refunded_now == 0); // same refund id: once
+  const RefundResult again = limits.refund(november.id, 200, "r1"); // a retry: once
+  CHECK(again.replayed);
+  CHECK(again.refunded_now == 200);
+  CHECK(again.refunded_total == 200);
+  CHECK(used("merchant", Dimension{"m1"}, Period::day, november.time) == Usage{1, 500});
 
   CHECK_THROWS_MATCHES(limits.refund(november.id, 501, "r2"), Error,
                        Catch::Predicate<Error>([](const Error& e) {
@@ -285,7 +380,10 @@ TEST_CASE_METHOD(LimitsFixture, "refunds go back to the windows they came from",
   CHECK(result.refunded_now == 500);
   CHECK(result.refunded_total == 700);
   CHECK(used("merchant", Dimension{"m1"}, Period::day, november.time) == Usage{0, 0});
-  CHECK(limits.refund(november.id).refunded_now == 0); // a second full refund is a no-op
+  const RefundResult full_again = limits.refund(november.id); // a retry of the full refund
+  CHECK(full_again.replayed);
+  CHECK(full_again.refunded_now == 500);
+  CHECK(full_again.refunded_total == 700);
   CHECK(used("merchant", Dimension{"m1"}, Period::month, november.time) == Usage{0, 0});
   CHECK(used("merchant", Dimension{"m1"}, Period::month, at) == Usage{1, 50});
 
@@ -293,6 +391,31 @@ TEST_CASE_METHOD(LimitsFixture, "refunds go back to the windows they came from",
       limits.refund("never-seen"), Error,
       Catch::Predicate<Error>([](const Error& e) { return e.code() == errc::not_found; }));
   CHECK_THROWS_AS(limits.refund(november.id, 5), Error); // partial needs a refund id
+}
+
+TEST_CASE_METHOD(LimitsFixture,
+                 "a refund id is bound to its amount, and none meets the full refund",
+                 "[limits][redis][refund]") {
+  limits.set_rules(
+      RuleSet().add(Rule("day").where("merchant").per(Period::day).max_amount(100000)));
+  const Transaction payment = tx(700);
+  REQUIRE(limits.consume(payment).allowed());
+
+  // a partial refund whose id is the word the full refund once used internally
+  CHECK(limits.refund(payment.id, 100, "full").refunded_now == 100);
+  const RefundResult rest = limits.refund(payment.id);
+  CHECK_FALSE(rest.replayed);
+  CHECK(rest.refunded_now == 600);
+  CHECK(used("merchant", Dimension{"m1"}, Period::day, at) == Usage{0, 0});
+
+  const Transaction other = tx(700);
+  REQUIRE(limits.consume(other).allowed());
+  REQUIRE(limits.refund(other.id, 100, "r1").refunded_now == 100);
+  const Error reused = error_of([&] { limits.refund(other.id, 300, "r1"); });
+  CHECK(reused.code() == errc::conflict);
+  CHECK_THAT(reused.what(),
+             Catch::Contains("r1") && Catch::Contains("100") && Catch::Contains("300"));
+  CHECK(used("merchant", Dimension{"m1"}, Period::day, at) == Usage{1, 600});
 }
 
 TEST_CASE_METHOD(LimitsFixture, "refunds never drive a counter below zero",

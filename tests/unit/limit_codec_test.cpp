@@ -44,7 +44,7 @@ TEST_CASE("a decide call names every counter once and every rule", "[limit-codec
   context.record_min_ttl = 24h;
   context.reservation_timeout = 15min;
   context.now = tx.time;
-  const auto call = build_decide("consume", tx, {&day_count, &day_amount, &month}, context);
+  const auto call = build_decide("consume", tx, {}, {&day_count, &day_amount, &month}, context);
 
   CHECK(call.keys == std::vector<std::string>{"p:tx:{t1}", "p:{dept}:holds", "p:{merchant}:holds",
                                               "p:{dept}:day:20211112",
