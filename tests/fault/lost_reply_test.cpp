@@ -1,0 +1,245 @@
+// The fault that matters most for money: the command ran on Redis, its reply never came
+// back. Each test loses one reply through the fault proxy, proves from the server (the key
+// the command wrote, INFO commandstats) that the command ran, and retries with the same id
+// as a careful host would: the retry applies nothing twice and returns the first result.
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include <limitcounter/detail/lua_scripts.hpp>
+#include <limitcounter/limitcounter.hpp>
+
+#include "support/fault_proxy.hpp"
+#include "support/probe.hpp"
+#include "support/redis_server.hpp"
+
+using namespace std::chrono_literals;
+using limitcounter::CancelResult;
+using limitcounter::Decision;
+using limitcounter::Dimension;
+using limitcounter::errc;
+using limitcounter::Error;
+using limitcounter::FailurePolicy;
+using limitcounter::LimitCounter;
+using limitcounter::LimitCounterOptions;
+using limitcounter::Outcome;
+using limitcounter::Period;
+using limitcounter::Redis;
+using limitcounter::RedisOptions;
+using limitcounter::Reply;
+using limitcounter::Rule;
+using limitcounter::RuleSet;
+using limitcounter::Transaction;
+using limitcounter::Usage;
+using limitcounter::testing::error_of;
+using limitcounter::testing::evalsha_with_key_prefix;
+using limitcounter::testing::Fault;
+using limitcounter::testing::FaultProxy;
+using limitcounter::testing::FaultRule;
+using limitcounter::testing::RedisServer;
+using limitcounter::testing::unique_prefix;
+
+namespace {
+
+// `calls` of `command` in INFO commandstats: how often the server ran it.
+long long server_calls(Redis& direct, const std::string& command) {
+  const std::string stats = direct.command({"INFO", "commandstats"}).as_string();
+  const std::string tag = "cmdstat_" + command + ":calls=";
+  const auto at = stats.find(tag);
+  return at == std::string::npos ? 0 : std::stoll(stats.substr(at + tag.size()));
+}
+
+// A server, a proxy in front of it, a client through the proxy with a short command timeout,
+// and a direct client for the server's side of the story.
+struct LostReplyFixture {
+  RedisServer server;
+  FaultProxy proxy{server};
+  Redis direct{server.options()};
+  Redis through{through_proxy(proxy)};
+  std::string prefix = unique_prefix();
+
+  static RedisOptions through_proxy(const FaultProxy& proxy) {
+    RedisOptions options = proxy.options();
+    options.command_timeout = 300ms;
+    options.breaker_failures = 0; // these tests are about outcomes, not the breaker
+    return options;
+  }
+
+  /// Loses the reply of the next script call on this fixture's keys; the call runs.
+  void lose_next_reply() {
+    FaultRule rule;
+    rule.matches = evalsha_with_key_prefix(prefix);
+    rule.fault = Fault::drop_reply;
+    proxy.add_rule(rule);
+  }
+
+  /// Runs `call` with the next reply lost: it throws Outcome::unknown, and the server ran
+  /// exactly one script for it.
+  template <typename Call> void run_with_lost_reply(Call&& call) {
+    lose_next_reply();
+    const long long before = server_calls(direct, "evalsha");
+    const Error error = error_of(call);
+    CHECK(error.outcome() == Outcome::unknown);
+    CHECK(error.code() == errc::timeout);
+    CHECK(proxy.injected(Fault::drop_reply) >= 1);
+    CHECK(server_calls(direct, "evalsha") - before == 1); // it ran
+  }
+};
+
+struct LimitsThroughProxy : LostReplyFixture {
+  LimitCounter limits{through, limitcounter::Calendar("UTC"), options()};
+
+  LimitCounterOptions options() const {
+    LimitCounterOptions o;
+    o.key_prefix = prefix;
+    return o;
+  }
+  Transaction payment(const std::string& id, std::int64_t amount) const {
+    Transaction tx;
+    tx.id = id;
+    tx.attributes = {{"merchant", "m1"}};
+    tx.amount = amount;
+    return tx;
+  }
+  Usage used() { return limits.usage("merchant", Dimension{"m1"}, Period::day); }
+  std::string record_state(const std::string& id) {
+    return direct.command({"HGET", limits.keys().transaction(id), "state"}).as_string();
+  }
+};
+
+RuleSet day_limit(FailurePolicy policy, double share = 0.0) {
+  return RuleSet().add(
+      Rule("day").where("merchant").per(Period::day).max_amount(1000).on_redis_failure(policy,
+                                                                                       share));
+}
+
+} // namespace
+
+TEST_CASE_METHOD(LimitsThroughProxy,
+                 "consume: a lost reply is unknown, never a failure-policy decision; the retry "
+                 "replays once",
+                 "[fault][lost_reply][limits]") {
+  for (const FailurePolicy policy : {FailurePolicy::deny, FailurePolicy::allow}) {
+    limits.set_rules(day_limit(policy));
+    const std::string id = std::string("c-") + (policy == FailurePolicy::deny ? "deny" : "allow");
+    const Transaction tx = payment(id, 100);
+    run_with_lost_reply([&] { limits.consume(tx); });
+    CHECK(record_state(id) == "consumed"); // Redis consumed it
+
+    const Decision retry = limits.consume(tx);
+    CHECK(retry.replayed);
+    CHECK(retry.allowed());
+    CHECK_FALSE(retry.degraded);
+  }
+  CHECK(used() == Usage{2, 200});
+}
+
+TEST_CASE_METHOD(LimitsThroughProxy, "consume with a local share: a lost reply is never counted "
+                                     "locally",
+                 "[fault][lost_reply][limits][local]") {
+  limits.set_rules(day_limit(FailurePolicy::local, 0.5));
+  const Transaction tx = payment("local-1", 100);
+  run_with_lost_reply([&] { limits.consume(tx); });
+  CHECK(limits.consume(tx).replayed);
+  CHECK(limits.consume(payment("local-2", 1)).allowed());
+  // nothing was taken from the local share: no report ever reached Redis
+  CHECK(direct.command({"EXISTS", limits.keys().local_reports("merchant")}).as_integer() == 0);
+  CHECK(used() == Usage{2, 101});
+}
+
+TEST_CASE_METHOD(LimitsThroughProxy, "a local-fallback report whose reply was lost adds once",
+                 "[fault][lost_reply][limits][local]") {
+  limits.set_rules(day_limit(FailurePolicy::local, 0.5));
+  REQUIRE(limits.consume(payment("up", 10)).allowed());
+
+  // an outage: nothing reaches Redis, the local share decides
+  proxy.refuse_connections(true);
+  proxy.cut_all();
+  const Decision alone = limits.consume(payment("alone", 20));
+  REQUIRE(alone.degraded);
+  REQUIRE(alone.allowed());
+  proxy.refuse_connections(false);
+
+  // back: the next call reports the 20, and that report's reply is lost
+  FaultRule lose_report;
+  lose_report.matches = [](const std::vector<std::string>& argv) {
+    return argv.size() > 1 && argv[1] == limitcounter::scripts::local_report.sha1;
+  };
+  lose_report.fault = Fault::drop_reply;
+  proxy.add_rule(lose_report);
+  const long long before = server_calls(direct, "evalsha");
+  CHECK(limits.consume(payment("back-1", 1)).allowed()); // its own call answered
+  CHECK(proxy.injected(Fault::drop_reply) == 1);
+  CHECK(server_calls(direct, "evalsha") - before == 2); // the consume and the report ran
+  CHECK(used() == Usage{3, 31});
+
+  // the report comes again with the same id: Redis knows it, nothing is added twice
+  CHECK(limits.consume(payment("back-2", 1)).allowed());
+  CHECK(limits.consume(payment("back-3", 1)).allowed());
+  CHECK(used() == Usage{5, 33});
+  CHECK(direct.command({"HLEN", limits.keys().local_reports("merchant")}).as_integer() == 1);
+}
+
+TEST_CASE_METHOD(LimitsThroughProxy, "reserve, confirm, cancel, refund: each lost reply retried "
+                                     "applies once",
+                 "[fault][lost_reply][limits]") {
+  limits.set_rules(day_limit(FailurePolicy::raise));
+
+  const Transaction held = payment("r-1", 300);
+  run_with_lost_reply([&] { limits.reserve(held); });
+  CHECK(record_state("r-1") == "reserved");
+  CHECK(limits.reserve(held).replayed);
+  CHECK(used() == Usage{1, 300});
+
+  run_with_lost_reply([&] { limits.confirm("r-1", 200); });
+  CHECK(record_state("r-1") == "confirmed");
+  const auto confirmed = limits.confirm("r-1", 200);
+  CHECK(confirmed.already);
+  CHECK(confirmed.amount == 200);
+  CHECK(used() == Usage{1, 200});
+
+  REQUIRE(limits.reserve(payment("r-2", 100)).allowed());
+  run_with_lost_reply([&] { limits.cancel("r-2"); });
+  CHECK(record_state("r-2") == "cancelled");
+  CHECK(limits.cancel("r-2") == CancelResult::already_ended);
+  CHECK(used() == Usage{1, 200});
+
+  run_with_lost_reply([&] { limits.refund("r-1", 50, "refund-a"); });
+  const auto refund = limits.refund("r-1", 50, "refund-a");
+  CHECK(refund.replayed);
+  CHECK(refund.refunded_now == 50);
+  CHECK(refund.refunded_total == 50);
+  CHECK(used() == Usage{1, 150});
+
+  run_with_lost_reply([&] { limits.refund("r-1"); }); // the full refund
+  const auto full = limits.refund("r-1");
+  CHECK(full.replayed);
+  CHECK(full.refunded_now == 150);
+  CHECK(used() == Usage{0, 0});
+}
+
+TEST_CASE_METHOD(LimitsThroughProxy, "consume_many: a lost pipeline reply is unknown for every "
+                                     "item; the same batch again replays",
+                 "[fault][lost_reply][limits]") {
+  limits.set_rules(day_limit(FailurePolicy::deny));
+  std::vector<Transaction> batch;
+  for (int i = 0; i < 8; ++i) {
+    batch.push_back(payment("b-" + std::to_string(i), 10));
+  }
+  // the first reply of the pipeline is lost; the connection stays silent after it
+  lose_next_reply();
+  const auto first = limits.consume_many(batch);
+  REQUIRE(first.size() == batch.size());
+  for (const auto& result : first) {
+    REQUIRE(std::holds_alternative<Error>(result));
+    CHECK(std::get<Error>(result).outcome() == Outcome::unknown);
+  }
+  CHECK(used() == Usage{8, 80}); // every one ran
+  const auto again = limits.consume_many(batch);
+  for (const auto& result : again) {
+    REQUIRE(std::holds_alternative<Decision>(result));
+    CHECK(std::get<Decision>(result).replayed);
+    CHECK(std::get<Decision>(result).allowed());
+  }
+  CHECK(used() == Usage{8, 80});
+}
