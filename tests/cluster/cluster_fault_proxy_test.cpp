@@ -1,0 +1,107 @@
+// The fault proxy in front of every node of the cluster: the client learns only proxy
+// addresses (CLUSTER SLOTS rewritten), and a fault on one node is proven on that node.
+#include <catch2/catch.hpp>
+
+#include <map>
+#include <string>
+
+#include <limitcounter/error.hpp>
+#include <limitcounter/redis.hpp>
+
+#include "redis/key_slot.hpp"
+#include "support/fault_proxy.hpp"
+#include "support/probe.hpp"
+#include "support/redis_cluster.hpp"
+
+using namespace std::chrono_literals;
+using namespace limitcounter;
+using namespace limitcounter::testing;
+
+namespace {
+
+std::int64_t evalsha_calls(const RedisServer& node) {
+  const std::string info = Redis(node.options()).command({"INFO", "commandstats"}).as_string();
+  const std::string tag = "cmdstat_evalsha:calls=";
+  const std::size_t at = info.find(tag);
+  return at == std::string::npos ? 0 : std::stoll(info.substr(at + tag.size()));
+}
+
+} // namespace
+
+TEST_CASE("fault proxies in front of a cluster: calls reach every master through its proxy, "
+          "and a reply lost on one node",
+          "[cluster][proxy]") {
+  RedisCluster& cluster = shared_cluster();
+  ClusterFaultProxy proxies(cluster);
+  RedisOptions options = proxies.options();
+  options.command_timeout = 200ms;
+  Redis redis(options);
+
+  // a key (by its hash tag) on each master
+  const std::string prefix = unique_prefix();
+  std::map<RedisServer*, std::string> key_on;
+  for (int i = 0; key_on.size() < 3 && i < 1000; ++i) {
+    const std::string key = "{" + prefix + std::to_string(i) + "}:probe";
+    key_on.emplace(&cluster.owner_of(detail::key_slot(key)), key);
+  }
+  REQUIRE(key_on.size() == 3);
+
+  // each call is seen by the proxy of its node: the client took the proxies' ports from the
+  // rewritten CLUSTER SLOTS and never went to the nodes themselves
+  for (const auto& [node, key] : key_on) {
+    FaultProxy& proxy = proxies.proxy_of(*node);
+    proxy.add_rule({evalsha_with_key_prefix(key), Fault::delay_reply, 1, 10ms});
+    CHECK(redis.eval(probe, {key}, probe_args()).at(1).as_integer() == 1);
+    CHECK(proxy.injected(Fault::delay_reply) == 1);
+    CHECK(Redis(node->options()).command({"HGET", key, "f"}).as_string() == "1:10");
+  }
+
+  // a lost reply on one node: it ran there; the other nodes are untouched by it
+  RedisServer* const lossy = key_on.begin()->first;
+  const std::string lost_key = key_on.begin()->second;
+  const std::int64_t before = evalsha_calls(*lossy);
+  proxies.proxy_of(*lossy).add_rule({evalsha_with_key_prefix(lost_key), Fault::drop_reply});
+  const Error e = error_of([&] { redis.eval(probe, {lost_key}, probe_args()); });
+  CHECK(e.code() == errc::timeout);
+  CHECK(e.outcome() == Outcome::unknown);
+  Redis direct(lossy->options());
+  CHECK(eventually([&] { return direct.command({"HGET", lost_key, "f"}).as_string() == "2:20"; }));
+  CHECK(evalsha_calls(*lossy) == before + 1);
+  CHECK(proxies.proxy_of(*lossy).injected(Fault::drop_reply) == 1);
+  for (const auto& [node, key] : key_on) {
+    if (node != lossy) {
+      CHECK(redis.eval(probe, {key}, probe_args()).at(1).as_integer() == 2);
+    }
+  }
+}
+
+TEST_CASE("fault proxies in front of a cluster: an ASK redirection leads to the target's proxy",
+          "[cluster][proxy]") {
+  RedisCluster& cluster = shared_cluster();
+  ClusterFaultProxy proxies(cluster);
+  Redis redis(proxies.options());
+  const std::string key = "{" + unique_prefix() + "}:asked";
+  const int slot = detail::key_slot(key);
+  CHECK(redis.eval(probe, {key}, probe_args()).at(1).as_integer() == 1);
+
+  // the slot half way to another master, its key already there: the source answers
+  // "-ASK <slot> 127.0.0.1:<target port>", which the proxy turns into the target's proxy
+  RedisServer& source = cluster.owner_of(slot);
+  RedisServer* target = nullptr;
+  for (RedisServer* node : cluster.nodes()) {
+    if (node != &source && node->pid() > 0 &&
+        Redis(node->options()).command({"ROLE"}).at(0).as_string() == "master") {
+      target = node;
+    }
+  }
+  REQUIRE(target != nullptr);
+  FaultProxy& target_proxy = proxies.proxy_of(*target);
+  target_proxy.add_rule({evalsha_with_key_prefix(key), Fault::delay_reply, 1, 10ms});
+  cluster.begin_migration(slot, source, *target);
+  cluster.move_keys(slot, source, *target);
+  const Reply reply = redis.eval(probe, {key}, probe_args());
+  cluster.finish_migration(slot, *target);
+  CHECK(reply.at(1).as_integer() == 2);
+  CHECK(target_proxy.injected(Fault::delay_reply) == 1);
+  CHECK(Redis(target->options()).command({"HGET", key, "f"}).as_string() == "2:20");
+}
