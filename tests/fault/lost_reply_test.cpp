@@ -58,6 +58,14 @@ struct LostReplyFixture {
   Redis through{through_proxy(proxy)};
   std::string prefix = unique_prefix();
 
+  LostReplyFixture() {
+    // A first EVALSHA would come back NOSCRIPT (it did not run): the reply to lose is that
+    // of a script that runs.
+    for (const limitcounter::Script* script : limitcounter::scripts::all) {
+      direct.command({"SCRIPT", "LOAD", std::string(script->source)});
+    }
+  }
+
   static RedisOptions through_proxy(const FaultProxy& proxy) {
     RedisOptions options = proxy.options();
     options.command_timeout = 300ms;
@@ -108,9 +116,11 @@ struct LimitsThroughProxy : LostReplyFixture {
 };
 
 RuleSet day_limit(FailurePolicy policy, double share = 0.0) {
-  return RuleSet().add(
-      Rule("day").where("merchant").per(Period::day).max_amount(1000).on_redis_failure(policy,
-                                                                                       share));
+  return RuleSet().add(Rule("day")
+                           .where("merchant")
+                           .per(Period::day)
+                           .max_amount(1000)
+                           .on_redis_failure(policy, share));
 }
 
 } // namespace
@@ -134,8 +144,9 @@ TEST_CASE_METHOD(LimitsThroughProxy,
   CHECK(used() == Usage{2, 200});
 }
 
-TEST_CASE_METHOD(LimitsThroughProxy, "consume with a local share: a lost reply is never counted "
-                                     "locally",
+TEST_CASE_METHOD(LimitsThroughProxy,
+                 "consume with a local share: a lost reply is never counted "
+                 "locally",
                  "[fault][lost_reply][limits][local]") {
   limits.set_rules(day_limit(FailurePolicy::local, 0.5));
   const Transaction tx = payment("local-1", 100);
@@ -180,8 +191,9 @@ TEST_CASE_METHOD(LimitsThroughProxy, "a local-fallback report whose reply was lo
   CHECK(direct.command({"HLEN", limits.keys().local_reports("merchant")}).as_integer() == 1);
 }
 
-TEST_CASE_METHOD(LimitsThroughProxy, "reserve, confirm, cancel, refund: each lost reply retried "
-                                     "applies once",
+TEST_CASE_METHOD(LimitsThroughProxy,
+                 "reserve, confirm, cancel, refund: each lost reply retried "
+                 "applies once",
                  "[fault][lost_reply][limits]") {
   limits.set_rules(day_limit(FailurePolicy::raise));
 
@@ -218,8 +230,9 @@ TEST_CASE_METHOD(LimitsThroughProxy, "reserve, confirm, cancel, refund: each los
   CHECK(used() == Usage{0, 0});
 }
 
-TEST_CASE_METHOD(LimitsThroughProxy, "consume_many: a lost pipeline reply is unknown for every "
-                                     "item; the same batch again replays",
+TEST_CASE_METHOD(LimitsThroughProxy,
+                 "consume_many: a lost pipeline reply is unknown for every "
+                 "item; the same batch again replays",
                  "[fault][lost_reply][limits]") {
   limits.set_rules(day_limit(FailurePolicy::deny));
   std::vector<Transaction> batch;
