@@ -523,8 +523,13 @@ TEST_CASE_METHOD(WalletFixture,
                  "[wallet][redis][persister]") {
   REQUIRE(wallet.load("ivan", AccountSnapshot{1'000'000, 1, 0}));
   const std::string stream = wallet.keys().journal(wallet.keys().partition_of("ivan"));
-  // A second group (an auditor) that has not read anything yet.
-  redis.command({"XGROUP", "CREATE", stream, "audit", "0", "MKSTREAM"});
+  // A second group (an auditor), created by a read of the still empty stream.
+  JournalConsumerOptions audit_options;
+  audit_options.group = "audit";
+  audit_options.consumer = "auditor-1";
+  audit_options.batch = 100;
+  JournalConsumer auditor(redis, options, audit_options);
+  REQUIRE(auditor.read(wallet.keys().partition_of("ivan")).empty());
   JournalConsumerOptions persister_options;
   persister_options.batch = 50;
   JournalConsumer persister(redis, options, persister_options);
@@ -540,11 +545,6 @@ TEST_CASE_METHOD(WalletFixture,
   // The auditor has read nothing: every entry stays.
   CHECK(redis.command({"XLEN", stream}).as_integer() == 2'000);
 
-  JournalConsumerOptions audit_options;
-  audit_options.group = "audit";
-  audit_options.consumer = "auditor-1";
-  audit_options.batch = 100;
-  JournalConsumer auditor(redis, options, audit_options);
   std::int64_t audited = 0;
   for (int i = 0; i < 20; ++i) {
     audited += static_cast<std::int64_t>(auditor.poll([](const auto&) {}));
@@ -554,6 +554,7 @@ TEST_CASE_METHOD(WalletFixture,
   CHECK(redis.command({"XLEN", stream}).as_integer() == 0);
 
   // Steady load with both groups reading: the stream stays short.
+  longest = 0;
   for (int i = 0; i < 2'000; ++i) {
     REQUIRE(wallet.deduct("ivan", "j-" + std::to_string(i), 1).status == WalletResult::Status::ok);
     if (i % 25 == 24) {
@@ -595,4 +596,64 @@ TEST_CASE_METHOD(WalletFixture, "after a handler failure a user's events still a
   std::this_thread::sleep_for(300ms); // the failed event is retried after claim_idle
   consumer.poll(persist);
   CHECK(persisted["judy"] == std::vector<std::int64_t>{2, 3});
+}
+
+TEST_CASE_METHOD(
+    WalletFixture,
+    "a poison event is parked in the dead-letter stream; the user's later events follow",
+    "[wallet][redis][persister]") {
+  REQUIRE(wallet.load("liam", AccountSnapshot{1'000, 1, 0}));
+  REQUIRE(wallet.load("mona", AccountSnapshot{1'000, 1, 0}));
+  REQUIRE(wallet.deduct("liam", "poison", 10).version == 2);
+  REQUIRE(wallet.deduct("liam", "l-2", 10).version == 3);
+  REQUIRE(wallet.deduct("mona", "m-1", 10).version == 2);
+  JournalConsumerOptions consumer_options;
+  consumer_options.claim_idle = 30ms;
+  consumer_options.max_attempts = 3;
+  JournalConsumer consumer(redis, options, consumer_options);
+  int poison_attempts = 0;
+  std::vector<std::string> persisted; // "<user>:<version>" in the order written
+  const auto persist = [&](const std::vector<JournalEvent>& events) {
+    for (const auto& event : events) {
+      if (event.order == "poison") {
+        ++poison_attempts;
+        throw std::runtime_error("cannot write order poison");
+      }
+    }
+    for (const auto& event : events) {
+      persisted.push_back(event.user + ":" + std::to_string(event.version));
+    }
+  };
+  const std::uint32_t partition = wallet.keys().partition_of("liam");
+  for (int i = 0; i < 200 && consumer.dead_letters(partition).empty(); ++i) {
+    try {
+      consumer.poll(persist);
+    } catch (const std::runtime_error& e) {
+      CHECK_THAT(e.what(), Catch::Contains("poison"));
+    }
+    std::this_thread::sleep_for(10ms);
+  }
+  // Each attempt is a batch try and a lone try; the third lone failure parks it.
+  CHECK(poison_attempts == 6);
+  const auto dead = consumer.dead_letters(partition);
+  REQUIRE(dead.size() == 1);
+  CHECK(dead[0].event.order == "poison");
+  CHECK(dead[0].event.user == "liam");
+  CHECK(dead[0].event.version == 2);
+  CHECK(dead[0].attempts == 3);
+  CHECK(dead[0].error == "cannot write order poison");
+  CHECK(consumer.dead_letters(partition, 10, dead[0].dead_id).empty());
+  CHECK(std::find(persisted.begin(), persisted.end(), "liam:3") == persisted.end());
+
+  consumer.poll(persist); // liam's later event is no longer held back
+  CHECK(std::find(persisted.begin(), persisted.end(), "liam:3") != persisted.end());
+  CHECK(std::find(persisted.begin(), persisted.end(), "mona:2") != persisted.end());
+  CHECK(persisted.size() == 2);
+  for (std::uint32_t p = 0; p < options.partitions; ++p) {
+    CHECK(redis.command({"XLEN", wallet.keys().journal(p)}).as_integer() == 0); // all trimmed
+  }
+  // The parked order is still not persisted: it stays in the pending sets.
+  CHECK(wallet.pending_orders("liam", 0ms) == std::vector<std::string>{"poison"});
+  CHECK_THROWS_AS(consumer.dead_letters(partition, 10, "x-1"), Error);
+  CHECK_THROWS_AS(consumer.read(options.partitions), Error);
 }
