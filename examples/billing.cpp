@@ -186,10 +186,16 @@ int main(int argc, char** argv) try {
   checks.expect(db.number("SELECT COUNT(*) FROM orders WHERE state = 'rolled_back'") == rolled_back,
                 "every rollback reached SQLite");
   bool nothing_pending = true;
+  bool journal_trimmed = true;
   for (std::uint32_t p = 0; p < options.partitions; ++p) {
-    nothing_pending = nothing_pending && wallet.stale_pending(p, 0ms).empty();
+    nothing_pending =
+        nothing_pending && wallet.stale_pending(p, 0ms).empty() && consumer.dead_letters(p).empty();
+    // every event acknowledged by the only consumer group: the stream is trimmed empty
+    journal_trimmed =
+        journal_trimmed && redis.command({"XLEN", wallet.keys().journal(p)}).as_integer() == 0;
   }
-  checks.expect(nothing_pending, "no order is left pending");
+  checks.expect(nothing_pending, "no order is left pending, none is dead-lettered");
+  checks.expect(journal_trimmed, "the journal streams are trimmed to what is not yet persisted");
   std::remove(path.c_str());
   return checks.exit_code();
 } catch (const std::exception& e) {

@@ -1,39 +1,130 @@
--- journal: the persister's side of one wallet journal partition (a stream with a
--- consumer group). Reading claims events whose consumer went silent; acknowledging
--- clears their pending entries in the same step.
+-- journal: the persister's side of one wallet journal partition (a stream with consumer
+-- groups). Reading hands out each user's events in stream (= version) order: an event is
+-- held back while an earlier event of its user is out with a consumer or waits for a retry.
+-- Acknowledging clears the pending entries and trims what every group has acknowledged. A
+-- failed event is retried after the claim idle time and parked in the group's dead-letter
+-- stream after max attempts.
 --
--- op read: KEYS[1] journal stream
---   ARGV[2] group, ARGV[3] consumer, ARGV[4] max events, ARGV[5] claim events idle for (ms)
---   Creates the group (from the start of the stream) if missing. Takes first events
---   other consumers left idle too long (XAUTOCLAIM), then new ones (XREADGROUP >).
+-- op read: KEYS[1] journal stream, KEYS[2] the group's held set (ids read from the stream
+--   but held back, never handed out)
+--   ARGV[2] group, ARGV[3] consumer, ARGV[4] max events, ARGV[5] claim idle (ms)
+--   Creates the group (from the start of the stream) if missing. Walks the group's pending
+--   entries in id order (at most max(1000, 10 x max)): an entry idle for the claim time or
+--   held is claimed and handed out unless an earlier entry of its user is not; then reads
+--   new entries (only when the whole pending list was seen), holding back those of users
+--   with an earlier entry not handed out.
 --   Reply: flat list: stream id, then the event's field/value array, for each event.
--- op ack: KEYS[1] journal stream, KEYS[2] the partition's pending zset, KEYS[3..] the users'
---   pending zsets; ARGV[2] group, then per event: stream id, key number of the user's
---   pending zset (in KEYS), user, order
+-- op ack: KEYS[1] journal stream, KEYS[2] the partition's pending zset, KEYS[3] the group's
+--   failures hash, KEYS[4..] the users' pending zsets; ARGV[2] group, then per event:
+--   stream id, key number of the user's pending zset (in KEYS), user, order
 --   Reply: number of events acknowledged now (an event acknowledged before counts 0).
+-- op fail: KEYS[1] journal stream, KEYS[2] the group's failures hash (stream id -> failed
+--   attempts), KEYS[3] the group's dead-letter stream; ARGV[2] group, ARGV[3] consumer,
+--   ARGV[4] max attempts (>= 1), ARGV[5] error text, ARGV[6..] stream ids
+--   Counts a failed attempt of each event still pending and restarts its claim idle time
+--   (the retry back-off); at max attempts the event is copied to the dead-letter stream
+--   (its fields, then stream_id, group, attempts, error) and acknowledged. Its pending
+--   entries stay: the order is still not persisted.
+--   Reply: number of events parked now.
+-- op hold: KEYS[1] journal stream, KEYS[2] the group's held set; ARGV[2] group, ARGV[3..]
+--   stream ids read but not handed out (a batch's later events of a user whose event
+--   failed): those still pending join the held set, so they go as soon as the failed event
+--   is handed out again or parked.
+--   Reply: number of events held.
+-- Trimming (after ack and fail): XTRIM MINID to the oldest entry some group still needs:
+--   its smallest pending id, else the entry after its last delivered id.
 
 local op = ARGV[1]
 local journal = KEYS[1]
 
+-- Stream ids "<ms>-<seq>" as two numbers (both below 2^53 for ids made by XADD *).
+local function parse(id)
+  local ms, seq = string.match(id, '^(%d+)-(%d+)$')
+  return tonumber(ms), tonumber(seq)
+end
+
+local function before(a, b)
+  local a_ms, a_seq = parse(a)
+  local b_ms, b_seq = parse(b)
+  return a_ms < b_ms or (a_ms == b_ms and a_seq < b_seq)
+end
+
+local function trim()
+  local oldest_needed = nil
+  for _, info in ipairs(redis.call('XINFO', 'GROUPS', journal)) do
+    local group = {}
+    for i = 1, #info, 2 do
+      group[info[i]] = info[i + 1]
+    end
+    local needed
+    if tonumber(group['pending']) > 0 then
+      needed = redis.call('XPENDING', journal, group['name'])[2]
+    else
+      local ms, seq = parse(group['last-delivered-id'])
+      needed = string.format('%d-%d', ms, seq + 1)
+    end
+    if oldest_needed == nil or before(needed, oldest_needed) then
+      oldest_needed = needed
+    end
+  end
+  if oldest_needed then
+    redis.call('XTRIM', journal, 'MINID', oldest_needed)
+  end
+end
+
+local function is_pending(group, id)
+  return #redis.call('XPENDING', journal, group, id, id, 1) == 1
+end
+
+local function user_of(fields)
+  for i = 1, #fields, 2 do
+    if fields[i] == 'user' then
+      return fields[i + 1]
+    end
+  end
+  return ''
+end
+
 if op == 'read' then
-  local group, consumer, max = ARGV[2], ARGV[3], tonumber(ARGV[4])
+  local held = KEYS[2]
+  local group, consumer, max, claim_idle = ARGV[2], ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
   local ok = pcall(redis.call, 'XGROUP', 'CREATE', journal, group, '0', 'MKSTREAM')
   local _ = ok -- BUSYGROUP: the group exists already
   local events = {}
-  local claimed = redis.call('XAUTOCLAIM', journal, group, consumer, ARGV[5], '0-0', 'COUNT', max)
-  for _, entry in ipairs(claimed[2]) do
-    if entry[2] then -- a claimed id whose entry was trimmed away has no fields
-      events[#events + 1] = entry[1]
-      events[#events + 1] = entry[2]
+  local waiting = {} -- users with an earlier event not handed out by this read
+  local scan = math.max(1000, 10 * max)
+  local pending = redis.call('XPENDING', journal, group, '-', '+', scan)
+  for _, entry in ipairs(pending) do
+    local id = entry[1]
+    local found = redis.call('XRANGE', journal, id, id)
+    if #found == 0 then -- deleted from the stream by someone else: nothing to deliver
+      redis.call('XACK', journal, group, id)
+      redis.call('SREM', held, id)
+    else
+      local user = user_of(found[1][2])
+      local ready = entry[3] >= claim_idle or redis.call('SISMEMBER', held, id) == 1
+      if waiting[user] or not ready or #events / 2 >= max then
+        waiting[user] = true
+      else
+        redis.call('XCLAIM', journal, group, consumer, 0, id)
+        redis.call('SREM', held, id)
+        events[#events + 1] = id
+        events[#events + 1] = found[1][2]
+      end
     end
   end
-  if #events / 2 < max then
+  -- New entries come after every pending one: read them only if none was left unseen.
+  if #pending < scan and #events / 2 < max then
     local fresh = redis.call('XREADGROUP', 'GROUP', group, consumer, 'COUNT', max - #events / 2,
       'STREAMS', journal, '>')
     if fresh then
       for _, entry in ipairs(fresh[1][2]) do
-        events[#events + 1] = entry[1]
-        events[#events + 1] = entry[2]
+        if waiting[user_of(entry[2])] then
+          redis.call('SADD', held, entry[1])
+        else
+          events[#events + 1] = entry[1]
+          events[#events + 1] = entry[2]
+        end
       end
     end
   end
@@ -41,14 +132,55 @@ if op == 'read' then
 end
 
 if op == 'ack' then
-  local pending, group = KEYS[2], ARGV[2]
+  local pending, failures, group = KEYS[2], KEYS[3], ARGV[2]
   local acknowledged = 0
   for i = 3, #ARGV, 4 do
     acknowledged = acknowledged + redis.call('XACK', journal, group, ARGV[i])
+    redis.call('HDEL', failures, ARGV[i])
     redis.call('ZREM', KEYS[tonumber(ARGV[i + 1])], ARGV[i + 3])
     redis.call('ZREM', pending, ARGV[i + 2] .. ':' .. ARGV[i + 3])
   end
+  trim()
   return acknowledged
+end
+
+if op == 'fail' then
+  local failures, dead = KEYS[2], KEYS[3]
+  local group, consumer, max_attempts, error_text = ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5]
+  if not max_attempts or max_attempts < 1 then
+    return redis.error_reply('journal: max attempts ' .. tostring(ARGV[4]) .. ' must be at least 1')
+  end
+  local parked = 0
+  for i = 6, #ARGV do
+    local id = ARGV[i]
+    if is_pending(group, id) then
+      local attempts = redis.call('HINCRBY', failures, id, 1)
+      local found = redis.call('XRANGE', journal, id, id)
+      if attempts >= max_attempts and #found == 1 then
+        local fields = found[1][2]
+        for _, extra in ipairs({'stream_id', id, 'group', group, 'attempts', attempts, 'error', error_text}) do
+          fields[#fields + 1] = extra
+        end
+        redis.call('XADD', dead, '*', unpack(fields))
+        redis.call('XACK', journal, group, id)
+        redis.call('HDEL', failures, id)
+        parked = parked + 1
+      else
+        -- back to this consumer with idle 0: the next attempt waits the claim idle time
+        redis.call('XCLAIM', journal, group, consumer, 0, id, 'JUSTID')
+      end
+    end
+  end
+  trim()
+  return parked
+end
+
+if op == 'hold' then
+  local count = 0
+  for i = 3, #ARGV do
+    count = count + (is_pending(ARGV[2], ARGV[i]) and redis.call('SADD', KEYS[2], ARGV[i]) or 0)
+  end
+  return count
 end
 
 return redis.error_reply('journal: unknown op ' .. tostring(op))

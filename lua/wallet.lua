@@ -18,13 +18,17 @@
 --   order was done before: nothing moved) | {"insufficient", balance, version} (not recorded:
 --   a retry decides again) | {"not_loaded"} | {"rolled_back"} (the order was rolled back:
 --   it never runs again) | {"conflict", type, amount} (the order id was used for another
---   type or amount) | {"overflow"}
+--   type or amount) | {"overflow", balance, amount} (a credit would pass 2^53 - 1)
 -- op rollback: ARGV[2] user, ARGV[3] order, ARGV[4] now (ms), ARGV[5] record TTL (ms)
 --   Reverses a deduct or credit once: balance restored, version + 1, pending entries
 --   removed, a rollback event appended; the record stays as a marker with state
---   rolled_back. Rollback of an unknown order records that marker (a late deduct of it is
---   then refused).
---   Reply: {"rolled_back", balance, version} | {"already"} | {"unknown"} | {"not_loaded"}
+--   rolled_back. Rollback of an unknown order records that marker, whether or not the user
+--   is cached (a deduct of it arriving late is then refused; no balance is needed for that).
+--   Reply: {"rolled_back", balance, version} | {"already"} (rolled back before, e.g. by this
+--   same call whose reply was lost: nothing changed) | {"unknown"} (marker recorded) |
+--   {"not_loaded"} (the order was done but the user is not cached) | {"stale", cached
+--   version, order version} (the cached balance predates the order: reversing it there
+--   would be wrong) | {"overflow", balance, amount} (the result would pass 2^53 - 1)
 
 local op = ARGV[1]
 local account, order, user_pending, journal, pending = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
@@ -68,7 +72,7 @@ if op == 'deduct' or op == 'credit' then
     balance = balance - amount
   else
     if balance + amount > max_exact then
-      return {'overflow'}
+      return {'overflow', string.format('%d', balance), ARGV[4]}
     end
     balance = balance + amount
   end
@@ -85,7 +89,7 @@ end
 
 if op == 'rollback' then
   local user, order_id, now = ARGV[2], ARGV[3], ARGV[4]
-  local done = redis.call('HMGET', order, 'state', 'type', 'amount')
+  local done = redis.call('HMGET', order, 'state', 'type', 'amount', 'version')
   if done[1] == 'rolled_back' then
     return {'already'}
   end
@@ -98,8 +102,14 @@ if op == 'rollback' then
   if not state[1] then
     return {'not_loaded'}
   end
+  if tonumber(state[2]) < tonumber(done[4]) then
+    return {'stale', tonumber(state[2]), tonumber(done[4])}
+  end
   local amount = tonumber(done[3])
   local balance = tonumber(state[1]) + (done[2] == 'deduct' and amount or -amount)
+  if math.abs(balance) > max_exact then
+    return {'overflow', state[1], done[3]}
+  end
   local version = tonumber(state[2]) + 1
   event('rollback', user, order_id, done[3], balance, version, now)
   redis.call('HSET', account, 'balance', string.format('%d', balance), 'version', version, 'updated', now)

@@ -2,9 +2,13 @@
 // JournalConsumer: the persister's reader of the wallet journal. At-least-once: an event
 // is acknowledged (and its pending entries cleared) only after the host's handler
 // returned; events of a consumer that died are claimed by another after an idle time.
+// Each user's events are handed out in version order, a poison event is parked in a
+// dead-letter stream after `max_attempts` failures, and the journal stream is trimmed to
+// what every consumer group has acknowledged.
 
 #include <chrono>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <string>
 #include <vector>
@@ -36,8 +40,20 @@ struct JournalConsumerOptions {
   std::string group = "persister";
   std::string consumer = "persister-1"; ///< unique per process
   std::size_t batch = 100;              ///< events per partition per poll
-  /// Events another consumer read but did not acknowledge for this long are taken over.
+  /// Events another consumer read but did not acknowledge for this long are taken over; a
+  /// failed event is retried after this long too (the retry back-off).
   std::chrono::milliseconds claim_idle{std::chrono::seconds{30}};
+  /// Failed handler attempts after which an event is parked in the dead-letter stream
+  /// (at least 1).
+  std::uint32_t max_attempts = 5;
+};
+
+/// An event parked after `max_attempts` failed attempts (see `JournalConsumer::reject`).
+struct DeadLetter {
+  JournalEvent event;  ///< as it was in the journal (same `id` and `stream_id`)
+  std::string dead_id; ///< its id in the dead-letter stream (for paging)
+  std::int64_t attempts = 0;
+  std::string error; ///< the last failure's message (at most 1,000 bytes)
 };
 
 class JournalConsumer {
@@ -45,21 +61,48 @@ public:
   /// `wallet` must use the same prefix and partitions as the wallets writing the journal.
   JournalConsumer(Redis redis, const WalletOptions& wallet, JournalConsumerOptions options = {});
 
-  /// The host's persister: write the events to the database. If it throws, nothing is
-  /// acknowledged and the events come again (to this consumer after claim_idle).
+  /// The host's persister: write the events to the database, idempotently (by
+  /// `JournalEvent::id`, or type + order): an event may come more than once.
   using Handler = std::function<void(const std::vector<JournalEvent>&)>;
 
-  /// One pass over every partition: reads a batch (claimed idle events first), hands it
-  /// to `handle`, then acknowledges it and clears its pending entries. Returns how many
-  /// events were handled. Non-blocking: call it in a loop.
+  /// One pass over every partition: reads a batch (see `read`), hands it to `handle`, then
+  /// acknowledges it and clears its pending entries. If `handle` throws, the batch's events
+  /// are handed again one at a time, in order: those that succeed are acknowledged; the
+  /// first failure of a user is recorded (`reject`) and that user's later events of the
+  /// batch are not handed out, so they follow the failed one when it is retried after
+  /// `claim_idle` (or parked). After every partition was served, rethrows the first
+  /// exception of an event that failed alone. Returns how many events were acknowledged.
+  /// Non-blocking: call it in a loop.
   std::size_t poll(const Handler& handle);
 
   /// Reads one batch of `partition` without acknowledging it (for hosts that ack later).
+  /// A user's events come in version order and never overtake an earlier event of the same
+  /// user that is still with a consumer (unacknowledged and not idle for `claim_idle`) or
+  /// waiting for its retry: such later events are held back and come after it. Events that
+  /// another consumer (or a failure) left idle for `claim_idle` are taken over first.
   std::vector<JournalEvent> read(std::uint32_t partition);
-  /// Acknowledges events read from one partition.
+  /// Acknowledges events read from one partition, clears their pending entries and trims
+  /// the journal stream to the oldest entry some consumer group still needs (unread or
+  /// unacknowledged): nothing another group has not acknowledged is ever trimmed.
   void acknowledge(std::uint32_t partition, const std::vector<JournalEvent>& events);
+  /// Records a failed attempt of events read from one partition, with `error` (cut to 1,000
+  /// bytes). Each is retried after `claim_idle`; at `max_attempts` it is copied to the
+  /// group's dead-letter stream and acknowledged, so the user's later events go on (its
+  /// pending entries stay: the order is still not persisted). Returns how many were parked.
+  std::size_t reject(std::uint32_t partition, const std::vector<JournalEvent>& events,
+                     const std::string& error);
+  /// Up to `max` dead letters of this group in `partition`, oldest first, after the dead
+  /// letter `after` (a `DeadLetter::dead_id`; empty: from the start). They stay until the
+  /// host deletes them (XDEL on `WalletKeys::dead_letters`).
+  std::vector<DeadLetter> dead_letters(std::uint32_t partition, std::size_t max = 100,
+                                       const std::string& after = {});
 
 private:
+  /// Hands `events` (whose batch failed) to `handle` one at a time; see `poll`.
+  std::size_t handle_one_by_one(std::uint32_t partition, const std::vector<JournalEvent>& events,
+                                const Handler& handle, std::exception_ptr& failure);
+  void check_partition(std::uint32_t partition) const;
+
   Redis redis_;
   WalletKeys keys_;
   JournalConsumerOptions options_;

@@ -15,6 +15,7 @@
 
 #include <limitcounter/batch.hpp>
 #include <limitcounter/calendar.hpp>
+#include <limitcounter/error.hpp>
 #include <limitcounter/redis.hpp>
 #include <limitcounter/wallet_keys.hpp>
 
@@ -69,9 +70,11 @@ struct WalletOrder {
 
 /// The outcome of `rollback`.
 enum class RollbackResult {
-  rolled_back,     ///< reversed now: balance restored, reversal event appended
-  already,         ///< reversed before; nothing changed
-  recorded_unknown ///< the order was unknown: recorded, so a late deduct of it is refused
+  rolled_back,     ///< reversed now: balance restored, version + 1, reversal event appended
+  already,         ///< reversed before (by another call, or by this same call whose reply was
+                   ///< lost: the retry gets `already`); nothing changed
+  recorded_unknown ///< the order was unknown: a rolled-back marker is recorded (TTL `order_ttl`),
+                   ///< so a late deduct or credit of it is refused (conflict)
 };
 
 /// Balances in Redis. Thread-safe; share one instance.
@@ -92,10 +95,12 @@ public:
   /// Takes `amount` from the user's balance if `balance - amount >= threshold`, and in the
   /// same script bumps the version, records the order (TTL `order_ttl`), adds it to the
   /// pending sets and appends a "deduct" journal event. Idempotent by `order`: a retry
-  /// returns the first result and deducts nothing (an insufficient attempt is not recorded,
-  /// so its retry decides again). A missing user is loaded through the loader (once per
-  /// miss across threads) and the deduction proceeds. Throws conflict if the order id was
-  /// used for another type or amount, or was rolled back.
+  /// (e.g. after Outcome::unknown, a lost reply) returns the first result with `replayed`
+  /// set and deducts nothing (an insufficient attempt is not recorded, so its retry decides
+  /// again). A missing user is loaded through the loader (once per miss across threads) and
+  /// the deduction proceeds. Throws conflict if the order id was used for another type or
+  /// amount, or was rolled back; if the loader throws, an Error (its own, or not_found with
+  /// Outcome::not_sent naming the user and the loader's message: nothing was deducted).
   WalletResult deduct(const std::string& user, const std::string& order, std::int64_t amount,
                       TimePoint at = Clock::now());
 
@@ -111,12 +116,23 @@ public:
   /// once.
   std::vector<BatchResult<WalletResult>> deduct_many(const std::vector<WalletOrder>& orders);
 
-  /// Adds `amount` (a top-up or refund), with the same record, pending entry, journal event
-  /// and idempotency as `deduct`.
+  /// Adds `amount` (a top-up or refund), with the same record, pending entry, journal event,
+  /// idempotency and errors as `deduct`; precision_overflow (naming balance and amount) if the
+  /// balance would pass 2^53 - 1.
   WalletResult credit(const std::string& user, const std::string& order, std::int64_t amount,
                       TimePoint at = Clock::now());
 
-  /// Reverses an order once (see RollbackResult). Throws conflict if the user is not cached.
+  /// Reverses a deduct or credit once (see RollbackResult); idempotent by `order`.
+  ///
+  /// An unknown order is recorded as rolled back even if the user is not cached: the deduct
+  /// being reversed may still arrive late (a lost or slow request), and the marker makes it
+  /// fail instead of taking money after its reversal. A known order whose user is not cached
+  /// (evicted, expired) is reversed after reloading the user through the loader; the reload
+  /// must already contain the order (version at least the order's), else conflict
+  /// (Outcome::failed, nothing written: retry once the persister has written the order).
+  /// Throws not_found if the user is not cached and no loader has it, precision_overflow
+  /// (naming balance and amount) if the balance would pass +-(2^53 - 1), and the loader's
+  /// failure as for `deduct`. Nothing is written when it throws.
   RollbackResult rollback(const std::string& user, const std::string& order,
                           TimePoint at = Clock::now());
 
@@ -150,6 +166,9 @@ private:
   std::vector<std::string> user_keys(const std::string& user, const std::string& order) const;
   /// Runs the loader for `user` once for all threads that miss it at the same time.
   void load_once(const std::string& user);
+  /// `load_once`, with whatever it throws turned into the Error it returns (a loader's own
+  /// exception becomes not_found, Outcome::not_sent, naming the user and its message).
+  std::optional<Error> load_missing(const std::string& user);
 
   Redis redis_;
   WalletOptions options_;

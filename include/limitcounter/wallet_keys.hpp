@@ -13,7 +13,10 @@ namespace limitcounter {
 /// `<prefix>{j<N>}:u:<user>` (account hash), `...:o:<user>:<order>` (order record),
 /// `...:pending:<user>` (the user's unpersisted orders), and per partition N:
 /// `<prefix>{j<N>}:journal` (stream) and `<prefix>{j<N>}:pending` (all unpersisted orders
-/// as "<user>:<order>"). Default prefix `wallet:`.
+/// as "<user>:<order>"), and per partition and consumer group G: `...:journal:held:G` (set of
+/// ids read but held back behind an earlier event of their user), `...:journal:failures:G`
+/// (hash: stream id -> failed attempts), `...:journal:dead:G` (dead-letter stream). Default
+/// prefix `wallet:`.
 class WalletKeys : public PartitionedKeys {
 public:
   static constexpr std::string_view default_prefix = "wallet:";
@@ -29,6 +32,16 @@ public:
   std::string user_pending(std::string_view user) const { return user_key(user, ":pending:", {}); }
   std::string journal(std::uint32_t partition) const { return key(partition, ":journal"); }
   std::string pending(std::uint32_t partition) const { return key(partition, ":pending"); }
+  /// `group` must be a validated key part.
+  std::string journal_held(std::uint32_t partition, std::string_view group) const {
+    return key(partition, std::string(":journal:held:").append(group));
+  }
+  std::string journal_failures(std::uint32_t partition, std::string_view group) const {
+    return key(partition, std::string(":journal:failures:").append(group));
+  }
+  std::string dead_letters(std::uint32_t partition, std::string_view group) const {
+    return key(partition, std::string(":journal:dead:").append(group));
+  }
 
 private:
   std::string user_key(std::string_view user, std::string_view kind, std::string_view order) const {

@@ -1,6 +1,7 @@
 #include <limitcounter/journal_consumer.hpp>
 
 #include <algorithm>
+#include <set>
 
 #include <limitcounter/detail/lua_scripts.hpp>
 #include <limitcounter/error.hpp>
@@ -31,10 +32,25 @@ JournalEvent parse_event(std::uint32_t partition, const Reply& id, const Reply& 
       event.version = value.to_int64();
     } else if (name == "time") {
       event.time = TimePoint{std::chrono::milliseconds{value.to_int64()}};
+    } else if (name == "stream_id") { // a dead letter: the id it had in the journal
+      event.stream_id = value.as_string();
+      event.id = std::to_string(partition) + "/" + event.stream_id;
     }
   }
   return event;
 }
+
+std::string field(const Reply& fields, const std::string& name) {
+  const auto& items = fields.as_array();
+  for (std::size_t i = 0; i + 1 < items.size(); i += 2) {
+    if (items[i].as_string() == name) {
+      return items[i + 1].as_string();
+    }
+  }
+  return {};
+}
+
+constexpr std::size_t max_error_bytes = 1000;
 
 } // namespace
 
@@ -47,13 +63,31 @@ JournalConsumer::JournalConsumer(Redis redis, const WalletOptions& wallet,
   if (options_.batch < 1) {
     throw Error(errc::invalid_argument, "journal batch must be at least 1");
   }
+  if (options_.max_attempts < 1) {
+    throw Error(errc::invalid_argument, "journal max_attempts " +
+                                            std::to_string(options_.max_attempts) +
+                                            " must be at least 1");
+  }
+  if (options_.claim_idle.count() < 0) {
+    throw Error(errc::invalid_argument, "journal claim_idle " +
+                                            std::to_string(options_.claim_idle.count()) +
+                                            " ms must not be negative");
+  }
+}
+
+void JournalConsumer::check_partition(std::uint32_t partition) const {
+  if (partition >= keys_.partitions()) {
+    throw Error(errc::invalid_argument, "journal partition " + std::to_string(partition) +
+                                            " is not below " + std::to_string(keys_.partitions()));
+  }
 }
 
 std::vector<JournalEvent> JournalConsumer::read(std::uint32_t partition) {
-  const Reply reply =
-      redis_.eval(scripts::journal, {keys_.journal(partition)},
-                  {"read", options_.group, options_.consumer, std::to_string(options_.batch),
-                   std::to_string(options_.claim_idle.count())});
+  check_partition(partition);
+  const Reply reply = redis_.eval(
+      scripts::journal, {keys_.journal(partition), keys_.journal_held(partition, options_.group)},
+      {"read", options_.group, options_.consumer, std::to_string(options_.batch),
+       std::to_string(options_.claim_idle.count())});
   const auto& items = reply.as_array();
   std::vector<JournalEvent> events;
   events.reserve(items.size() / 2);
@@ -65,14 +99,16 @@ std::vector<JournalEvent> JournalConsumer::read(std::uint32_t partition) {
 
 void JournalConsumer::acknowledge(std::uint32_t partition,
                                   const std::vector<JournalEvent>& events) {
+  check_partition(partition);
   if (events.empty()) {
     return;
   }
-  std::vector<std::string> keys{keys_.journal(partition), keys_.pending(partition)};
+  std::vector<std::string> keys{keys_.journal(partition), keys_.pending(partition),
+                                keys_.journal_failures(partition, options_.group)};
   std::vector<std::string> args{"ack", options_.group};
   for (const auto& event : events) {
     const std::string pending = keys_.user_pending(event.user);
-    auto position = std::find(keys.begin() + 2, keys.end(), pending);
+    auto position = std::find(keys.begin() + 3, keys.end(), pending);
     if (position == keys.end()) {
       position = keys.insert(keys.end(), pending);
     }
@@ -84,16 +120,124 @@ void JournalConsumer::acknowledge(std::uint32_t partition,
   redis_.eval(scripts::journal, keys, args);
 }
 
+std::size_t JournalConsumer::reject(std::uint32_t partition,
+                                    const std::vector<JournalEvent>& events,
+                                    const std::string& error) {
+  check_partition(partition);
+  if (events.empty()) {
+    return 0;
+  }
+  std::vector<std::string> args{"fail", options_.group, options_.consumer,
+                                std::to_string(options_.max_attempts),
+                                error.substr(0, max_error_bytes)};
+  for (const auto& event : events) {
+    args.push_back(event.stream_id);
+  }
+  const Reply reply =
+      redis_.eval(scripts::journal,
+                  {keys_.journal(partition), keys_.journal_failures(partition, options_.group),
+                   keys_.dead_letters(partition, options_.group)},
+                  args);
+  return static_cast<std::size_t>(reply.to_int64());
+}
+
+std::vector<DeadLetter> JournalConsumer::dead_letters(std::uint32_t partition, std::size_t max,
+                                                      const std::string& after) {
+  check_partition(partition);
+  const auto dash = after.find('-');
+  if (!after.empty() && (dash == 0 || dash == std::string::npos || dash + 1 == after.size() ||
+                         after.find_first_not_of("0123456789-") != std::string::npos ||
+                         after.find('-', dash + 1) != std::string::npos || after.size() > 41)) {
+    throw Error(errc::invalid_argument,
+                "dead letter id " + detail::quote_for_message(after) + " is not <ms>-<seq>");
+  }
+  const Reply reply =
+      redis_.command({"XRANGE", keys_.dead_letters(partition, options_.group),
+                      after.empty() ? "-" : "(" + after, "+", "COUNT", std::to_string(max)});
+  std::vector<DeadLetter> letters;
+  for (const Reply& entry : reply.as_array()) {
+    DeadLetter letter;
+    letter.dead_id = entry.at(0).as_string();
+    letter.event = parse_event(partition, entry.at(0), entry.at(1));
+    letter.error = field(entry.at(1), "error");
+    const std::string attempts = field(entry.at(1), "attempts");
+    letter.attempts = attempts.empty() ? 0 : std::stoll(attempts);
+    letters.push_back(std::move(letter));
+  }
+  return letters;
+}
+
+namespace {
+
+/// Runs `handle(events)`; returns the exception it threw, if any.
+std::exception_ptr try_handle(const JournalConsumer::Handler& handle,
+                              const std::vector<JournalEvent>& events) {
+  try {
+    handle(events);
+    return nullptr;
+  } catch (...) {
+    return std::current_exception();
+  }
+}
+
+std::string message_of(const std::exception_ptr& failure) {
+  try {
+    std::rethrow_exception(failure);
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "a handler threw a non-exception";
+  }
+}
+
+} // namespace
+
+std::size_t JournalConsumer::handle_one_by_one(std::uint32_t partition,
+                                               const std::vector<JournalEvent>& events,
+                                               const Handler& handle, std::exception_ptr& failure) {
+  std::set<std::string> failed_users; // their later events wait behind the failed one
+  std::vector<JournalEvent> done;
+  std::vector<std::string> hold{"hold", options_.group};
+  for (const auto& event : events) {
+    if (failed_users.count(event.user) != 0) {
+      hold.push_back(event.stream_id);
+      continue;
+    }
+    if (const std::exception_ptr error = try_handle(handle, {event})) {
+      failed_users.insert(event.user);
+      reject(partition, {event}, message_of(error));
+      if (!failure) {
+        failure = error;
+      }
+    } else {
+      done.push_back(event);
+    }
+  }
+  acknowledge(partition, done);
+  if (hold.size() > 2) {
+    redis_.eval(scripts::journal,
+                {keys_.journal(partition), keys_.journal_held(partition, options_.group)}, hold);
+  }
+  return done.size();
+}
+
 std::size_t JournalConsumer::poll(const Handler& handle) {
   std::size_t handled = 0;
+  std::exception_ptr failure;
   for (std::uint32_t partition = 0; partition < keys_.partitions(); ++partition) {
     const std::vector<JournalEvent> events = read(partition);
     if (events.empty()) {
       continue;
     }
-    handle(events);
+    if (try_handle(handle, events)) {
+      handled += handle_one_by_one(partition, events, handle, failure);
+      continue;
+    }
     acknowledge(partition, events);
     handled += events.size();
+  }
+  if (failure) {
+    std::rethrow_exception(failure);
   }
   return handled;
 }

@@ -82,6 +82,21 @@ void Wallet::load_once(const std::string& user) {
   pending.get();
 }
 
+std::optional<Error> Wallet::load_missing(const std::string& user) {
+  try {
+    load_once(user);
+    return std::nullopt;
+  } catch (const Error& e) {
+    return e;
+  } catch (const std::exception& e) {
+    return Error(errc::not_found, "the loader of wallet user " + user + " threw: " + e.what(),
+                 Outcome::not_sent);
+  } catch (...) {
+    return Error(errc::not_found, "the loader of wallet user " + user + " threw a non-exception",
+                 Outcome::not_sent);
+  }
+}
+
 ScriptCall Wallet::change_call(const char* op, const WalletOrder& order) const {
   validate_user(order.user);
   validate_order(order.order);
@@ -124,7 +139,9 @@ WalletResult decode_change(const char* op, const WalletOrder& order, const Reply
                     " of " + std::to_string(order.amount),
                 Outcome::failed);
   } else if (status == "overflow") {
-    throw Error(errc::precision_overflow, "wallet " + order.user + " balance would pass 2^53",
+    throw Error(errc::precision_overflow,
+                "wallet " + order.user + " balance " + reply.at(1).as_string() + " + " +
+                    reply.at(2).as_string() + " would pass 2^53 - 1",
                 Outcome::failed);
   } else {
     throw Error(errc::protocol_error, std::string("wallet ") + op + ": " + reply.debug_string(),
@@ -139,7 +156,9 @@ WalletResult Wallet::change(const char* op, const WalletOrder& order) {
   const ScriptCall call = change_call(op, order);
   Reply reply = redis_.eval(*call.script, call.keys, call.args);
   if (is_not_loaded(reply) && loader_) {
-    load_once(order.user);
+    if (auto error = load_missing(order.user)) {
+      throw *error;
+    }
     reply = redis_.eval(*call.script, call.keys, call.args);
   }
   return decode_change(op, order, reply);
@@ -177,15 +196,7 @@ std::vector<BatchResult<WalletResult>> Wallet::deduct_many(const std::vector<Wal
     const std::string& user = orders[i].user;
     auto [load, first_miss] = loads.try_emplace(user);
     if (first_miss) {
-      try {
-        load_once(user);
-      } catch (const Error& e) {
-        load->second = e;
-      } catch (const std::exception& e) {
-        load->second =
-            Error(errc::not_found, "the loader of wallet user " + user + " threw: " + e.what(),
-                  Outcome::not_sent);
-      }
+      load->second = load_missing(user);
     }
     if (!load->second) {
       again.push_back(i);
@@ -213,9 +224,18 @@ std::vector<BatchResult<WalletResult>> Wallet::deduct_many(const std::vector<Wal
 RollbackResult Wallet::rollback(const std::string& user, const std::string& order, TimePoint at) {
   validate_user(user);
   validate_order(order);
-  const Reply reply = redis_.eval(
-      scripts::wallet, user_keys(user, order),
-      {"rollback", user, order, millis(at), std::to_string(options_.order_ttl.count())});
+  const std::vector<std::string> keys = user_keys(user, order);
+  const std::vector<std::string> args{"rollback", user, order, millis(at),
+                                      std::to_string(options_.order_ttl.count())};
+  Reply reply = redis_.eval(scripts::wallet, keys, args);
+  if (is_not_loaded(reply) && loader_) {
+    // The order is done but its user was evicted: reload, then reverse (the script refuses
+    // a reload older than the order).
+    if (auto error = load_missing(user)) {
+      throw *error;
+    }
+    reply = redis_.eval(scripts::wallet, keys, args);
+  }
   const std::string& status = reply.at(0).as_string();
   if (status == "rolled_back") {
     return RollbackResult::rolled_back;
@@ -226,8 +246,23 @@ RollbackResult Wallet::rollback(const std::string& user, const std::string& orde
   if (status == "unknown") {
     return RollbackResult::recorded_unknown;
   }
+  const std::string what = "rollback of " + order + " of wallet " + user;
   if (status == "not_loaded") {
-    throw Error(errc::conflict, "rollback of " + order + ": wallet " + user + " is not cached",
+    throw Error(errc::not_found, what + ": the user is not cached and no loader has it",
+                Outcome::failed);
+  }
+  if (status == "stale") {
+    throw Error(errc::conflict,
+                what + ": the cached account is at version " +
+                    std::to_string(reply.at(1).to_int64()) + ", before the order's version " +
+                    std::to_string(reply.at(2).to_int64()) +
+                    " (the system of record has not seen the order yet); retry once it has",
+                Outcome::failed);
+  }
+  if (status == "overflow") {
+    throw Error(errc::precision_overflow,
+                what + ": balance " + reply.at(1).as_string() + " and amount " +
+                    reply.at(2).as_string() + " would leave the balance beyond 2^53 - 1",
                 Outcome::failed);
   }
   throw Error(errc::protocol_error, "wallet rollback: " + reply.debug_string(), Outcome::unknown);

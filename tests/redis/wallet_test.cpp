@@ -10,6 +10,7 @@
 
 #include <limitcounter/error.hpp>
 #include <limitcounter/journal_consumer.hpp>
+#include <limitcounter/usage.hpp>
 #include <limitcounter/wallet.hpp>
 
 #include "support/redis_server.hpp"
@@ -336,4 +337,324 @@ TEST_CASE_METHOD(WalletFixture,
   CHECK(replayed_again == 100);
   CHECK(wallet.account("frank")->balance == 0);
   CHECK(journal_length("frank") == 100);
+}
+
+namespace {
+
+/// A private server with DEBUG enabled, to lose replies for real: while it sleeps in
+/// `DEBUG SLEEP`, a call is sent and times out on the client (Outcome::unknown); when the
+/// server wakes it reads the call from the closed connection and runs it.
+struct LostReplyFixture {
+  limitcounter::testing::RedisServer server{{"--enable-debug-command", "yes"}};
+  Redis admin{server.options()};
+  Redis fast{fast_options()};
+  WalletOptions options = WalletFixture::make_options();
+  Wallet wallet{fast, options};
+
+  limitcounter::RedisOptions fast_options() const {
+    limitcounter::RedisOptions o = server.options();
+    o.command_timeout = 100ms;
+    o.breaker_failures = 1000; // the timeouts below are wanted
+    return o;
+  }
+
+  /// Runs `call` while the server sleeps; requires it to end in Outcome::unknown.
+  template <typename Call> void lose_reply(Call call) {
+    Redis sleeper_redis(server.options());
+    std::thread sleeper([&] { sleeper_redis.command({"DEBUG", "SLEEP", "1"}); });
+    limitcounter::RedisOptions probe_options = server.options();
+    probe_options.command_timeout = 20ms;
+    probe_options.breaker_failures = 1000;
+    Redis probe(probe_options);
+    for (bool asleep = false; !asleep;) { // until a PING goes unanswered
+      try {
+        probe.command({"PING"});
+        std::this_thread::sleep_for(1ms);
+      } catch (const Error&) {
+        asleep = true;
+      }
+    }
+    bool unknown = false;
+    try {
+      call();
+    } catch (const Error& e) {
+      unknown = e.outcome() == limitcounter::Outcome::unknown;
+    } catch (...) { // anything else fails the REQUIRE below, after the sleeper is joined
+    }
+    sleeper.join();
+    REQUIRE(unknown);
+  }
+
+  /// Waits until the server shows that a lost call ran: `key` has `field` equal to `value`.
+  void await_field(const std::string& key, const std::string& field, const std::string& value) {
+    for (int i = 0; i < 500; ++i) {
+      const limitcounter::Reply reply = admin.command({"HGET", key, field});
+      if (!reply.is_nil() && reply.as_string() == value) {
+        return;
+      }
+      std::this_thread::sleep_for(10ms);
+    }
+    FAIL("the lost call never ran: " << key << " " << field << " != " << value);
+  }
+  std::int64_t journal_length(const std::string& user) {
+    return admin.command({"XLEN", wallet.keys().journal(wallet.keys().partition_of(user))})
+        .as_integer();
+  }
+};
+
+} // namespace
+
+TEST_CASE_METHOD(LostReplyFixture,
+                 "lost replies: deduct, credit, rollback and deduct_many retried apply once",
+                 "[wallet][redis][standalone][lost_reply]") {
+  REQUIRE(wallet.load("lara", AccountSnapshot{1'000, 1, 0})); // also loads the script
+
+  lose_reply([&] { wallet.deduct("lara", "d-1", 100); });
+  await_field(wallet.keys().order("lara", "d-1"), "state", "done"); // it ran
+  const WalletResult deduct = wallet.deduct("lara", "d-1", 100);
+  CHECK(deduct.replayed);
+  CHECK(deduct.balance == 900);
+  CHECK(wallet.account("lara")->balance == 900);
+
+  lose_reply([&] { wallet.credit("lara", "c-1", 50); });
+  await_field(wallet.keys().order("lara", "c-1"), "state", "done");
+  const WalletResult credit = wallet.credit("lara", "c-1", 50);
+  CHECK(credit.replayed);
+  CHECK(credit.balance == 950);
+
+  lose_reply([&] { wallet.rollback("lara", "d-1"); });
+  await_field(wallet.keys().order("lara", "d-1"), "state", "rolled_back");
+  CHECK(wallet.rollback("lara", "d-1") == RollbackResult::already); // never reversed twice
+  CHECK(wallet.account("lara")->balance == 1'050);
+
+  const std::vector<limitcounter::WalletOrder> batch{{"lara", "m-1", 10}, {"lara", "m-2", 20}};
+  lose_reply([&] { wallet.deduct_many(batch); });
+  await_field(wallet.keys().order("lara", "m-2"), "state", "done");
+  const auto again = wallet.deduct_many(batch);
+  CHECK(std::get<WalletResult>(again[0]).replayed);
+  CHECK(std::get<WalletResult>(again[1]).replayed);
+  CHECK(std::get<WalletResult>(again[1]).balance == 1'020);
+
+  const auto account = wallet.account("lara");
+  CHECK(account->balance == 1'020);
+  CHECK(account->version == 6); // deduct, credit, rollback, two deducts
+  CHECK(journal_length("lara") == 5);
+}
+
+TEST_CASE_METHOD(WalletFixture, "rollback refuses a balance past 2^53 - 1 before writing",
+                 "[wallet][redis]") {
+  constexpr std::int64_t max = limitcounter::max_exact_integer;
+  REQUIRE(wallet.load("rich", AccountSnapshot{max - 50, 1, 0}));
+  REQUIRE(wallet.deduct("rich", "d-1", 100).balance == max - 150);
+  REQUIRE(wallet.credit("rich", "c-1", 150).balance == max);
+  const auto before = all_keys();
+  CHECK_THROWS_MATCHES(
+      wallet.rollback("rich", "d-1"), Error, Catch::Predicate<Error>([](const Error& e) {
+        return e.code() == errc::precision_overflow &&
+               std::string(e.what()).find("9007199254740991") != std::string::npos &&
+               std::string(e.what()).find("100") != std::string::npos;
+      }));
+  CHECK(all_keys() == before);
+  CHECK(wallet.account("rich")->balance == max);
+}
+
+TEST_CASE_METHOD(WalletFixture, "rollback of a user that is not cached", "[wallet][redis]") {
+  AccountSnapshot in_database{1'000, 1, 0};
+  Wallet loading(redis, options, [&](const std::string& user) -> std::optional<AccountSnapshot> {
+    return user == "gone" ? std::optional<AccountSnapshot>(in_database) : std::nullopt;
+  });
+
+  // An unknown order, user not cached: the marker is recorded; the late deduct is refused.
+  CHECK(loading.rollback("gone", "late-1") == RollbackResult::recorded_unknown);
+  CHECK_FALSE(loading.account("gone"));
+  CHECK_THROWS_MATCHES(
+      loading.deduct("gone", "late-1", 10), Error,
+      Catch::Predicate<Error>([](const Error& e) { return e.code() == errc::conflict; }));
+  CHECK_FALSE(loading.account("gone")); // refused before the user was needed
+
+  // A done order whose user was evicted before the persister saw the deduct: the system of
+  // record is older than the order, so reversing its balance would be wrong. Refused.
+  REQUIRE(loading.deduct("gone", "d-1", 300).balance == 700);
+  redis.command({"DEL", loading.keys().account("gone")});
+  CHECK_THROWS_MATCHES(loading.rollback("gone", "d-1"), Error,
+                       Catch::Predicate<Error>([](const Error& e) {
+                         return e.code() == errc::conflict &&
+                                std::string(e.what()).find("version 1") != std::string::npos;
+                       }));
+  CHECK(redis.command({"HGET", loading.keys().order("gone", "d-1"), "state"}).as_string() ==
+        "done");
+
+  // Once the persister wrote the deduct (balance 700, version 2), the reload reverses it.
+  redis.command({"DEL", loading.keys().account("gone")});
+  in_database = AccountSnapshot{700, 2, 0};
+  CHECK(loading.rollback("gone", "d-1") == RollbackResult::rolled_back);
+  CHECK(loading.account("gone")->balance == 1'000);
+  CHECK(loading.account("gone")->version == 3);
+
+  // Nobody to load it from: not_found, and nothing written.
+  REQUIRE(wallet.load("solo", AccountSnapshot{100, 1, 0}));
+  REQUIRE(wallet.deduct("solo", "s-1", 10).status == WalletResult::Status::ok);
+  redis.command({"DEL", wallet.keys().account("solo")});
+  const auto before = all_keys();
+  CHECK_THROWS_MATCHES(wallet.rollback("solo", "s-1"), Error,
+                       Catch::Predicate<Error>([](const Error& e) {
+                         return e.code() == errc::not_found &&
+                                std::string(e.what()).find("solo") != std::string::npos;
+                       }));
+  CHECK(all_keys() == before);
+}
+
+TEST_CASE_METHOD(WalletFixture, "a loader that throws: deduct throws a limitcounter::Error",
+                 "[wallet][redis]") {
+  Wallet loading(redis, options, [](const std::string&) -> std::optional<AccountSnapshot> {
+    throw std::runtime_error("database down");
+  });
+  CHECK_THROWS_MATCHES(
+      loading.deduct("henry", "h-1", 5), Error, Catch::Predicate<Error>([](const Error& e) {
+        return e.code() == errc::not_found && e.outcome() == limitcounter::Outcome::not_sent &&
+               std::string(e.what()).find("database down") != std::string::npos &&
+               std::string(e.what()).find("henry") != std::string::npos;
+      }));
+  CHECK_THROWS_AS(loading.credit("henry", "h-2", 5), Error);
+  CHECK_FALSE(loading.account("henry"));
+}
+
+TEST_CASE_METHOD(WalletFixture,
+                 "the journal is trimmed to what every group acknowledged; unread entries stay",
+                 "[wallet][redis][persister]") {
+  REQUIRE(wallet.load("ivan", AccountSnapshot{1'000'000, 1, 0}));
+  const std::string stream = wallet.keys().journal(wallet.keys().partition_of("ivan"));
+  // A second group (an auditor), created by a read of the still empty stream.
+  JournalConsumerOptions audit_options;
+  audit_options.group = "audit";
+  audit_options.consumer = "auditor-1";
+  audit_options.batch = 100;
+  JournalConsumer auditor(redis, options, audit_options);
+  REQUIRE(auditor.read(wallet.keys().partition_of("ivan")).empty());
+  JournalConsumerOptions persister_options;
+  persister_options.batch = 50;
+  JournalConsumer persister(redis, options, persister_options);
+  std::int64_t persisted = 0;
+  std::int64_t longest = 0;
+  for (int i = 0; i < 2'000; ++i) {
+    REQUIRE(wallet.deduct("ivan", "i-" + std::to_string(i), 1).status == WalletResult::Status::ok);
+    if (i % 25 == 24) {
+      persisted += static_cast<std::int64_t>(persister.poll([](const auto&) {}));
+    }
+  }
+  CHECK(persisted == 2'000);
+  // The auditor has read nothing: every entry stays.
+  CHECK(redis.command({"XLEN", stream}).as_integer() == 2'000);
+
+  std::int64_t audited = 0;
+  for (int i = 0; i < 20; ++i) {
+    audited += static_cast<std::int64_t>(auditor.poll([](const auto&) {}));
+    longest = std::max(longest, redis.command({"XLEN", stream}).as_integer());
+  }
+  CHECK(audited == 2'000); // nothing unread was trimmed
+  CHECK(redis.command({"XLEN", stream}).as_integer() == 0);
+
+  // Steady load with both groups reading: the stream stays short.
+  longest = 0;
+  for (int i = 0; i < 2'000; ++i) {
+    REQUIRE(wallet.deduct("ivan", "j-" + std::to_string(i), 1).status == WalletResult::Status::ok);
+    if (i % 25 == 24) {
+      persister.poll([](const auto&) {});
+      auditor.poll([](const auto&) {});
+      longest = std::max(longest, redis.command({"XLEN", stream}).as_integer());
+    }
+  }
+  CHECK(longest <= 25);
+}
+
+TEST_CASE_METHOD(WalletFixture, "after a handler failure a user's events still arrive in order",
+                 "[wallet][redis][persister]") {
+  REQUIRE(wallet.load("judy", AccountSnapshot{1'000, 1, 0}));
+  REQUIRE(wallet.load("kim", AccountSnapshot{1'000, 1, 0}));
+  JournalConsumerOptions consumer_options;
+  consumer_options.claim_idle = 200ms;
+  JournalConsumer consumer(redis, options, consumer_options);
+  bool database_down = true;
+  std::map<std::string, std::vector<std::int64_t>> persisted; // user -> versions, in order
+  const auto persist = [&](const std::vector<JournalEvent>& events) {
+    for (const auto& event : events) {
+      if (database_down && event.user == "judy") {
+        throw std::runtime_error("database down");
+      }
+    }
+    for (const auto& event : events) {
+      persisted[event.user].push_back(event.version);
+    }
+  };
+  REQUIRE(wallet.deduct("judy", "j-1", 10).version == 2);
+  CHECK_THROWS_WITH(consumer.poll(persist), "database down"); // the handler's error
+  database_down = false;
+  REQUIRE(wallet.deduct("judy", "j-2", 10).version == 3);
+  REQUIRE(wallet.deduct("kim", "k-1", 10).version == 2);
+  consumer.poll(persist); // kim's event goes; judy's later one waits behind the failed one
+  CHECK(persisted["kim"] == std::vector<std::int64_t>{2});
+  CHECK(persisted["judy"].empty());
+  std::this_thread::sleep_for(300ms); // the failed event is retried after claim_idle
+  consumer.poll(persist);
+  CHECK(persisted["judy"] == std::vector<std::int64_t>{2, 3});
+}
+
+TEST_CASE_METHOD(
+    WalletFixture,
+    "a poison event is parked in the dead-letter stream; the user's later events follow",
+    "[wallet][redis][persister]") {
+  REQUIRE(wallet.load("liam", AccountSnapshot{1'000, 1, 0}));
+  REQUIRE(wallet.load("mona", AccountSnapshot{1'000, 1, 0}));
+  REQUIRE(wallet.deduct("liam", "poison", 10).version == 2);
+  REQUIRE(wallet.deduct("liam", "l-2", 10).version == 3);
+  REQUIRE(wallet.deduct("mona", "m-1", 10).version == 2);
+  JournalConsumerOptions consumer_options;
+  consumer_options.claim_idle = 30ms;
+  consumer_options.max_attempts = 3;
+  JournalConsumer consumer(redis, options, consumer_options);
+  int poison_attempts = 0;
+  std::vector<std::string> persisted; // "<user>:<version>" in the order written
+  const auto persist = [&](const std::vector<JournalEvent>& events) {
+    for (const auto& event : events) {
+      if (event.order == "poison") {
+        ++poison_attempts;
+        throw std::runtime_error("cannot write order poison");
+      }
+    }
+    for (const auto& event : events) {
+      persisted.push_back(event.user + ":" + std::to_string(event.version));
+    }
+  };
+  const std::uint32_t partition = wallet.keys().partition_of("liam");
+  for (int i = 0; i < 200 && consumer.dead_letters(partition).empty(); ++i) {
+    try {
+      consumer.poll(persist);
+    } catch (const std::runtime_error& e) {
+      CHECK_THAT(e.what(), Catch::Contains("poison"));
+    }
+    std::this_thread::sleep_for(10ms);
+  }
+  // Each attempt is a batch try and a lone try; the third lone failure parks it.
+  CHECK(poison_attempts == 6);
+  const auto dead = consumer.dead_letters(partition);
+  REQUIRE(dead.size() == 1);
+  CHECK(dead[0].event.order == "poison");
+  CHECK(dead[0].event.user == "liam");
+  CHECK(dead[0].event.version == 2);
+  CHECK(dead[0].attempts == 3);
+  CHECK(dead[0].error == "cannot write order poison");
+  CHECK(consumer.dead_letters(partition, 10, dead[0].dead_id).empty());
+  CHECK(std::find(persisted.begin(), persisted.end(), "liam:3") == persisted.end());
+
+  consumer.poll(persist); // liam's later event is no longer held back
+  CHECK(std::find(persisted.begin(), persisted.end(), "liam:3") != persisted.end());
+  CHECK(std::find(persisted.begin(), persisted.end(), "mona:2") != persisted.end());
+  CHECK(persisted.size() == 2);
+  for (std::uint32_t p = 0; p < options.partitions; ++p) {
+    CHECK(redis.command({"XLEN", wallet.keys().journal(p)}).as_integer() == 0); // all trimmed
+  }
+  // The parked order is still not persisted: it stays in the pending sets.
+  CHECK(wallet.pending_orders("liam", 0ms) == std::vector<std::string>{"poison"});
+  CHECK_THROWS_AS(consumer.dead_letters(partition, 10, "x-1"), Error);
+  CHECK_THROWS_AS(consumer.read(options.partitions), Error);
 }
