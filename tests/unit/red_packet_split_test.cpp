@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <limits>
 #include <numeric>
 
 #include <limitcounter/error.hpp>
@@ -21,6 +22,8 @@ void check_split(std::int64_t total, std::int64_t count, SplitOptions options) {
   CHECK(std::accumulate(amounts.begin(), amounts.end(), std::int64_t{0}) == total);
   for (const auto amount : amounts) {
     REQUIRE(amount >= options.min_amount);
+    REQUIRE(amount <= total); // the sum below could wrap around and still match
+
     if (options.max_amount) {
       REQUIRE(amount <= *options.max_amount);
     }
@@ -78,6 +81,34 @@ TEST_CASE("impossible splits are errors naming the values", "[redpacket][split]"
   CHECK_THROWS_MATCHES(
       split(std::int64_t{1} << 53, 2), Error,
       Catch::Predicate<Error>([](const Error& e) { return e.code() == errc::precision_overflow; }));
+}
+
+TEST_CASE("huge totals split without overflow; unrepresentable ones are refused",
+          "[redpacket][split]") {
+  constexpr std::int64_t max_exact = (std::int64_t{1} << 53) - 1;
+  SplitOptions options;
+  options.seed = 11;
+  // near 2^53: count x total passes INT64_MAX, and the bound "what the others can take" must
+  // not wrap (it did, and amounts above the total came out)
+  check_split(max_exact, 2000, options);
+  check_split(max_exact, 1'000'000, options);
+  check_split(max_exact - 12'345, 3, options);
+  options.max_amount = std::numeric_limits<std::int64_t>::max(); // "no cap", spelled out
+  check_split(max_exact, 2, options);
+  check_split(max_exact, 5000, options);
+  options.guaranteed_percent = 50;
+  check_split(max_exact, 5000, options);
+  // near INT64_MAX: not representable in Redis Lua numbers, refused naming the value
+  for (const std::int64_t total : {max_exact + 1, std::numeric_limits<std::int64_t>::max() - 1,
+                                   std::numeric_limits<std::int64_t>::max()}) {
+    try {
+      split(total, 2);
+      FAIL("accepted " << total);
+    } catch (const Error& e) {
+      CHECK(e.code() == errc::precision_overflow);
+      CHECK_THAT(e.what(), Catch::Contains(std::to_string(total)));
+    }
+  }
 }
 
 TEST_CASE("every position's mean is the fair share", "[redpacket][split][statistics]") {
