@@ -152,9 +152,10 @@ TEST_CASE("grab and take replies decode", "[redpacket][codec]") {
   CHECK_THROWS_MATCHES(
       decode_grab(Reply::array({Reply::string("unknown")}), "p1"), Error,
       Catch::Predicate<Error>([](const Error& e) { return e.code() == errc::not_found; }));
-  const auto tasks = decode_take(Reply::array({Reply::string("pk:u1"), Reply::string("5"),
-                                               Reply::integer(2), Reply::integer(9)}),
-                                 3);
+  const auto tasks =
+      decode_take(Reply::array({Reply::string("pk:u1"), Reply::string("5"), Reply::integer(2),
+                                Reply::integer(9), Reply::string("3:A:bhttps://x/y:z")}),
+                  3);
   REQUIRE(tasks.size() == 1);
   CHECK(tasks[0].packet_id == "pk");
   CHECK(tasks[0].user_id == "u1");
@@ -162,5 +163,40 @@ TEST_CASE("grab and take replies decode", "[redpacket][codec]") {
   CHECK(tasks[0].lease == 9);
   CHECK(tasks[0].partition == 3);
   CHECK(tasks[0].idempotency_key() == "pk:u1");
+  CHECK(tasks[0].nickname == "A:b");
+  CHECK(tasks[0].avatar_url == "https://x/y:z");
   CHECK_THROWS_AS(decode_take(Reply::array({Reply::string("x")}), 0), Error);
+}
+
+TEST_CASE("close replies, display data and the content digest", "[redpacket][codec]") {
+  using limitcounter::Reply;
+  using limitcounter::UserDisplay;
+  using namespace limitcounter::detail;
+  const auto replay = decode_close(
+      Reply::array({Reply::string("already"), Reply::string("50"), Reply::integer(2)}), "p");
+  CHECK(replay.replayed);
+  CHECK_FALSE(replay.closed_now);
+  CHECK(replay.leftover == 50);
+  CHECK(replay.packets_left == 2);
+  CHECK_THROWS_MATCHES(
+      decode_close(Reply::array({Reply::string("not_ready")}), "p9"), Error,
+      Catch::Predicate<Error>([](const Error& e) { return e.code() == errc::not_found; }));
+
+  for (const UserDisplay& display : {UserDisplay{"", ""}, UserDisplay{"n", ""},
+                                     UserDisplay{"", "u:1"}, UserDisplay{"12:ab", "c"}}) {
+    const UserDisplay back = decode_display(encode_display(display));
+    CHECK(back.nickname == display.nickname);
+    CHECK(back.avatar_url == display.avatar_url);
+  }
+  CHECK(encode_display({}).empty());
+  CHECK_THROWS_AS(decode_display("9:ab"), Error);
+  CHECK_THROWS_AS(decode_display("x:ab"), Error);
+
+  const std::string digest = content_digest({1, 23}, "1000", 10);
+  CHECK(digest.size() == 16);
+  CHECK(digest == content_digest({1, 23}, "1000", 10));
+  CHECK(digest != content_digest({12, 3}, "1000", 10));
+  CHECK(digest != content_digest({23, 1}, "1000", 10));
+  CHECK(digest != content_digest({1, 23}, "1001", 10));
+  CHECK(digest != content_digest({1, 23}, "1000", 11));
 }
