@@ -9,6 +9,7 @@
 #include <mutex>
 #include <random>
 #include <thread>
+#include <variant>
 
 #include <limitcounter/limitcounter.hpp>
 
@@ -32,12 +33,19 @@ int main(int argc, char** argv) try {
   constexpr int users = 30'000;
   const std::string packet_id =
       "new-year-" + std::to_string(lc::Clock::now().time_since_epoch().count());
-  pool.create(packet_id, lc::split(total, packets));
+  lc::PacketOptions packet_options; // kept: a retried create must pass the same options
+  packet_options.expires_at = lc::Clock::now() + 1h;
+  const auto amounts = lc::split(total, packets);
+  pool.create(packet_id, amounts, packet_options);
+  // A create retried (e.g. after a timeout) with the same content is a replay, not a conflict.
+  checks.expect(pool.create(packet_id, amounts, packet_options).replayed,
+                "a repeated create with the same amounts is a replay");
   std::cout << "Packet " << packet_id << ": " << packets << " packets, 100000.00 in all\n";
 
   std::mutex mutex;
   std::map<std::string, std::int64_t> granted; // user -> amount
   int granted_twice = 0;
+  int grab_errors = 0;
   std::atomic<int> grabbers_left{8};
   std::vector<std::thread> threads;
   for (int t = 0; t < 8; ++t) {
@@ -50,8 +58,11 @@ int main(int argc, char** argv) try {
         const auto results = pool.grab_many(packet_id, batch);
         const std::lock_guard<std::mutex> lock(mutex);
         for (std::size_t i = 0; i < results.size(); ++i) {
-          if (results[i].status == lc::GrabResult::Status::granted) {
-            granted_twice += granted.emplace(batch[i], results[i].amount).second ? 0 : 1;
+          const auto* result = std::get_if<lc::GrabResult>(&results[i]);
+          if (result == nullptr) {
+            ++grab_errors; // that grab alone failed; the others' results stand
+          } else if (result->status == lc::GrabResult::Status::granted) {
+            granted_twice += granted.emplace(batch[i], result->amount).second ? 0 : 1;
           }
         }
       }
@@ -114,7 +125,10 @@ int main(int argc, char** argv) try {
                     repeat.amount == granted.begin()->second,
                 "each user got at most one packet; a repeat grab gives the same amount");
   checks.expect(paid_once, "every task was paid exactly once");
-  checks.expect(pool.close(packet_id).leftover == 0, "nothing is left to return");
+  checks.expect(grab_errors == 0, "no grab failed");
+  const auto closed = pool.close(packet_id);
+  checks.expect(closed.closed_now && closed.leftover == 0, "nothing is left to return");
+  checks.expect(pool.close(packet_id).replayed, "a repeated close is a replay");
   return checks.exit_code();
 } catch (const lc::Error& e) {
   std::cerr << "red_packet: " << e.what() << '\n';

@@ -5,53 +5,86 @@
 -- lease (it was too slow) cannot acknowledge or fail a task someone else now holds.
 --
 -- Partition keys: ready (zset task -> due ms), inflight (zset task -> deadline ms),
--- tasks (hash task -> "<amount>:<attempts>:<lease>"), dead (list of
--- "<task>:<amount>:<attempts>"). A task id is "<packet>:<user>".
+-- tasks (hash task -> "<amount>:<attempts>:<lease>[:<display>]", or "dead:<lease>" once
+-- dead-lettered), dead (list of "<task>:<amount>:<attempts>"). A task id is
+-- "<packet>:<user>". Amounts stay the decimal strings they were stored as: formatting a Lua
+-- number (%.14g) would round amounts of 10^14 or more.
+--
+-- Exactly once across lost replies: a lease ends once. The packet's paid hash records the
+-- lease that was paid (user -> "<time ms>:<lease>"), so an ack retried with that lease is
+-- answered "replayed". A lease that ended without an ack (fail, or its deadline swept by
+-- take) counted one failed attempt, so a fail retried with it counts nothing more.
 --
 -- op take: KEYS ready, inflight, tasks, dead
 --   ARGV[2] now (ms), ARGV[3] visibility (ms), ARGV[4] max tasks, ARGV[5] max attempts
 --   First, tasks whose deadline passed count a failed attempt and go back to ready (or dead).
---   Reply: flat list of task, amount, attempt (1-based), lease for each task taken.
--- op ack: KEYS inflight, tasks, paid (the packet's hash user -> paid time)
+--   Reply: flat list of task, amount, attempt (1-based), lease, display ("" for none) for
+--   each task taken.
+-- op ack: KEYS inflight, tasks, paid (the packet's hash user -> "<paid time>:<lease>")
 --   ARGV[2] task, ARGV[3] lease, ARGV[4] user, ARGV[5] now (ms), ARGV[6] keep paid for (ms)
---   Reply: {"paid"} | {"stale"} (the lease is gone: someone else holds or finished it)
+--   Reply: {"paid"} | {"replayed"} (paid before under this lease) | {"stale"} (the lease ran
+--   out and someone else holds or finished the task)
 -- op fail: KEYS ready, inflight, tasks, dead
 --   ARGV[2] task, ARGV[3] lease, ARGV[4] now (ms), ARGV[5] max attempts, ARGV[6] back-off base (ms)
---   Reply: {"retry", due ms} | {"dead"} | {"stale"}
+--   Reply: {"retry", due ms} | {"dead"} | {"stale"} (the task was paid or is unknown)
+--   A lease that had already ended answers "dead" if the task died with it, else "retry".
 
 local op = ARGV[1]
 
 local function parse(value)
   local first = string.find(value, ':', 1, true)
   local second = string.find(value, ':', first + 1, true)
-  return tonumber(string.sub(value, 1, first - 1)), tonumber(string.sub(value, first + 1, second - 1)),
-    tonumber(string.sub(value, second + 1))
+  local third = string.find(value, ':', second + 1, true)
+  local lease = string.sub(value, second + 1, third and third - 1 or -1)
+  return string.sub(value, 1, first - 1), tonumber(string.sub(value, first + 1, second - 1)), tonumber(lease),
+    third and string.sub(value, third + 1) or ''
+end
+
+local function encode(amount, attempts, lease, display)
+  return amount .. string.format(':%d:%d', attempts, lease) .. (display ~= '' and (':' .. display) or '')
 end
 
 -- Whether `task` is in flight under `lease` (a worker whose lease ran out holds nothing).
 local function holds_lease(inflight, tasks, task, lease)
   local value = redis.call('HGET', tasks, task)
-  if not value or redis.call('ZSCORE', inflight, task) == false then
+  if not value or string.sub(value, 1, 5) == 'dead:' or redis.call('ZSCORE', inflight, task) == false then
     return false
   end
   local _, _, current = parse(value)
-  return current == tonumber(lease)
+  return current == lease
 end
 
 -- One more failed attempt: back to ready after a back-off, or to dead.
 local function failed(ready, inflight, tasks, dead, task, now, max_attempts, backoff)
-  local amount, attempts, lease = parse(redis.call('HGET', tasks, task))
+  local amount, attempts, lease, display = parse(redis.call('HGET', tasks, task))
   attempts = attempts + 1
   redis.call('ZREM', inflight, task)
   if attempts >= max_attempts then
-    redis.call('HDEL', tasks, task)
-    redis.call('RPUSH', dead, task .. ':' .. amount .. ':' .. attempts)
+    redis.call('HSET', tasks, task, string.format('dead:%d', lease))
+    redis.call('RPUSH', dead, task .. ':' .. amount .. string.format(':%d', attempts))
     return {'dead'}
   end
-  redis.call('HSET', tasks, task, amount .. ':' .. attempts .. ':' .. lease)
+  redis.call('HSET', tasks, task, encode(amount, attempts, lease, display))
   local due = now + backoff * 2 ^ (attempts - 1)
-  redis.call('ZADD', ready, due, task)
+  redis.call('ZADD', ready, string.format('%d', due), task)
   return {'retry', due}
+end
+
+-- The answer to a fail whose lease already ended (a retry): what that lease's end was.
+local function ended(ready, tasks, task, lease)
+  local value = redis.call('HGET', tasks, task)
+  if not value then
+    return {'stale'}
+  end
+  local dead_lease = string.sub(value, 1, 5) == 'dead:' and tonumber(string.sub(value, 6))
+  if dead_lease == lease then
+    return {'dead'}
+  end
+  local current = dead_lease or select(3, parse(value))
+  if current < lease then
+    return {'stale'}
+  end
+  return {'retry', tonumber(redis.call('ZSCORE', ready, task) or '0')}
 end
 
 if op == 'take' then
@@ -62,31 +95,39 @@ if op == 'take' then
   end
   local taken = {}
   for _, task in ipairs(redis.call('ZRANGEBYSCORE', ready, '-inf', now, 'LIMIT', 0, max)) do
-    local amount, attempts, lease = parse(redis.call('HGET', tasks, task))
+    local amount, attempts, lease, display = parse(redis.call('HGET', tasks, task))
     lease = lease + 1
-    redis.call('HSET', tasks, task, amount .. ':' .. attempts .. ':' .. lease)
+    redis.call('HSET', tasks, task, encode(amount, attempts, lease, display))
     redis.call('ZREM', ready, task)
     redis.call('ZADD', inflight, now + visibility, task)
     taken[#taken + 1] = task
     taken[#taken + 1] = amount
     taken[#taken + 1] = attempts + 1
     taken[#taken + 1] = lease
+    taken[#taken + 1] = display
   end
   return taken
 elseif op == 'ack' then
   local inflight, tasks, paid = KEYS[1], KEYS[2], KEYS[3]
-  if not holds_lease(inflight, tasks, ARGV[2], ARGV[3]) then
+  local lease = tonumber(ARGV[3])
+  if not holds_lease(inflight, tasks, ARGV[2], lease) then
+    local before = redis.call('HGET', paid, ARGV[4])
+    local cut = before and string.find(before, ':', 1, true)
+    if cut and tonumber(string.sub(before, cut + 1)) == lease then
+      return {'replayed'}
+    end
     return {'stale'}
   end
   redis.call('ZREM', inflight, ARGV[2])
   redis.call('HDEL', tasks, ARGV[2])
-  redis.call('HSET', paid, ARGV[4], ARGV[5])
+  redis.call('HSET', paid, ARGV[4], ARGV[5] .. string.format(':%d', lease))
   redis.call('PEXPIRE', paid, ARGV[6], 'NX')
   return {'paid'}
 elseif op == 'fail' then
   local ready, inflight, tasks, dead = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-  if not holds_lease(inflight, tasks, ARGV[2], ARGV[3]) then
-    return {'stale'}
+  local lease = tonumber(ARGV[3])
+  if not holds_lease(inflight, tasks, ARGV[2], lease) then
+    return ended(ready, tasks, ARGV[2], lease)
   end
   return failed(ready, inflight, tasks, dead, ARGV[2], tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]))
 end

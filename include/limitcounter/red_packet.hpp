@@ -3,11 +3,14 @@
 // reliable queue (job 5 of DESIGN).
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
+#include <limitcounter/batch.hpp>
 #include <limitcounter/calendar.hpp>
 #include <limitcounter/red_packet_keys.hpp>
 #include <limitcounter/red_packet_split.hpp>
@@ -31,22 +34,50 @@ struct RedPacketOptions {
   std::chrono::milliseconds payout_backoff{std::chrono::seconds{1}};
 };
 
-/// The rules of one packet at creation.
+/// The rules of one packet at creation. They are part of the packet's content: a create
+/// retried with the same id must pass the same options (the same `expires_at`, not a fresh
+/// `Clock::now()`), else it is a conflict.
 struct PacketOptions {
   /// When grabbing ends; after it, `close` returns what is left.
   TimePoint expires_at = Clock::now() + std::chrono::hours{24};
-  /// Calls per user that get an amount (granted or already) before the user is refused.
+  /// Grabs per user that win nothing (sold_out) before that user is answered
+  /// too_many_attempts. A user who won is never refused: every later grab is `already`.
   int max_attempts_per_user = 10;
+};
+
+/// The answer to `create`.
+struct CreateResult {
+  /// True if this call completed the packet (it was not grabbable before the call).
+  bool created_now = false;
+  /// True if an earlier call with the same id and content had begun (or completed) it: this
+  /// call is a retry. Both are true when this call finished a create that was cut off.
+  bool replayed = false;
+  /// Chunks of at most `RedPacketPool::chunk_amounts` amounts this call stored.
+  std::size_t chunks_stored = 0;
+};
+
+/// What a grabber shows to the others (kept with the draw and the payout task). Each field is
+/// at most `RedPacketPool::max_display_bytes` bytes of valid UTF-8 without control characters;
+/// both may be empty.
+struct UserDisplay {
+  std::string nickname;
+  std::string avatar_url;
+};
+
+/// One grab of `grab_many`.
+struct GrabRequest {
+  std::string user_id;
+  UserDisplay display;
 };
 
 /// The answer to a grab.
 struct GrabResult {
   enum class Status {
     granted,           ///< a packet was popped for this user; its payout is queued
-    already,           ///< the user had grabbed before: the same amount again, nothing moved
-    sold_out,          ///< no packet left (not counted as an attempt)
+    already,           ///< the user had won before: the same amount again, nothing moved
+    sold_out,          ///< no packet left (counts one attempt that won nothing)
     expired,           ///< past the expiry or closed (not counted as an attempt)
-    too_many_attempts, ///< the user reached the attempt cap
+    too_many_attempts, ///< the user, who never won, reached the attempt cap
   };
   Status status = Status::sold_out;
   std::int64_t amount = 0; ///< for granted and already, minor units
@@ -54,9 +85,18 @@ struct GrabResult {
 
 /// The answer to `close`.
 struct CloseResult {
-  bool closed_now = false;   ///< false if it had been closed before (nothing returned now)
-  std::int64_t leftover = 0; ///< the amount never grabbed, returned by this call only
-  std::int64_t packets_left = 0;
+  /// True if this call closed the packet; false if an earlier call had.
+  bool closed_now = false;
+  /// True if an earlier call had closed it (a retry, e.g. after a lost reply): `leftover` and
+  /// `packets_left` are those that close stored.
+  bool replayed = false;
+  /// close_expired only: the packet's keys were gone (its retention passed before it was
+  /// closed); its leftover is unknown and its id was dropped from the expiry index.
+  bool gone = false;
+  /// The amount never grabbed, minor units. The same on every close of the packet (replays
+  /// included): return it to the sender idempotently by packet id.
+  std::int64_t leftover = 0;
+  std::int64_t packets_left = 0; ///< packets never grabbed
 };
 
 /// One payout a worker must make.
@@ -67,6 +107,8 @@ struct PayoutTask {
   int attempt = 1; ///< 1 for the first try
   std::uint32_t partition = 0;
   std::uint64_t lease = 0; ///< guards ack and fail: a stale lease changes nothing
+  std::string nickname;    ///< the grabber's display data, as given to `grab`
+  std::string avatar_url;
   /// "<packet>:<user>": the same for every attempt, for the host's idempotent payout.
   std::string idempotency_key() const { return packet_id + ":" + user_id; }
 };
@@ -74,30 +116,66 @@ struct PayoutTask {
 /// Red packets in Redis. Thread-safe; share one instance.
 class RedPacketPool {
 public:
+  /// Most amounts stored by one command of `create`: bounds each command's time.
+  static constexpr std::size_t chunk_amounts = 10'000;
+  /// Longest nickname or avatar URL of `UserDisplay`, in bytes.
+  static constexpr std::size_t max_display_bytes = 256;
+
   RedPacketPool(Redis redis, RedPacketOptions options = {});
 
-  /// Stores the packet `packet_id` holding `amounts` (from `split`). Throws invalid_argument
-  /// for a bad id, no amounts, an amount < 1, a sum >= 2^53 or an expiry in the past;
-  /// conflict if the id exists (nothing is changed then).
-  void create(const std::string& packet_id, const std::vector<std::int64_t>& amounts,
-              const PacketOptions& options = {});
+  /// Stores the packet `packet_id` holding `amounts` (from `split`), in chunks of at most
+  /// `chunk_amounts` amounts, one command each; the packet is grabbable only once the last
+  /// chunk is stored (before that, grab and close throw not_found "not completely created").
+  /// Idempotent by id and content: the content (amounts in order and `options`) is identified by
+  /// a 64-bit digest computed here and stored with the packet. The same id with the same content
+  /// is success (`replayed`); a retry of a create that was cut off (a lost reply, a timeout)
+  /// stores the chunks still missing, never one twice (each chunk is pushed with its index in
+  /// one script). Throws invalid_argument for a bad id, no amounts, an amount < 1 or an expiry
+  /// in the past, precision_overflow for a sum past 2^53 - 1 (all before sending); conflict if
+  /// the id exists with other content (nothing is changed then); not_found if the packet's
+  /// keys expired while it was being created.
+  CreateResult create(const std::string& packet_id, const std::vector<std::int64_t>& amounts,
+                      const PacketOptions& options = {});
 
-  /// Grabs for `user_id` in one script: a repeat gives the first amount (already); an
-  /// expired or empty packet is refused without counting; otherwise a packet is popped,
-  /// the draw recorded and its payout queued. Throws not_found for an unknown packet.
+  /// Grabs for `user_id` in one script: a user who won gets the first amount again
+  /// (already, always, whatever the attempt cap); an expired or closed packet is refused
+  /// without counting; a user who reached the attempt cap without winning is refused;
+  /// otherwise a packet is popped, the draw recorded and its payout queued, or, if none is
+  /// left, one attempt is counted (sold_out). Retrying after a lost reply gives `already`
+  /// with the amount granted. `display` is kept with the draw and the payout task. Throws
+  /// not_found for an unknown or not completely created packet, invalid_argument for a bad
+  /// user id or display field (before sending).
   GrabResult grab(const std::string& packet_id, const std::string& user_id,
                   TimePoint now = Clock::now());
+  GrabResult grab(const std::string& packet_id, const std::string& user_id,
+                  const UserDisplay& display, TimePoint now = Clock::now());
 
-  /// Many grabs pipelined on one connection, one result each, in order.
-  std::vector<GrabResult> grab_many(const std::string& packet_id,
-                                    const std::vector<std::string>& user_ids,
-                                    TimePoint now = Clock::now());
+  /// Many grabs pipelined, one result each, in order: the GrabResult, or the Error of that
+  /// grab alone (e.g. not_found). A bad id, user id or display field throws for the whole
+  /// batch before anything is sent; a connection failure throws for the whole batch (see
+  /// `Redis::eval_pipeline`), and the same batch may be sent again (a repeat is `already`).
+  std::vector<BatchResult<GrabResult>> grab_many(const std::string& packet_id,
+                                                 const std::vector<std::string>& user_ids,
+                                                 TimePoint now = Clock::now());
+  std::vector<BatchResult<GrabResult>> grab_many(const std::string& packet_id,
+                                                 const std::vector<GrabRequest>& requests,
+                                                 TimePoint now = Clock::now());
+  /// `grab_many(packet, {"user-1", "user-2"})`: picks the user-id form for a braced list.
+  std::vector<BatchResult<GrabResult>> grab_many(const std::string& packet_id,
+                                                 std::initializer_list<std::string> user_ids,
+                                                 TimePoint now = Clock::now()) {
+    return grab_many(packet_id, std::vector<std::string>(user_ids), now);
+  }
 
-  /// Ends the packet: no more grabs, and the amount never grabbed is returned exactly once
-  /// (a second close returns closed_now = false and 0). Throws not_found for an unknown id.
+  /// Ends the packet: no more grabs; the amount never grabbed is computed once and stored
+  /// with the packet. A later close (a retry after a lost reply) returns the same leftover
+  /// with `replayed` set and `closed_now` false. Throws not_found for an unknown or not
+  /// completely created id.
   CloseResult close(const std::string& packet_id);
 
   /// Closes every packet of every partition that expired before `now`; returns the closes.
+  /// A packet whose keys are gone (it outlived its retention unclosed) is reported with
+  /// `gone` set and dropped from the index; the others are still closed.
   std::vector<std::pair<std::string, CloseResult>> close_expired(TimePoint now = Clock::now());
 
   // ---- Payout queue ----
@@ -106,10 +184,14 @@ public:
   /// worker let the lease run out are first returned to the queue (as one failed attempt).
   std::vector<PayoutTask> take_payouts(std::uint32_t partition, std::size_t max,
                                        TimePoint now = Clock::now());
-  /// The task was paid. False if the lease had run out (another worker may hold it).
+  /// The task was paid. True if it is recorded as paid under `task.lease`, by this call or
+  /// by an earlier ack of the same lease (a retry after a lost reply). False if the lease is
+  /// stale: it ran out and another worker took the task (that worker's ack counts), or the
+  /// task was finished under another lease.
   bool ack_payout(const PayoutTask& task, TimePoint now = Clock::now());
   /// The payout failed: retried after a back-off, or dead-lettered after
-  /// `max_payout_attempts`. Returns true if dead-lettered.
+  /// `max_payout_attempts`. Returns true if dead-lettered. One failed attempt per lease: a
+  /// retry of the same lease (after a lost reply) counts nothing more and answers alike.
   bool fail_payout(const PayoutTask& task, TimePoint now = Clock::now());
 
   /// Host callback: pay `task` idempotently by `task.idempotency_key()`; return true if
@@ -126,7 +208,8 @@ public:
 
 private:
   void check_partition(std::uint32_t partition) const;
-  ScriptCall grab_call(const std::string& packet_id, const std::string& user_id,
+  std::vector<std::string> packet_keys(const std::string& packet_id) const;
+  ScriptCall grab_call(const std::string& packet_id, const GrabRequest& request,
                        TimePoint now) const;
 
   Redis redis_;

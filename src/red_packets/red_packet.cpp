@@ -1,12 +1,13 @@
 #include <limitcounter/red_packet.hpp>
 
-#include <numeric>
+#include <algorithm>
 
 #include <limitcounter/detail/lua_scripts.hpp>
 #include <limitcounter/error.hpp>
 
-#include "shared/amount.hpp"
 #include "red_packets/red_packet_codec.hpp"
+#include "shared/amount.hpp"
+#include "shared/batch.hpp"
 
 namespace limitcounter {
 namespace {
@@ -36,8 +37,14 @@ RedPacketPool::RedPacketPool(Redis redis, RedPacketOptions options)
   }
 }
 
-void RedPacketPool::create(const std::string& packet_id, const std::vector<std::int64_t>& amounts,
-                           const PacketOptions& options) {
+std::vector<std::string> RedPacketPool::packet_keys(const std::string& packet_id) const {
+  return {keys_.packet(packet_id, "meta"), keys_.packet(packet_id, "list"),
+          keys_.packets(keys_.partition_of(packet_id))};
+}
+
+CreateResult RedPacketPool::create(const std::string& packet_id,
+                                   const std::vector<std::int64_t>& amounts,
+                                   const PacketOptions& options) {
   validate_packet_id(packet_id);
   if (amounts.empty()) {
     throw Error(errc::invalid_argument, "red packet " + packet_id + " has no amounts");
@@ -56,89 +63,133 @@ void RedPacketPool::create(const std::string& packet_id, const std::vector<std::
                                             std::to_string(options.max_attempts_per_user) +
                                             " must be at least 1");
   }
-  std::vector<std::string> args{"create",
-                                packet_id,
-                                std::to_string(total),
-                                millis(options.expires_at),
-                                std::to_string(options.max_attempts_per_user),
-                                millis(options.expires_at + options_.retention)};
-  args.reserve(args.size() + amounts.size());
-  for (const std::int64_t amount : amounts) {
-    args.push_back(std::to_string(amount));
+  const std::string expires = millis(options.expires_at);
+  const std::string digest =
+      detail::content_digest(amounts, expires, options.max_attempts_per_user);
+  const std::size_t chunks = (amounts.size() + chunk_amounts - 1) / chunk_amounts;
+  const std::vector<std::string> keys = packet_keys(packet_id);
+  const auto conflict = [&packet_id] {
+    return Error(errc::conflict,
+                 "red packet " + packet_id + " already exists with other amounts or options",
+                 Outcome::failed);
+  };
+  const auto unexpected = [&packet_id](const Reply& reply) {
+    return Error(errc::protocol_error,
+                 "create of red packet " + packet_id + ": " + reply.debug_string(),
+                 Outcome::unknown);
+  };
+
+  // The meta (with the digest) first, without amounts: a retry learns here which chunks are
+  // stored, so it sends only the missing ones, and a complete packet costs one round trip.
+  const Reply begun = redis_.eval(
+      scripts::red_packet, keys,
+      {"begin", packet_id, std::to_string(total), std::to_string(amounts.size()), expires,
+       std::to_string(options.max_attempts_per_user),
+       millis(options.expires_at + options_.retention), digest, std::to_string(chunks)});
+  const std::string& begin_status = begun.at(0).as_string();
+  if (begin_status == "conflict") {
+    throw conflict();
   }
-  const Reply reply = redis_.eval(scripts::red_packet,
-                                  {keys_.packet(packet_id, "meta"), keys_.packet(packet_id, "list"),
-                                   keys_.packets(keys_.partition_of(packet_id))},
-                                  args);
-  const std::string& status = reply.at(0).as_string();
-  if (status == "exists") {
-    throw Error(errc::conflict, "red packet " + packet_id + " already exists", Outcome::failed);
+  if (begin_status != "begun" && begin_status != "exists") {
+    throw unexpected(begun);
   }
-  if (status != "created") {
-    throw Error(errc::protocol_error,
-                "create of red packet " + packet_id + ": " + reply.debug_string(),
-                Outcome::unknown);
+  CreateResult result;
+  result.replayed = begin_status == "exists";
+  auto next = static_cast<std::size_t>(begun.at(1).to_int64());
+  bool ready = begun.at(2).to_int64() == 1;
+  // Each round stores a chunk or learns a later `next`; a concurrent create of the same
+  // content may store some chunks meanwhile. The bound only guards against a broken server.
+  for (std::size_t round = 0; !ready; ++round) {
+    if (next >= chunks || round > 2 * chunks) {
+      throw Error(errc::protocol_error,
+                  "create of red packet " + packet_id + " did not complete: next chunk " +
+                      std::to_string(next) + " of " + std::to_string(chunks),
+                  Outcome::unknown);
+    }
+    const std::size_t first = next * chunk_amounts;
+    const std::size_t last = std::min(amounts.size(), first + chunk_amounts);
+    std::vector<std::string> args{"chunk", packet_id, digest, std::to_string(next)};
+    args.reserve(args.size() + last - first);
+    for (std::size_t i = first; i < last; ++i) {
+      args.push_back(std::to_string(amounts[i]));
+    }
+    const Reply reply = redis_.eval(scripts::red_packet, keys, args);
+    const std::string& status = reply.at(0).as_string();
+    if (status == "conflict") {
+      throw conflict();
+    }
+    if (status == "unknown") {
+      throw Error(errc::not_found,
+                  "red packet " + packet_id + " expired while it was being created",
+                  Outcome::failed);
+    }
+    if (status != "stored" && status != "have" && status != "gap") {
+      throw unexpected(reply);
+    }
+    next = static_cast<std::size_t>(reply.at(1).to_int64());
+    ready = status != "gap" && reply.at(2).to_int64() == 1;
+    if (status == "stored") {
+      ++result.chunks_stored;
+      result.created_now = ready;
+    }
   }
+  return result;
 }
 
-ScriptCall RedPacketPool::grab_call(const std::string& packet_id, const std::string& user_id,
+ScriptCall RedPacketPool::grab_call(const std::string& packet_id, const GrabRequest& request,
                                     TimePoint now) const {
   validate_packet_id(packet_id);
-  validate_key_part("red packet user id", user_id);
+  validate_key_part("red packet user id", request.user_id);
+  detail::validate_display(request.display);
   const std::uint32_t partition = keys_.partition_of(packet_id);
-  return {&scripts::red_packet,
-          {keys_.packet(packet_id, "meta"), keys_.packet(packet_id, "list"),
-           keys_.packet(packet_id, "drawn"), keys_.packet(packet_id, "attempts"),
-           keys_.payout(partition, "ready"), keys_.payout(partition, "tasks")},
-          {"grab", packet_id, user_id, millis(now)}};
+  return {
+      &scripts::red_packet,
+      {keys_.packet(packet_id, "meta"), keys_.packet(packet_id, "list"),
+       keys_.packet(packet_id, "drawn"), keys_.packet(packet_id, "attempts"),
+       keys_.payout(partition, "ready"), keys_.payout(partition, "tasks")},
+      {"grab", packet_id, request.user_id, millis(now), detail::encode_display(request.display)}};
 }
 
 GrabResult RedPacketPool::grab(const std::string& packet_id, const std::string& user_id,
                                TimePoint now) {
-  const ScriptCall call = grab_call(packet_id, user_id, now);
+  return grab(packet_id, user_id, UserDisplay{}, now);
+}
+
+GrabResult RedPacketPool::grab(const std::string& packet_id, const std::string& user_id,
+                               const UserDisplay& display, TimePoint now) {
+  const ScriptCall call = grab_call(packet_id, GrabRequest{user_id, display}, now);
   return detail::decode_grab(redis_.eval(*call.script, call.keys, call.args), packet_id);
 }
 
-std::vector<GrabResult> RedPacketPool::grab_many(const std::string& packet_id,
-                                                 const std::vector<std::string>& user_ids,
-                                                 TimePoint now) {
-  std::vector<ScriptCall> calls;
-  calls.reserve(user_ids.size());
+std::vector<BatchResult<GrabResult>>
+RedPacketPool::grab_many(const std::string& packet_id, const std::vector<std::string>& user_ids,
+                         TimePoint now) {
+  std::vector<GrabRequest> requests;
+  requests.reserve(user_ids.size());
   for (const auto& user_id : user_ids) {
-    calls.push_back(grab_call(packet_id, user_id, now));
+    requests.push_back({user_id, {}});
   }
-  std::vector<GrabResult> results;
-  results.reserve(user_ids.size());
-  for (const Reply& reply : redis_.eval_pipeline(calls)) {
-    if (reply.is_error()) {
-      throw Error(errc::server_error, "grab of red packet " + packet_id + ": " + reply.as_string(),
-                  Outcome::failed);
-    }
-    results.push_back(detail::decode_grab(reply, packet_id));
+  return grab_many(packet_id, requests, now);
+}
+
+std::vector<BatchResult<GrabResult>>
+RedPacketPool::grab_many(const std::string& packet_id, const std::vector<GrabRequest>& requests,
+                         TimePoint now) {
+  std::vector<ScriptCall> calls;
+  calls.reserve(requests.size());
+  for (const auto& request : requests) {
+    calls.push_back(grab_call(packet_id, request, now)); // bad input throws before sending
   }
-  return results;
+  return detail::run_batch<GrabResult>(redis_, calls,
+                                       [&packet_id](std::size_t, const Reply& reply) {
+                                         return detail::decode_grab(reply, packet_id);
+                                       });
 }
 
 CloseResult RedPacketPool::close(const std::string& packet_id) {
   validate_packet_id(packet_id);
-  const Reply reply = redis_.eval(scripts::red_packet,
-                                  {keys_.packet(packet_id, "meta"), keys_.packet(packet_id, "list"),
-                                   keys_.packets(keys_.partition_of(packet_id))},
-                                  {"close", packet_id});
-  const std::string& status = reply.at(0).as_string();
-  CloseResult result;
-  if (status == "closed") {
-    result.closed_now = true;
-    result.leftover = reply.at(1).to_int64();
-    result.packets_left = reply.at(2).to_int64();
-  } else if (status == "unknown") {
-    throw Error(errc::not_found, "red packet \"" + packet_id + "\" does not exist",
-                Outcome::failed);
-  } else if (status != "already") {
-    throw Error(errc::protocol_error,
-                "close of red packet " + packet_id + ": " + reply.debug_string(), Outcome::unknown);
-  }
-  return result;
+  return detail::decode_close(
+      redis_.eval(scripts::red_packet, packet_keys(packet_id), {"close", packet_id}), packet_id);
 }
 
 std::vector<std::pair<std::string, CloseResult>> RedPacketPool::close_expired(TimePoint now) {
@@ -147,7 +198,18 @@ std::vector<std::pair<std::string, CloseResult>> RedPacketPool::close_expired(Ti
     const Reply expired = redis_.command(
         {"ZRANGEBYSCORE", keys_.packets(partition), "-inf", millis(now), "LIMIT", "0", "1000"});
     for (const Reply& id : expired.as_array()) {
-      closed.emplace_back(id.as_string(), close(id.as_string()));
+      CloseResult result;
+      try {
+        result = close(id.as_string());
+      } catch (const Error& e) {
+        if (e.code() != errc::not_found) {
+          throw;
+        }
+        // Its keys outlived their retention: the close script dropped the id from the
+        // index. The others are still closed.
+        result.gone = true;
+      }
+      closed.emplace_back(id.as_string(), result);
     }
   }
   return closed;
@@ -172,7 +234,8 @@ bool RedPacketPool::ack_payout(const PayoutTask& task, TimePoint now) {
                    keys_.packet(task.packet_id, "paid")},
                   {"ack", task.idempotency_key(), std::to_string(task.lease), task.user_id,
                    millis(now), std::to_string(options_.retention.count())});
-  return reply.at(0).as_string() == "paid";
+  const std::string& status = reply.at(0).as_string();
+  return status == "paid" || status == "replayed";
 }
 
 bool RedPacketPool::fail_payout(const PayoutTask& task, TimePoint now) {

@@ -17,6 +17,12 @@ constexpr std::int64_t max_packets = 1'000'000;
   throw Error(errc::invalid_argument, "split: " + message);
 }
 
+// others × max, or `left` if that is more: others × max wraps past INT64_MAX for huge
+// totals (the default max is the total), and anything above `left` bounds nothing.
+std::int64_t at_most(std::int64_t others, std::int64_t max, std::int64_t left) {
+  return max > left / others ? left : others * max;
+}
+
 // Double-mean over [min, max]: position i draws from [low, high] where high is twice the
 // mean of what is left, and both ends are pulled in so the rest stays feasible.
 void draw(std::int64_t total, std::int64_t count, std::int64_t min, std::int64_t max,
@@ -26,8 +32,8 @@ void draw(std::int64_t total, std::int64_t count, std::int64_t min, std::int64_t
     const std::int64_t others = remaining - 1;
     std::int64_t high = std::min(2 * left / remaining, max);
     std::int64_t low = min;
-    high = std::min(high, left - others * min); // the others need at least min each
-    low = std::max(low, left - others * max);   // and can take at most max each
+    high = std::min(high, left - others * min); // the others need at least min each (<= left)
+    low = std::max(low, left - at_most(others, max, left)); // and can take at most max each
     high = std::max(high, low);
     const std::int64_t amount = std::uniform_int_distribution<std::int64_t>(low, high)(random);
     out.push_back(amount);

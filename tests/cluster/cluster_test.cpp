@@ -106,7 +106,7 @@ TEST_CASE("wallets and red packets on a cluster", "[cluster]") {
     const std::string packet = "packet" + std::to_string(p);
     pool.create(packet, split(1000, 10));
     for (const auto& result : pool.grab_many(packet, {"a", "b", "c"})) {
-      granted += result.amount;
+      granted += std::get<GrabResult>(result).amount;
     }
   }
   std::size_t paid = 0;

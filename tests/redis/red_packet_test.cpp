@@ -1,26 +1,34 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <atomic>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <numeric>
 #include <set>
 #include <thread>
 
+#include <limitcounter/detail/lua_scripts.hpp>
 #include <limitcounter/error.hpp>
 #include <limitcounter/red_packet.hpp>
 
+#include "red_packets/red_packet_codec.hpp"
+#include "support/probe.hpp"
 #include "support/redis_server.hpp"
 #include "support/topology.hpp"
 
 using namespace std::chrono_literals;
 using limitcounter::Clock;
+using limitcounter::CloseResult;
+using limitcounter::CreateResult;
 using limitcounter::errc;
 using limitcounter::Error;
 using limitcounter::GrabResult;
 using limitcounter::PacketOptions;
 using limitcounter::PayoutTask;
 using limitcounter::Redis;
+using limitcounter::RedisOptions;
 using limitcounter::RedPacketOptions;
 using limitcounter::RedPacketPool;
 using limitcounter::testing::test_options;
@@ -109,7 +117,7 @@ TEST_CASE_METHOD(PoolFixture, "attempts are capped; expiry and closing return th
   pool.create("pk-2", {100, 200, 300}, options);
   CHECK(pool.grab("pk-2", "alice").status == GrabResult::Status::granted);
   CHECK(pool.grab("pk-2", "alice").status == GrabResult::Status::already);
-  CHECK(pool.grab("pk-2", "alice").status == GrabResult::Status::too_many_attempts);
+  CHECK(pool.grab("pk-2", "alice").status == GrabResult::Status::already); // a winner, always
   CHECK_THROWS_MATCHES(pool.create("pk-2", {1}), Error, Catch::Predicate<Error>([](const Error& e) {
                          return e.code() == errc::conflict;
                        }));
@@ -124,7 +132,8 @@ TEST_CASE_METHOD(PoolFixture, "attempts are capped; expiry and closing return th
   CHECK(closed[0].second.packets_left == 2);
   const auto twice = pool.close("pk-2");
   CHECK_FALSE(twice.closed_now);
-  CHECK(twice.leftover == 0);
+  CHECK(twice.replayed);
+  CHECK(twice.leftover == 500); // the same leftover: a retry after a lost reply loses nothing
   CHECK(pool.grab("pk-2", "bob").status == GrabResult::Status::expired);
 
   CHECK_THROWS_MATCHES(
@@ -194,10 +203,387 @@ TEST_CASE_METHOD(PoolFixture, "grab_many pipelines grabs", "[redpacket][redis][b
   REQUIRE(results.size() == 80);
   std::int64_t sum = 0;
   int granted = 0;
-  for (const auto& result : results) {
+  for (const auto& batch_result : results) {
+    const auto& result = std::get<GrabResult>(batch_result);
     granted += result.status == GrabResult::Status::granted ? 1 : 0;
     sum += result.status == GrabResult::Status::granted ? result.amount : 0;
   }
   CHECK(granted == 50);
   CHECK(sum == 1000);
+}
+
+namespace {
+
+bool is_code(const Error& e, errc code) { return e.code() == code; }
+
+std::int64_t list_sum(Redis& redis, const std::string& key) {
+  std::int64_t sum = 0;
+  const limitcounter::Reply amounts = redis.command({"LRANGE", key, "0", "-1"});
+  for (const auto& amount : amounts.as_array()) {
+    sum += amount.to_int64();
+  }
+  return sum;
+}
+
+} // namespace
+
+TEST_CASE_METHOD(PoolFixture, "create is idempotent by id and content; other content conflicts",
+                 "[redpacket][redis][exactly-once]") {
+  PacketOptions options;
+  options.expires_at = Clock::now() + 1h;
+  const CreateResult first = pool.create("pk-c", {100, 200, 300}, options);
+  CHECK(first.created_now);
+  CHECK_FALSE(first.replayed);
+  CHECK(first.chunks_stored == 1);
+  // the same call again, as a host retries after a lost reply: success, nothing pushed twice
+  const CreateResult again = pool.create("pk-c", {100, 200, 300}, options);
+  CHECK_FALSE(again.created_now);
+  CHECK(again.replayed);
+  CHECK(again.chunks_stored == 0);
+  CHECK(redis.command({"LLEN", pool.keys().packet("pk-c", "list")}).as_integer() == 3);
+
+  const auto conflicts = [&](const std::vector<std::int64_t>& amounts, const PacketOptions& o) {
+    try {
+      pool.create("pk-c", amounts, o);
+      FAIL("accepted");
+    } catch (const Error& e) {
+      CHECK(e.code() == errc::conflict);
+      CHECK_THAT(e.what(), Catch::Contains("pk-c"));
+    }
+  };
+  conflicts({100, 200, 301}, options);
+  conflicts({300, 200, 100}, options); // the order is content too: it is the draw order
+  conflicts({100, 200, 300, 1}, options);
+  PacketOptions other = options;
+  other.max_attempts_per_user = 3;
+  conflicts({100, 200, 300}, other);
+  other = options;
+  other.expires_at += 1s;
+  conflicts({100, 200, 300}, other);
+  CHECK(list_sum(redis, pool.keys().packet("pk-c", "list")) == 600); // untouched
+  CHECK(pool.grab("pk-c", "u1").amount == 100);
+}
+
+TEST_CASE_METHOD(PoolFixture,
+                 "a large packet is stored in bounded chunks and grabbable only once complete; "
+                 "a retry after lost chunks finishes it without pushing a chunk twice",
+                 "[redpacket][redis][exactly-once]") {
+  constexpr std::int64_t count = 200'000;
+  limitcounter::SplitOptions split_options;
+  split_options.seed = 3;
+  const auto amounts = limitcounter::split(20'000'000, count, split_options);
+  PacketOptions options;
+  options.expires_at = Clock::now() + 1h;
+  const std::string id = "pk-big";
+  const std::string expires = std::to_string(
+      std::chrono::duration_cast<std::chrono::milliseconds>(options.expires_at.time_since_epoch())
+          .count());
+  const std::string digest =
+      limitcounter::detail::content_digest(amounts, expires, options.max_attempts_per_user);
+  const std::vector<std::string> keys{pool.keys().packet(id, "meta"),
+                                      pool.keys().packet(id, "list"),
+                                      pool.keys().packets(pool.keys().partition_of(id))};
+  const std::size_t per_chunk = RedPacketPool::chunk_amounts;
+  const auto chunk = [&](std::size_t index) {
+    std::vector<std::string> args{"chunk", id, digest, std::to_string(index)};
+    for (std::size_t i = index * per_chunk; i < (index + 1) * per_chunk; ++i) {
+      args.push_back(std::to_string(amounts[i]));
+    }
+    return redis.eval(limitcounter::scripts::red_packet, keys, args).at(0).as_string();
+  };
+  // A create cut off after its first chunks: the begin and chunks 0 and 1 ran (their replies
+  // may have been lost), chunk 1 was even sent twice, and chunk 3 arrived before chunk 2.
+  REQUIRE(redis
+              .eval(limitcounter::scripts::red_packet, keys,
+                    {"begin", id, "20000000", std::to_string(count), expires,
+                     std::to_string(options.max_attempts_per_user),
+                     std::to_string(std::stoll(expires) + 3'600'000), digest, "20"})
+              .at(0)
+              .as_string() == "begun");
+  CHECK(chunk(0) == "stored");
+  CHECK(chunk(1) == "stored");
+  CHECK(chunk(1) == "have"); // the retried chunk is not pushed again
+  CHECK(chunk(3) == "gap");  // nor one beyond what is stored
+  CHECK(redis.command({"LLEN", keys[1]}).as_integer() == 2 * 10'000);
+
+  // half stored: nobody can grab from it or close it
+  const Error grab_error = limitcounter::testing::error_of([&] { pool.grab(id, "early"); });
+  CHECK(grab_error.code() == errc::not_found);
+  CHECK_THAT(grab_error.what(), Catch::Contains("not completely created"));
+  CHECK(is_code(limitcounter::testing::error_of([&] { pool.close(id); }), errc::not_found));
+  CHECK(pool.close_expired(Clock::now() + 2h).empty()); // not indexed before it is complete
+  CHECK(redis.command({"HLEN", pool.keys().packet(id, "drawn")}).as_integer() == 0);
+
+  // the host retries the create: the missing 18 chunks are stored, in order, once each
+  const CreateResult finished = pool.create(id, amounts, options);
+  CHECK(finished.created_now);
+  CHECK(finished.replayed);
+  CHECK(finished.chunks_stored == 18);
+  const auto stored = redis.command({"LRANGE", keys[1], "0", "-1"}).as_array();
+  REQUIRE(stored.size() == static_cast<std::size_t>(count));
+  bool same = true;
+  for (std::size_t i = 0; i < stored.size(); ++i) {
+    same = same && stored[i].to_int64() == amounts[i];
+  }
+  CHECK(same);
+  const CreateResult replay = pool.create(id, amounts, options);
+  CHECK_FALSE(replay.created_now);
+  CHECK(replay.replayed);
+  CHECK(replay.chunks_stored == 0);
+  CHECK(pool.grab(id, "first").amount == amounts[0]);
+
+  // a fresh create of a large packet: 20 bounded commands after the begin
+  const CreateResult fresh = pool.create("pk-big2", amounts, options);
+  CHECK(fresh.created_now);
+  CHECK(fresh.chunks_stored == 20);
+  CHECK(redis.command({"LLEN", pool.keys().packet("pk-big2", "list")}).as_integer() == count);
+}
+
+TEST_CASE_METHOD(PoolFixture,
+                 "a winner always gets already with the amount; the cap limits grabs that win "
+                 "nothing",
+                 "[redpacket][redis]") {
+  PacketOptions options;
+  options.max_attempts_per_user = 2;
+  pool.create("pk-cap", {100}, options);
+  const GrabResult won = pool.grab("pk-cap", "alice");
+  REQUIRE(won.status == GrabResult::Status::granted);
+  for (int i = 0; i < 5; ++i) { // past the cap, many times over
+    const GrabResult again = pool.grab("pk-cap", "alice");
+    CHECK(again.status == GrabResult::Status::already);
+    CHECK(again.amount == 100);
+  }
+  CHECK(pool.grab("pk-cap", "bob").status == GrabResult::Status::sold_out);
+  CHECK(pool.grab("pk-cap", "bob").status == GrabResult::Status::sold_out);
+  CHECK(pool.grab("pk-cap", "bob").status == GrabResult::Status::too_many_attempts);
+  CHECK(pool.grab("pk-cap", "alice").amount == 100);
+}
+
+TEST_CASE_METHOD(PoolFixture, "a grab's display data is kept with the draw and the payout task",
+                 "[redpacket][redis][payout]") {
+  pool.create("pk-d", {5, 6, 7});
+  const std::string nickname = "\xE5\xB0\x8F\xE6\x98\x8E:{x}"; // UTF-8, with separators
+  const std::string avatar = "https://cdn.example/a/1.png?s=64:64";
+  REQUIRE(pool.grab("pk-d", "u1", limitcounter::UserDisplay{nickname, avatar}).status ==
+          GrabResult::Status::granted);
+  REQUIRE(pool.grab("pk-d", "u2").status == GrabResult::Status::granted);
+  CHECK_THAT(redis.command({"HGET", pool.keys().packet("pk-d", "drawn"), "u1"}).as_string(),
+             Catch::Contains(nickname) && Catch::Contains(avatar));
+  std::map<std::string, PayoutTask> tasks;
+  for (const auto& task : take_all()) {
+    tasks.emplace(task.user_id, task);
+  }
+  REQUIRE(tasks.size() == 2);
+  CHECK(tasks["u1"].nickname == nickname);
+  CHECK(tasks["u1"].avatar_url == avatar);
+  CHECK(tasks["u1"].amount == 5);
+  CHECK(tasks["u2"].nickname.empty());
+  CHECK(tasks["u2"].avatar_url.empty());
+
+  // refused before sending, naming the value: too long, control characters, not UTF-8
+  const auto refused = [&](const limitcounter::UserDisplay& display, const std::string& needle) {
+    const Error e = limitcounter::testing::error_of([&] { pool.grab("pk-d", "u3", display); });
+    CHECK(e.code() == errc::invalid_argument);
+    CHECK_THAT(e.what(), Catch::Contains(needle));
+  };
+  refused({std::string(257, 'n'), ""}, "257 bytes");
+  refused({"", std::string(300, 'a')}, "avatar URL of 300 bytes");
+  refused({"bad\nname", ""}, "bad\\x0aname");
+  refused({"\xff\xfe", ""}, "\\xff");
+  CHECK(redis.command({"LLEN", pool.keys().packet("pk-d", "list")}).as_integer() == 1);
+  CHECK(redis.command({"HEXISTS", pool.keys().packet("pk-d", "drawn"), "u3"}).as_integer() == 0);
+}
+
+TEST_CASE_METHOD(PoolFixture, "grab_many: one result per grab, an error stays with its grab",
+                 "[redpacket][redis][batch]") {
+  // every grab of an unknown packet fails alone: the batch returns, it does not throw
+  const auto unknown = pool.grab_many("pk-none", {"a", "b"});
+  REQUIRE(unknown.size() == 2);
+  for (const auto& result : unknown) {
+    REQUIRE(std::holds_alternative<Error>(result));
+    CHECK(std::get<Error>(result).code() == errc::not_found);
+  }
+  pool.create("pk-m", {1, 2});
+  std::vector<limitcounter::GrabRequest> requests{{"a", {"Ann", ""}}, {"b", {}}, {"a", {}}};
+  const auto results = pool.grab_many("pk-m", requests);
+  REQUIRE(results.size() == 3);
+  CHECK(std::get<GrabResult>(results[0]).status == GrabResult::Status::granted);
+  CHECK(std::get<GrabResult>(results[1]).status == GrabResult::Status::granted);
+  CHECK(std::get<GrabResult>(results[2]).status == GrabResult::Status::already);
+  CHECK(std::get<GrabResult>(results[2]).amount == std::get<GrabResult>(results[0]).amount);
+  // bad input throws before anything is sent
+  pool.create("pk-m2", {1, 2});
+  CHECK(is_code(limitcounter::testing::error_of([&] {
+                  pool.grab_many("pk-m2", {"ok", "b:d"});
+                }),
+                errc::invalid_argument));
+  CHECK(redis.command({"LLEN", pool.keys().packet("pk-m2", "list")}).as_integer() == 2);
+}
+
+TEST_CASE_METHOD(PoolFixture, "close retried returns the same leftover, marked as a replay",
+                 "[redpacket][redis][exactly-once]") {
+  pool.create("pk-cl", {10, 20, 30});
+  REQUIRE(pool.grab("pk-cl", "u1").amount == 10);
+  const CloseResult first = pool.close("pk-cl");
+  CHECK(first.closed_now);
+  CHECK_FALSE(first.replayed);
+  CHECK(first.leftover == 50);
+  CHECK(first.packets_left == 2);
+  for (int i = 0; i < 2; ++i) { // the host retries: its first reply was lost
+    const CloseResult again = pool.close("pk-cl");
+    CHECK_FALSE(again.closed_now);
+    CHECK(again.replayed);
+    CHECK(again.leftover == 50);
+    CHECK(again.packets_left == 2);
+  }
+  CHECK(redis.command({"HGET", pool.keys().packet("pk-cl", "meta"), "leftover"}).as_string() ==
+        "50");
+  CHECK(pool.grab("pk-cl", "u2").status == GrabResult::Status::expired);
+}
+
+TEST_CASE_METHOD(PoolFixture,
+                 "close_expired skips a packet whose keys outlived their retention and closes "
+                 "every other",
+                 "[redpacket][redis]") {
+  PacketOptions options;
+  options.expires_at = Clock::now() + 1h;
+  for (const char* id : {"pk-e1", "pk-e2", "pk-e3"}) {
+    pool.create(id, {4, 5}, options);
+  }
+  // pk-e2 was never closed and its retention passed: its keys expired, its index entry stayed
+  redis.command({"DEL", pool.keys().packet("pk-e2", "meta")});
+  redis.command({"DEL", pool.keys().packet("pk-e2", "list")});
+  auto closed = pool.close_expired(Clock::now() + 2h);
+  std::sort(closed.begin(), closed.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  REQUIRE(closed.size() == 3);
+  CHECK(closed[0].first == "pk-e1");
+  CHECK(closed[0].second.closed_now);
+  CHECK(closed[0].second.leftover == 9);
+  CHECK(closed[1].first == "pk-e2");
+  CHECK(closed[1].second.gone);
+  CHECK_FALSE(closed[1].second.closed_now);
+  CHECK(closed[2].first == "pk-e3");
+  CHECK(closed[2].second.closed_now);
+  CHECK(closed[2].second.leftover == 9);
+  CHECK(pool.close_expired(Clock::now() + 3h).empty()); // the gone one does not come back
+}
+
+TEST_CASE_METHOD(PoolFixture,
+                 "payout amounts from 10^14 to 2^53 - 1 stay exact through take, fail and "
+                 "dead letter",
+                 "[redpacket][redis][payout]") {
+  constexpr std::int64_t max_exact = (std::int64_t{1} << 53) - 1;
+  constexpr std::int64_t big = 100'000'000'000'001; // 10^14 + 1: %.14g gives 1e+14
+  pool.create("pk-x", {max_exact - big, big});
+  REQUIRE(pool.grab("pk-x", "u1").amount == max_exact - big);
+  REQUIRE(pool.grab("pk-x", "u2").amount == big);
+  const auto partition = pool.keys().partition_of("pk-x");
+  auto now = Clock::now();
+  for (int attempt = 1; attempt <= 3; ++attempt) {
+    const auto tasks = pool.take_payouts(partition, 10, now);
+    REQUIRE(tasks.size() == 2);
+    for (const auto& task : tasks) {
+      CHECK(task.attempt == attempt);
+      CHECK(task.amount == (task.user_id == "u1" ? max_exact - big : big));
+      CHECK(pool.fail_payout(task, now) == (attempt == 3));
+    }
+    now += 1s; // past the back-off
+  }
+  auto dead = pool.dead_payouts(partition);
+  std::sort(dead.begin(), dead.end());
+  CHECK(dead == std::vector<std::string>{"pk-x:u1:" + std::to_string(max_exact - big) + ":3",
+                                         "pk-x:u2:" + std::to_string(big) + ":3"});
+  pool.create("pk-y", {max_exact});
+  REQUIRE(pool.grab("pk-y", "u1").amount == max_exact);
+  const auto task = pool.take_payouts(pool.keys().partition_of("pk-y"), 10, now);
+  REQUIRE(task.size() == 1);
+  CHECK(task[0].amount == max_exact);
+}
+
+TEST_CASE_METHOD(PoolFixture,
+                 "ack and fail apply once across retries; a worker whose lease ran out cannot "
+                 "ack a task another worker holds",
+                 "[redpacket][redis][payout][exactly-once]") {
+  pool.create("pk-a", {11, 12});
+  REQUIRE(pool.grab("pk-a", "u1").status == GrabResult::Status::granted);
+  const auto partition = pool.keys().partition_of("pk-a");
+  const auto start = Clock::now();
+  const auto a_tasks = pool.take_payouts(partition, 10, start); // worker A
+  REQUIRE(a_tasks.size() == 1);
+  // A's lease runs out; worker B takes the task under a new lease
+  const auto b_tasks = pool.take_payouts(partition, 10, start + 1s);
+  REQUIRE(b_tasks.size() == 1);
+  CHECK(b_tasks[0].lease != a_tasks[0].lease);
+  CHECK(b_tasks[0].attempt == 2);
+  CHECK_FALSE(pool.ack_payout(a_tasks[0], start + 1s));  // A is refused
+  CHECK_FALSE(pool.fail_payout(a_tasks[0], start + 1s)); // and cannot fail it either
+  CHECK(pool.ack_payout(b_tasks[0], start + 1s));        // B's ack counts
+  CHECK(pool.ack_payout(b_tasks[0], start + 1s));        // and B's retried ack too
+  CHECK_FALSE(pool.ack_payout(a_tasks[0], start + 2s));
+  CHECK(redis.command({"HLEN", pool.keys().packet("pk-a", "paid")}).as_integer() == 1);
+  CHECK(pool.take_payouts(partition, 10, start + 1h).empty()); // paid once, never again
+
+  // a retried fail counts one failed attempt, and answers as the first one did
+  REQUIRE(pool.grab("pk-a", "u2").status == GrabResult::Status::granted);
+  auto now = start + 2h;
+  for (int attempt = 1; attempt <= 3; ++attempt) {
+    const auto tasks = pool.take_payouts(partition, 10, now);
+    REQUIRE(tasks.size() == 1);
+    CHECK(tasks[0].attempt == attempt);
+    const bool dead = pool.fail_payout(tasks[0], now);
+    CHECK(dead == (attempt == 3));
+    CHECK(pool.fail_payout(tasks[0], now) == dead);
+    now += 1s;
+  }
+  CHECK(pool.dead_payouts(partition) == std::vector<std::string>{"pk-a:u2:12:3"});
+}
+
+TEST_CASE_METHOD(PoolFixture,
+                 "calls timed out while Redis held writes did not run; the same call again "
+                 "applies once",
+                 "[redpacket][redis][exactly-once][standalone]") {
+  RedisOptions short_options = test_options();
+  short_options.command_timeout = 100ms;
+  Redis impatient(short_options);
+  Redis admin(test_options());
+  PacketOptions packet;
+  packet.expires_at = Clock::now() + 1h;
+  const auto times_out = [&](const std::function<void()>& call) {
+    const limitcounter::testing::WritesHeld held(admin, 2000ms);
+    const Error e = limitcounter::testing::error_of(call);
+    CHECK(e.code() == errc::timeout);
+    CHECK(e.outcome() == limitcounter::Outcome::unknown);
+  };
+  // one key prefix: `a` times out, `b` is the host's retry
+  const RedPacketOptions shared = options();
+  RedPacketPool a(impatient, shared);
+  RedPacketPool b(redis, shared);
+  const std::string a_meta = a.keys().packet("pk-t", "meta");
+
+  times_out([&] { a.create("pk-t", {3, 4}, packet); });
+  CHECK(redis.command({"EXISTS", a_meta}).as_integer() == 0); // it did not run
+  CHECK(b.create("pk-t", {3, 4}, packet).created_now);
+  CHECK(b.create("pk-t", {3, 4}, packet).replayed);
+
+  times_out([&] { a.grab("pk-t", "u1"); });
+  CHECK(redis.command({"LLEN", a.keys().packet("pk-t", "list")}).as_integer() == 2);
+  CHECK(b.grab("pk-t", "u1").status == GrabResult::Status::granted);
+  CHECK(b.grab("pk-t", "u1").status == GrabResult::Status::already);
+
+  const auto tasks = b.take_payouts(b.keys().partition_of("pk-t"), 10);
+  REQUIRE(tasks.size() == 1);
+  times_out([&] { a.ack_payout(tasks[0]); });
+  CHECK(redis.command({"EXISTS", b.keys().packet("pk-t", "paid")}).as_integer() == 0);
+  CHECK(b.ack_payout(tasks[0]));
+  CHECK(b.ack_payout(tasks[0]));
+
+  times_out([&] { a.close("pk-t"); });
+  CHECK(redis.command({"HGET", a_meta, "closed"}).as_string() == "0");
+  const CloseResult closed = b.close("pk-t");
+  CHECK(closed.closed_now);
+  CHECK(closed.leftover == 4);
+  const CloseResult replay = b.close("pk-t");
+  CHECK(replay.replayed);
+  CHECK(replay.leftover == 4);
 }

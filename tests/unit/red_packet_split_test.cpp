@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <limits>
 #include <numeric>
 
 #include <limitcounter/error.hpp>
@@ -21,6 +22,8 @@ void check_split(std::int64_t total, std::int64_t count, SplitOptions options) {
   CHECK(std::accumulate(amounts.begin(), amounts.end(), std::int64_t{0}) == total);
   for (const auto amount : amounts) {
     REQUIRE(amount >= options.min_amount);
+    REQUIRE(amount <= total); // the sum below could wrap around and still match
+
     if (options.max_amount) {
       REQUIRE(amount <= *options.max_amount);
     }
@@ -80,6 +83,34 @@ TEST_CASE("impossible splits are errors naming the values", "[redpacket][split]"
       Catch::Predicate<Error>([](const Error& e) { return e.code() == errc::precision_overflow; }));
 }
 
+TEST_CASE("huge totals split without overflow; unrepresentable ones are refused",
+          "[redpacket][split]") {
+  constexpr std::int64_t max_exact = (std::int64_t{1} << 53) - 1;
+  SplitOptions options;
+  options.seed = 11;
+  // near 2^53: count x total passes INT64_MAX, and the bound "what the others can take" must
+  // not wrap (it did, and amounts above the total came out)
+  check_split(max_exact, 2000, options);
+  check_split(max_exact, 1'000'000, options);
+  check_split(max_exact - 12'345, 3, options);
+  options.max_amount = std::numeric_limits<std::int64_t>::max(); // "no cap", spelled out
+  check_split(max_exact, 2, options);
+  check_split(max_exact, 5000, options);
+  options.guaranteed_percent = 50;
+  check_split(max_exact, 5000, options);
+  // near INT64_MAX: not representable in Redis Lua numbers, refused naming the value
+  for (const std::int64_t total : {max_exact + 1, std::numeric_limits<std::int64_t>::max() - 1,
+                                   std::numeric_limits<std::int64_t>::max()}) {
+    try {
+      split(total, 2);
+      FAIL("accepted " << total);
+    } catch (const Error& e) {
+      CHECK(e.code() == errc::precision_overflow);
+      CHECK_THAT(e.what(), Catch::Contains(std::to_string(total)));
+    }
+  }
+}
+
 TEST_CASE("every position's mean is the fair share", "[redpacket][split][statistics]") {
   constexpr int runs = 100'000;
   std::vector<double> sums(10, 0.0);
@@ -121,9 +152,10 @@ TEST_CASE("grab and take replies decode", "[redpacket][codec]") {
   CHECK_THROWS_MATCHES(
       decode_grab(Reply::array({Reply::string("unknown")}), "p1"), Error,
       Catch::Predicate<Error>([](const Error& e) { return e.code() == errc::not_found; }));
-  const auto tasks = decode_take(Reply::array({Reply::string("pk:u1"), Reply::string("5"),
-                                               Reply::integer(2), Reply::integer(9)}),
-                                 3);
+  const auto tasks =
+      decode_take(Reply::array({Reply::string("pk:u1"), Reply::string("5"), Reply::integer(2),
+                                Reply::integer(9), Reply::string("3:A:bhttps://x/y:z")}),
+                  3);
   REQUIRE(tasks.size() == 1);
   CHECK(tasks[0].packet_id == "pk");
   CHECK(tasks[0].user_id == "u1");
@@ -131,5 +163,40 @@ TEST_CASE("grab and take replies decode", "[redpacket][codec]") {
   CHECK(tasks[0].lease == 9);
   CHECK(tasks[0].partition == 3);
   CHECK(tasks[0].idempotency_key() == "pk:u1");
+  CHECK(tasks[0].nickname == "A:b");
+  CHECK(tasks[0].avatar_url == "https://x/y:z");
   CHECK_THROWS_AS(decode_take(Reply::array({Reply::string("x")}), 0), Error);
+}
+
+TEST_CASE("close replies, display data and the content digest", "[redpacket][codec]") {
+  using limitcounter::Reply;
+  using limitcounter::UserDisplay;
+  using namespace limitcounter::detail;
+  const auto replay = decode_close(
+      Reply::array({Reply::string("already"), Reply::string("50"), Reply::integer(2)}), "p");
+  CHECK(replay.replayed);
+  CHECK_FALSE(replay.closed_now);
+  CHECK(replay.leftover == 50);
+  CHECK(replay.packets_left == 2);
+  CHECK_THROWS_MATCHES(
+      decode_close(Reply::array({Reply::string("not_ready")}), "p9"), Error,
+      Catch::Predicate<Error>([](const Error& e) { return e.code() == errc::not_found; }));
+
+  for (const UserDisplay& display : {UserDisplay{"", ""}, UserDisplay{"n", ""},
+                                     UserDisplay{"", "u:1"}, UserDisplay{"12:ab", "c"}}) {
+    const UserDisplay back = decode_display(encode_display(display));
+    CHECK(back.nickname == display.nickname);
+    CHECK(back.avatar_url == display.avatar_url);
+  }
+  CHECK(encode_display({}).empty());
+  CHECK_THROWS_AS(decode_display("9:ab"), Error);
+  CHECK_THROWS_AS(decode_display("x:ab"), Error);
+
+  const std::string digest = content_digest({1, 23}, "1000", 10);
+  CHECK(digest.size() == 16);
+  CHECK(digest == content_digest({1, 23}, "1000", 10));
+  CHECK(digest != content_digest({12, 3}, "1000", 10));
+  CHECK(digest != content_digest({23, 1}, "1000", 10));
+  CHECK(digest != content_digest({1, 23}, "1001", 10));
+  CHECK(digest != content_digest({1, 23}, "1000", 11));
 }
