@@ -100,10 +100,11 @@ struct ScriptCall {
 /// ends by T0 + B + one attempt, where one attempt waits at most `pool_wait_timeout` for a
 /// connection, `connect_timeout` plus two `command_timeout`s (AUTH, SELECT) for a new one,
 /// and `command_timeout` per write and per read of each of at most three requests (ASKING,
-/// SCRIPT LOAD, the command; `eval_pipeline` makes one such attempt per node it sends to,
-/// plus one for the calls it reloads scripts for). With the defaults and a server that answers at
-/// once, a server that keeps answering LOADING ends every call in about 50 ms; each such call then
-/// counts as one failure for the circuit breaker, which opens after `breaker_failures` of them.
+/// SCRIPT LOAD, the command). `eval_pipeline` first sends one pipeline to each node it
+/// touches, one node after another; each of those counts as one attempt too. With the
+/// defaults and a server that answers at once, a server that keeps answering LOADING ends
+/// every call in about 50 ms; each such call then counts as one failure for the circuit
+/// breaker, which opens after `breaker_failures` of them.
 class Redis {
 public:
   explicit Redis(RedisOptions options);
@@ -116,7 +117,9 @@ public:
   Redis& operator=(Redis&&) noexcept = default;
 
   /// Runs one command, e.g. `command({"HGETALL", key})`. An error reply is returned as a
-  /// `Reply` of type error, not thrown.
+  /// `Reply` of type error, not thrown, except the replies that say it did not run: LOADING,
+  /// BUSY, MASTERDOWN, TRYAGAIN, CLUSTERDOWN (retried; thrown once the call's budget is spent)
+  /// and NOAUTH (thrown at once), as described at `Redis`.
   Reply command(const std::vector<std::string>& argv);
 
   /// Runs `script` with EVALSHA; if the server answers NOSCRIPT, loads the script and
@@ -130,8 +133,12 @@ public:
   /// does not hide the results of the others. Calls answered NOSCRIPT did not run: the
   /// missing scripts are loaded and just those calls are sent again in a second pipeline,
   /// so they run (once) after the other calls. A script the server will not load leaves
-  /// an error reply in place of its calls. If the connection fails, the whole call
-  /// throws, with Outcome::unknown once the first pipeline was sent.
+  /// an error reply in place of its calls. Calls refused with LOADING, BUSY, MASTERDOWN,
+  /// TRYAGAIN or CLUSTERDOWN (or redirected) are sent again one by one within the call's
+  /// budget; one still refused when it ends keeps that error reply in place (it did not run),
+  /// unless no call of the pipeline ran: then the whole call throws as `eval` would. If the
+  /// connection fails, the whole call throws, with Outcome::unknown once the first pipeline
+  /// was sent.
   std::vector<Reply> eval_pipeline(const std::vector<ScriptCall>& calls);
 
   const RedisOptions& options() const noexcept;

@@ -167,13 +167,31 @@ public:
         rerun_noscript_on_node(*pool, calls, commands, indexes, replies, policy);
       }
     }
+    // A call still refused when the budget ends keeps its error reply in place: it did not
+    // run, and the calls that did run keep their replies. Only when none ran is the
+    // pipeline refused as a whole (not sent; a failure for the breaker).
+    std::optional<ServerUnavailable> unavailable;
+    bool any_ran = false;
     for (std::size_t i = 0; i < calls.size(); ++i) {
       const detail::ReplyKind kind = detail::classify(replies[i], cluster_);
       if (kind == detail::ReplyKind::transient || kind == detail::ReplyKind::redirect) {
-        replies[i] = routed(slots[i], policy, [&](detail::Connection& connection) {
-          return run_script(connection, *calls[i].script, commands[i], policy);
-        });
+        try {
+          if (!policy.may_resend(Clock::now())) {
+            throw ServerUnavailable(cluster_ ? errc::cluster_down : errc::server_error,
+                                    refused_message(replies[i], policy), Outcome::not_sent);
+          }
+          replies[i] = routed(slots[i], policy, [&](detail::Connection& connection) {
+            return run_script(connection, *calls[i].script, commands[i], policy);
+          });
+        } catch (const ServerUnavailable& e) {
+          unavailable = e;
+          continue;
+        }
       }
+      any_ran = any_ran || detail::classify(replies[i], cluster_) == detail::ReplyKind::final;
+    }
+    if (unavailable && !any_ran) {
+      throw *unavailable;
     }
     return replies;
   }
@@ -413,15 +431,17 @@ private:
         }
       }
       if (kind == detail::ReplyKind::transient || kind == detail::ReplyKind::redirect) {
-        const std::string message = "Redis at " + peer_ + " still answers \"" + reply.as_string() +
-                                    "\" after " + std::to_string(policy.attempts()) +
-                                    " attempts in " + std::to_string(budget_.count()) +
-                                    " ms; nothing ran";
-        throw ServerUnavailable(cluster_ ? errc::cluster_down : errc::server_error, message,
-                                Outcome::not_sent);
+        throw ServerUnavailable(cluster_ ? errc::cluster_down : errc::server_error,
+                                refused_message(reply, policy), Outcome::not_sent);
       }
       return reply;
     }
+  }
+
+  std::string refused_message(const Reply& reply, const detail::RetryPolicy& policy) const {
+    return "Redis at " + peer_ + " still answers \"" + reply.as_string() + "\" after " +
+           std::to_string(policy.attempts()) + " attempts within the call budget of " +
+           std::to_string(budget_.count()) + " ms; nothing ran";
   }
 
   // The pool of `slot`'s node; reads the slot map first when it is stale or lacks the slot.

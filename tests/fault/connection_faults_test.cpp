@@ -221,6 +221,16 @@ TEST_CASE("a server answering BUSY: calls end in their budget, nothing ran, the 
   std::thread busy([&] { blocker.command({"EVAL", "while true do end", "0"}); });
   REQUIRE(eventually([&] { return answers(admin, "BUSY"); }));
   each_call_refused_then_breaker_opens(server.options(), "BUSY", key);
+  // a pipeline none of whose calls ran is refused as a whole (before: BUSY in place)
+  RedisOptions no_breaker = server.options();
+  no_breaker.command_timeout = 100ms;
+  no_breaker.breaker_failures = 0;
+  Redis piped(no_breaker);
+  const Error refused = error_of([&] {
+    piped.eval_pipeline({{&probe, {key}, probe_args()}, {&probe, {key}, probe_args()}});
+  });
+  CHECK(refused.outcome() == Outcome::not_sent);
+  CHECK_THAT(refused.what(), Catch::Contains("BUSY"));
   CHECK(admin.command({"SCRIPT", "KILL"}).as_string() == "OK");
   busy.join();
   // the server's side: it refused with BUSY, and no probe call wrote anything
