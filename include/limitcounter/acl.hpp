@@ -13,6 +13,8 @@ inline const std::vector<std::string>& required_commands() {
       // sent directly
       "evalsha", "script|load", "hget", "hmget", "zrangebyscore", "lrange", "time", "select",
       "ping",
+      // sent by the cluster router: the slot map, and the redirection of a migrating slot
+      "cluster|slots", "asking",
       // called by lua/*.lua
       "hset", "hdel", "hincrby", "exists", "del", "pexpire", "pexpireat", "zadd", "zrem", "zcard",
       "zrange", "zscore", "zremrangebyscore", "lpop", "rpush", "xadd", "xack", "xgroup|create",

@@ -45,9 +45,13 @@ using TimePoint = Clock::time_point;
 ///   should extend its expiry on the later window (PEXPIREAT ... GT), not only set it once.
 ///
 /// Zone data comes from the system's zone files (/usr/share/zoneinfo) through Howard
-/// Hinnant's date library, which applies only the transitions the files list explicitly
-/// (Debian's list them up to 2037): later DST switches are not applied, so instants after
-/// the last listed transition use its offset.
+/// Hinnant's date library. The files list transitions explicitly up to a year (Debian's up
+/// to 2037) and end with the zone's POSIX TZ rule (e.g. "EST5EDT,M3.2.0,M11.1.0"), which
+/// this calendar applies after the last listed transition (with date/ptz.h), so DST keeps
+/// switching in every later year: America/New_York at 2038-06-08T04:30Z is 00:30 EDT, day
+/// `20380608`. The one exception: a rule date/ptz.h cannot read (transition hours below 0
+/// or above 24, as in America/Nuuk and America/Scoresbysund) is not applied; such a zone
+/// keeps the offset of its last listed transition.
 struct Window {
   /// Local-time id: `202611221530` (minute), `2026112215` (hour), `20261122` (day),
   /// `2026-W47` (ISO week), `202611` (month), `2026` (year).
@@ -73,6 +77,8 @@ public:
 private:
   std::string zone_name_;
   const void* zone_; // const date::time_zone*; the database keeps it alive for the process
+  std::shared_ptr<const void> rule_; // const Posix::time_zone*: the rule after the listed
+                                     // transitions, or null (no DST, or a rule not read)
 };
 
 } // namespace limitcounter

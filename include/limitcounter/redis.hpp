@@ -25,18 +25,27 @@ struct RedisOptions {
   int db = 0;              ///< SELECT index (standalone only)
   std::chrono::milliseconds connect_timeout{100};
   std::chrono::milliseconds command_timeout{50};
+  /// The retry budget of one call (0: the same as `command_timeout`). A call re-sends a
+  /// request that did not run (see "Retries and the time budget" at `Redis`) only while less
+  /// than `call_budget` has passed since the call started; back-off sleeps are cut to end by
+  /// then. Must not be negative.
+  std::chrono::milliseconds call_budget{0};
   /// How long a caller waits for a free connection when all `pool_size` are busy.
   std::chrono::milliseconds pool_wait_timeout{50};
   std::size_t pool_size = 8;
-  /// Consecutive infrastructure failures (no connection, timeout, broken connection) after
-  /// which the circuit breaker opens: calls then fail at once with errc::circuit_open
+  /// Consecutive infrastructure failures (no connection, timeout, broken connection, a server
+  /// that needs a password not given, a server still answering LOADING, BUSY, MASTERDOWN,
+  /// TRYAGAIN or CLUSTERDOWN when the call's budget ran out) after which the circuit breaker
+  /// opens: calls then fail at once with errc::circuit_open
   /// (Outcome::not_sent) instead of each waiting for a timeout. 0 disables the breaker.
   int breaker_failures = 5;
   /// How long an open breaker waits before it lets one probe call through; the probe's
   /// success closes it, its failure opens it again.
   std::chrono::milliseconds breaker_pause{1000};
-  /// Seed nodes ("host:port") of a Redis Cluster; when non-empty, `host`/`port` are unused
-  /// and commands are routed by key slot.
+  /// Seed nodes ("host:port", "[v6]:port") of a Redis Cluster; when non-empty, `host`/`port`
+  /// are unused and commands are routed by key slot. Every seed is checked when `Redis` is
+  /// constructed: one without a port, or with a bad one, throws `Error` (invalid_argument)
+  /// naming it.
   std::vector<std::string> cluster_seeds;
 
   /// Parses `redis://[user:password@]host[:port][/db]`, `redis://:password@host:port`,
@@ -59,13 +68,16 @@ struct ScriptCall {
 ///
 /// Errors: every function throws `Error`. `Error::outcome()` says whether the
 /// command was not sent, failed on the server, or may have run:
-/// - not sent (Outcome::not_sent): no connection (connect_failed), no free
-///   connection within `pool_wait_timeout` (pool_exhausted), or the request could
-///   not be written at all. A pooled connection that the server closed while it
-///   was idle is found before anything is sent (its socket shows the EOF) and
-///   replaced; if it is only found because writing the request fails before a
-///   single byte left, the request is sent once more on another connection. That
-///   is the only automatic retry: the server never saw the first attempt.
+/// - not sent (Outcome::not_sent): no connection (connect_failed), a server that
+///   answers NOAUTH because it needs a password the options do not give (connect_failed;
+///   the message names the server, never a password), no free connection within
+///   `pool_wait_timeout` (pool_exhausted), a server still answering LOADING, BUSY,
+///   MASTERDOWN, TRYAGAIN or CLUSTERDOWN when the call's budget ran out (server_error, or
+///   cluster_down on a cluster), or the request could not be written at all. A pooled connection
+///   that the server closed while it was idle is found before anything is sent (its socket shows
+///   the EOF) and replaced; if it is only found because writing the request fails before a single
+///   byte left, the request is sent once more on another connection (the server never saw the first
+///   attempt).
 /// - failed (Outcome::failed): Redis answered with an error (server_error).
 /// - may have run (Outcome::unknown): a timeout after sending, or a connection
 ///   that broke after a byte of the request left, even when the server closed it
@@ -77,6 +89,22 @@ struct ScriptCall {
 ///
 /// `command_timeout` bounds each wait for bytes from the server (SO_RCVTIMEO), and
 /// each wait to write; `connect_timeout` bounds connecting. Both must be positive.
+///
+/// Retries and the time budget. A request is sent again only when the server's answer
+/// says it did not run: LOADING, BUSY (a script runs; the server refused this command),
+/// MASTERDOWN, TRYAGAIN and CLUSTERDOWN after a back-off of 10 ms, 20 ms, 40 ms, ...;
+/// NOSCRIPT after loading the script; MOVED and ASK (at most 6 redirections); a stale
+/// pooled connection or a cluster node that refused the connection. Let T0 be the
+/// moment the call starts and B its budget (`call_budget`, or `command_timeout` when that
+/// is 0). No request is sent again after T0 + B, and no back-off sleeps past it. So a call
+/// ends by T0 + B + one attempt, where one attempt waits at most `pool_wait_timeout` for a
+/// connection, `connect_timeout` plus two `command_timeout`s (AUTH, SELECT) for a new one,
+/// and `command_timeout` per write and per read of each of at most three requests (ASKING,
+/// SCRIPT LOAD, the command). `eval_pipeline` first sends one pipeline to each node it
+/// touches, one node after another; each of those counts as one attempt too. With the
+/// defaults and a server that answers at once, a server that keeps answering LOADING ends
+/// every call in about 50 ms; each such call then counts as one failure for the circuit
+/// breaker, which opens after `breaker_failures` of them.
 class Redis {
 public:
   explicit Redis(RedisOptions options);
@@ -89,7 +117,9 @@ public:
   Redis& operator=(Redis&&) noexcept = default;
 
   /// Runs one command, e.g. `command({"HGETALL", key})`. An error reply is returned as a
-  /// `Reply` of type error, not thrown.
+  /// `Reply` of type error, not thrown, except the replies that say it did not run: LOADING,
+  /// BUSY, MASTERDOWN, TRYAGAIN, CLUSTERDOWN (retried; thrown once the call's budget is spent)
+  /// and NOAUTH (thrown at once), as described at `Redis`.
   Reply command(const std::vector<std::string>& argv);
 
   /// Runs `script` with EVALSHA; if the server answers NOSCRIPT, loads the script and
@@ -103,8 +133,12 @@ public:
   /// does not hide the results of the others. Calls answered NOSCRIPT did not run: the
   /// missing scripts are loaded and just those calls are sent again in a second pipeline,
   /// so they run (once) after the other calls. A script the server will not load leaves
-  /// an error reply in place of its calls. If the connection fails, the whole call
-  /// throws, with Outcome::unknown once the first pipeline was sent.
+  /// an error reply in place of its calls. Calls refused with LOADING, BUSY, MASTERDOWN,
+  /// TRYAGAIN or CLUSTERDOWN (or redirected) are sent again one by one within the call's
+  /// budget; one still refused when it ends keeps that error reply in place (it did not run),
+  /// unless no call of the pipeline ran: then the whole call throws as `eval` would. If the
+  /// connection fails, the whole call throws, with Outcome::unknown once the first pipeline
+  /// was sent.
   std::vector<Reply> eval_pipeline(const std::vector<ScriptCall>& calls);
 
   const RedisOptions& options() const noexcept;

@@ -13,7 +13,9 @@ namespace limitcounter {
 
 /// Host time corrected by the offset to the Redis server's clock. The offset is sampled
 /// with one `TIME` command (the midpoint of its round trip) when first needed and then
-/// every `resample_every`; `now()` itself costs no round trip. If a resample fails, the
+/// every `resample_every`; `now()` itself costs no round trip. When a sample falls due,
+/// exactly one calling thread sends `TIME`; threads calling meanwhile use the previous offset
+/// without waiting for it. If a resample fails, the
 /// last offset stays in use (and 0 before the first success): a sick Redis never makes
 /// the clock throw. Pass `clock.now()` as a Transaction's time, or to `add`/`usage`.
 ///

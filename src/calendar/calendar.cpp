@@ -2,10 +2,13 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <fstream>
+#include <iterator>
 #include <stdexcept>
 
 #include <date/date.h>
 #include <date/iso_week.h>
+#include <date/ptz.h>
 #include <date/tz.h>
 
 #include <limitcounter/error.hpp>
@@ -21,9 +24,61 @@ using std::chrono::hours;
 using std::chrono::minutes;
 using std::chrono::seconds;
 
-const date::time_zone& zone_of(const void* zone) {
-  return *static_cast<const date::time_zone*>(zone);
+// Where the date library reads zone files (it is built with USE_OS_TZDB).
+constexpr const char* zone_directory = "/usr/share/zoneinfo/";
+
+// The POSIX TZ rule in the footer of a TZif file (version 2 and later), e.g.
+// "EST5EDT,M3.2.0,M11.1.0": it gives every transition after the last one the file lists.
+// Null when the file has none, the zone keeps one offset (no ',': no DST), or the rule is one
+// date/ptz.h cannot read (negative transition hours, as in America/Nuuk): such zones keep the
+// offset of their last listed transition.
+std::shared_ptr<const Posix::time_zone> posix_rule_of(const std::string& zone_name) {
+  std::ifstream file(zone_directory + zone_name, std::ios::binary);
+  const std::string data((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  if (data.size() < 2 || data.compare(0, 4, "TZif") != 0 || data.back() != '\n') {
+    return nullptr;
+  }
+  const auto start = data.rfind('\n', data.size() - 2);
+  if (start == std::string::npos) {
+    return nullptr;
+  }
+  const std::string rule = data.substr(start + 1, data.size() - start - 2);
+  if (rule.find(',') == std::string::npos) {
+    return nullptr;
+  }
+  try {
+    return std::make_shared<const Posix::time_zone>(rule);
+  } catch (const std::runtime_error&) {
+    return nullptr;
+  }
 }
+
+// A zone as the calendar sees it: the transitions its file lists, then its POSIX rule.
+class Zone {
+public:
+  Zone(const void* zone, const void* rule)
+      : zone_(*static_cast<const date::time_zone*>(zone)),
+        rule_(static_cast<const Posix::time_zone*>(rule)) {}
+
+  // The offset span around `instant`. The file's last span is open-ended (it ends in the
+  // year 32767); inside it the rule's spans apply, starting no earlier than the last listed
+  // transition. Without this, Debian's files (listing transitions up to 2037) would leave
+  // every later instant on the offset of 2037's last switch: no DST from 2038 on.
+  date::sys_info get_info(sys_seconds instant) const {
+    date::sys_info listed = zone_.get_info(instant);
+    if (rule_ == nullptr || listed.end < open_ended) {
+      return listed;
+    }
+    date::sys_info ruled = rule_->get_info(instant);
+    ruled.begin = std::max(ruled.begin, listed.begin);
+    return ruled;
+  }
+
+private:
+  static constexpr sys_seconds open_ended{date::sys_days{date::year{10000} / 1 / 1}};
+  const date::time_zone& zone_;
+  const Posix::time_zone* rule_;
+};
 
 local_seconds local_at(sys_seconds instant, seconds offset) {
   return local_seconds{instant.time_since_epoch() + offset};
@@ -69,8 +124,8 @@ struct Stretch {
   sys_seconds end;
 };
 
-Stretch stretch_around(const date::time_zone& zone, const date::sys_info& here,
-                       local_seconds local_start, local_seconds local_end) {
+Stretch stretch_around(const Zone& zone, const date::sys_info& here, local_seconds local_start,
+                       local_seconds local_end) {
   Stretch stretch{instant_of(local_start, here.offset), instant_of(local_end, here.offset)};
 
   for (date::sys_info span = here; stretch.start <= span.begin;) {
@@ -160,16 +215,19 @@ Period parse_period(std::string_view text) {
 }
 
 Calendar::Calendar(std::string_view zone) : zone_name_(zone), zone_(nullptr) {
+  const date::time_zone* located = nullptr;
   try {
-    zone_ = date::locate_zone(zone_name_);
+    located = date::locate_zone(zone_name_);
   } catch (const std::runtime_error&) {
     throw Error(errc::unknown_time_zone,
                 "time zone \"" + zone_name_ + "\" is not in the time zone database");
   }
+  zone_ = located;
+  rule_ = posix_rule_of(located->name());
 }
 
 Window Calendar::window(Period period, TimePoint at) const {
-  const date::time_zone& zone = zone_of(zone_);
+  const Zone zone(zone_, rule_.get());
   const sys_seconds at_second = date::floor<seconds>(at);
   // The instant's own offset: an ambiguous local time belongs to the pass it happens in.
   const date::sys_info here = zone.get_info(at_second);

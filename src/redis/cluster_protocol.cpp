@@ -55,9 +55,4 @@ std::optional<Redirect> parse_redirect(std::string_view error) {
   return redirect;
 }
 
-bool is_transient_error(std::string_view error) {
-  return error.substr(0, 8) == "TRYAGAIN" || error.substr(0, 11) == "CLUSTERDOWN" ||
-         error.substr(0, 7) == "LOADING" || error.substr(0, 10) == "MASTERDOWN";
-}
-
 } // namespace limitcounter::detail

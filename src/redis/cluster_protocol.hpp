@@ -33,9 +33,4 @@ struct Redirect {
 /// The redirection in an error reply's text, if it is one.
 std::optional<Redirect> parse_redirect(std::string_view error);
 
-/// Whether an error reply says the command did not run and may succeed shortly:
-/// TRYAGAIN, CLUSTERDOWN (a cluster reconfiguring), LOADING (a restarted server reading its
-/// data), MASTERDOWN (a replica that lost its master).
-bool is_transient_error(std::string_view error);
-
 } // namespace limitcounter::detail

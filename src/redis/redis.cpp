@@ -14,13 +14,11 @@
 #include "redis/cluster_protocol.hpp"
 #include "redis/connection_pool.hpp"
 #include "redis/key_slot.hpp"
+#include "redis/retry_policy.hpp"
+#include "redis/router.hpp"
 
 namespace limitcounter {
 namespace {
-
-bool is_noscript(const Reply& reply) {
-  return reply.is_error() && reply.as_string().compare(0, 8, "NOSCRIPT") == 0;
-}
 
 // EVALSHA sha numkeys keys... args...; views into `call`, `numkeys` must outlive the result.
 detail::Argv evalsha_argv(const Script& script, const std::vector<std::string>& keys,
@@ -56,15 +54,23 @@ void load_script(detail::Connection& connection, const Script& script) {
   }
 }
 
+// Thrown when a server kept answering that it cannot run commands now (LOADING, BUSY,
+// MASTERDOWN, TRYAGAIN, CLUSTERDOWN) until the call's budget ran out. Nothing ran; the
+// breaker counts it as an infrastructure failure, as it counts a dead server.
+class ServerUnavailable : public Error {
+public:
+  using Error::Error;
+};
+
 } // namespace
 
-// Routes every call to the node that serves its keys' slot: one node for a standalone
-// server; for a cluster, a slot map from CLUSTER SLOTS that follows MOVED, with ASK
-// redirections for slots in migration and bounded waits on TRYAGAIN and CLUSTERDOWN.
+// The I/O orchestration of a call: which pool to take a connection from (the router's slot
+// map), sending, and acting on the replies as the retry policy says, within the call's budget.
 class Redis::Impl {
 public:
   explicit Impl(RedisOptions options)
       : options_(std::move(options)), cluster_(!options_.cluster_seeds.empty()),
+        budget_(options_.call_budget.count() > 0 ? options_.call_budget : options_.command_timeout),
         breaker_(options_.breaker_failures, options_.breaker_pause) {
     if (options_.pool_size == 0) {
       throw Error(errc::invalid_argument, "Redis pool_size must be at least 1");
@@ -76,10 +82,11 @@ public:
                       std::to_string(options_.connect_timeout.count()) + " ms and " +
                       std::to_string(options_.command_timeout.count()) + " ms)");
     }
-    if (options_.pool_wait_timeout.count() < 0) {
-      throw Error(errc::invalid_argument, "Redis pool_wait_timeout must not be negative (got " +
-                                              std::to_string(options_.pool_wait_timeout.count()) +
-                                              " ms)");
+    if (options_.pool_wait_timeout.count() < 0 || options_.call_budget.count() < 0) {
+      throw Error(errc::invalid_argument,
+                  "Redis pool_wait_timeout and call_budget must not be negative (got " +
+                      std::to_string(options_.pool_wait_timeout.count()) + " ms and " +
+                      std::to_string(options_.call_budget.count()) + " ms)");
     }
     if (options_.cluster_seeds.empty() && options_.unix_socket.empty() &&
         (options_.port < 1 || options_.port > 65535 || options_.host.empty())) {
@@ -92,6 +99,10 @@ public:
                   "Redis db must not be negative (got " + std::to_string(options_.db) + ")");
     }
     if (cluster_) {
+      // Every seed is checked now, not when the first slot map is read mid-call.
+      for (const auto& seed : options_.cluster_seeds) {
+        node_locked(detail::parse_seed(seed));
+      }
       peer_ = "cluster " + options_.cluster_seeds.front();
     } else {
       peer_ = options_.unix_socket.empty() ? options_.host + ":" + std::to_string(options_.port)
@@ -101,19 +112,20 @@ public:
     }
   }
 
-  Reply command(const std::vector<std::string>& argv) {
+  Reply command(const std::vector<std::string>& argv, detail::RetryPolicy& policy) {
     const detail::Argv views(argv.begin(), argv.end());
     // In a cluster the first argument after the command name is taken as the key.
     const int slot = argv.size() > 1 ? detail::key_slot(argv[1]) : no_slot;
-    return routed(slot, [&](detail::Connection& connection) { return connection.run(views); });
+    return routed(slot, policy,
+                  [&](detail::Connection& connection) { return connection.run(views); });
   }
 
   Reply eval(const Script& script, const std::vector<std::string>& keys,
-             const std::vector<std::string>& args) {
+             const std::vector<std::string>& args, detail::RetryPolicy& policy) {
     const std::string numkeys = std::to_string(keys.size());
     const detail::Argv argv = evalsha_argv(script, keys, args, numkeys);
-    Reply reply = routed(slot_of(keys, script), [&](detail::Connection& connection) {
-      return run_script(connection, script, argv);
+    Reply reply = routed(slot_of(keys, script), policy, [&](detail::Connection& connection) {
+      return run_script(connection, script, argv, policy);
     });
     if (reply.is_error()) {
       throw Error(errc::server_error,
@@ -123,7 +135,8 @@ public:
     return reply;
   }
 
-  std::vector<Reply> eval_pipeline(const std::vector<ScriptCall>& calls) {
+  std::vector<Reply> eval_pipeline(const std::vector<ScriptCall>& calls,
+                                   detail::RetryPolicy& policy) {
     std::vector<std::string> numkeys;
     numkeys.reserve(calls.size());
     std::vector<detail::Argv> commands;
@@ -146,26 +159,49 @@ public:
     std::vector<Reply> replies(calls.size());
     std::map<detail::ConnectionPool*, std::vector<std::size_t>> by_node;
     for (std::size_t i = 0; i < calls.size(); ++i) {
-      by_node[&owner(slots[i])].push_back(i);
+      by_node[&owner(slots[i], policy)].push_back(i);
     }
     for (const auto& [pool, indexes] : by_node) {
-      run_on_node(*pool, commands, indexes, replies);
-      rerun_noscript_on_node(*pool, calls, commands, indexes, replies);
-    }
-    for (std::size_t i = 0; i < calls.size(); ++i) {
-      if (did_not_run(replies[i])) {
-        replies[i] = routed(slots[i], [&](detail::Connection& connection) {
-          return run_script(connection, *calls[i].script, commands[i]);
-        });
+      run_on_node(*pool, commands, indexes, replies, policy);
+      if (policy.may_resend(Clock::now())) {
+        rerun_noscript_on_node(*pool, calls, commands, indexes, replies, policy);
       }
+    }
+    // A call still refused when the budget ends keeps its error reply in place: it did not
+    // run, and the calls that did run keep their replies. Only when none ran is the
+    // pipeline refused as a whole (not sent; a failure for the breaker).
+    std::optional<ServerUnavailable> unavailable;
+    bool any_ran = false;
+    for (std::size_t i = 0; i < calls.size(); ++i) {
+      const detail::ReplyKind kind = detail::classify(replies[i], cluster_);
+      if (kind == detail::ReplyKind::transient || kind == detail::ReplyKind::redirect) {
+        try {
+          if (!policy.may_resend(Clock::now())) {
+            throw ServerUnavailable(cluster_ ? errc::cluster_down : errc::server_error,
+                                    refused_message(replies[i], policy), Outcome::not_sent);
+          }
+          replies[i] = routed(slots[i], policy, [&](detail::Connection& connection) {
+            return run_script(connection, *calls[i].script, commands[i], policy);
+          });
+        } catch (const ServerUnavailable& e) {
+          unavailable = e;
+          continue;
+        }
+      }
+      any_ran = any_ran || detail::classify(replies[i], cluster_) == detail::ReplyKind::final;
+    }
+    if (unavailable && !any_ran) {
+      throw *unavailable;
     }
     return replies;
   }
 
   const RedisOptions& options() const noexcept { return options_; }
 
-  /// Runs `call` unless the circuit breaker is open, and tells the breaker how it went.
-  template <typename Call> auto guarded(Call&& call) -> decltype(call()) {
+  /// Runs `call` with a fresh retry budget unless the circuit breaker is open, and tells the
+  /// breaker how it went.
+  template <typename Call>
+  auto guarded(Call&& call) -> decltype(call(std::declval<detail::RetryPolicy&>())) {
     if (!breaker_.allow()) {
       throw Error(errc::circuit_open,
                   "Redis at " + peer_ + " failed " + std::to_string(options_.breaker_failures) +
@@ -173,10 +209,14 @@ public:
                       std::to_string(options_.breaker_pause.count()) + " ms before a probe",
                   Outcome::not_sent);
     }
+    detail::RetryPolicy policy(budget_, Clock::now());
     try {
-      auto result = call();
+      auto result = call(policy);
       breaker_.record_success();
       return result;
+    } catch (const ServerUnavailable&) {
+      breaker_.record_failure();
+      throw;
     } catch (const Error& e) {
       const auto code = static_cast<errc>(e.code().value());
       if (code == errc::connect_failed || code == errc::timeout || code == errc::io_error) {
@@ -189,41 +229,63 @@ public:
   }
 
 private:
-  static constexpr int max_attempts = 6;
+  using Clock = detail::RetryPolicy::Clock;
   static constexpr int no_slot = -1; ///< a call without keys: any node will do
 
   // Runs `send` on a connection of `pool`. If the connection turns out to have been closed
   // by the server while it sat in the pool, and not one byte of the request left (the
-  // StaleConnection case), runs it once more on another connection: the server never saw
-  // the first attempt. This is the only automatic retry of a request; anything that fails
-  // after a byte was sent may have run and is left to the caller. `send` must be safe to
-  // repeat when its last request was not sent: every request before it in the chain must be
-  // free of effects (ASKING, an EVALSHA answered NOSCRIPT, SCRIPT LOAD).
+  // StaleConnection case), runs it once more on another connection, budget permitting: the
+  // server never saw the first attempt. Anything that fails after a byte was sent may have
+  // run and is left to the caller. `send` must be safe to repeat when its last request was
+  // not sent: every request before it in the chain must be free of effects (ASKING, an
+  // EVALSHA answered NOSCRIPT, SCRIPT LOAD). An answer NOAUTH is thrown: nothing ran.
   template <typename Send>
-  static auto on_connection(detail::ConnectionPool& pool, Send&& send)
-      -> decltype(send(std::declval<detail::Connection&>())) {
+  static auto on_connection(detail::ConnectionPool& pool, const detail::RetryPolicy& policy,
+                            Send&& send) -> decltype(send(std::declval<detail::Connection&>())) {
     for (int attempt = 1;; ++attempt) {
       auto lease = pool.acquire();
       try {
-        return send(*lease);
+        auto replies = send(*lease);
+        throw_if_noauth(replies, *lease);
+        return replies;
       } catch (const detail::StaleConnection&) {
-        if (attempt >= 2) {
+        if (attempt >= 2 || !policy.may_resend(Clock::now())) {
           throw;
         }
       }
     }
   }
 
+  static void throw_if_noauth(const Reply& reply, const detail::Connection& connection) {
+    if (detail::classify(reply, false) == detail::ReplyKind::noauth) {
+      // The server's text is "Authentication required."; the password is never named.
+      throw Error(errc::connect_failed,
+                  "Redis at " + connection.peer() +
+                      " requires authentication (it answered NOAUTH): set RedisOptions::password "
+                      "(and user for an ACL user); nothing ran",
+                  Outcome::not_sent);
+    }
+  }
+
+  static void throw_if_noauth(const std::vector<Reply>& replies,
+                              const detail::Connection& connection) {
+    for (const Reply& reply : replies) {
+      throw_if_noauth(reply, connection);
+    }
+  }
+
   // The calls `indexes` of one node in one pipeline; their replies go to `replies`.
   static void run_on_node(detail::ConnectionPool& pool, const std::vector<detail::Argv>& commands,
-                          const std::vector<std::size_t>& indexes, std::vector<Reply>& replies) {
+                          const std::vector<std::size_t>& indexes, std::vector<Reply>& replies,
+                          const detail::RetryPolicy& policy) {
     std::vector<detail::Argv> batch;
     batch.reserve(indexes.size());
     for (const std::size_t i : indexes) {
       batch.push_back(commands[i]);
     }
-    std::vector<Reply> answered = on_connection(
-        pool, [&](detail::Connection& connection) { return connection.run_pipeline(batch); });
+    std::vector<Reply> answered = on_connection(pool, policy, [&](detail::Connection& connection) {
+      return connection.run_pipeline(batch);
+    });
     for (std::size_t j = 0; j < indexes.size(); ++j) {
       replies[indexes[j]] = std::move(answered[j]);
     }
@@ -238,11 +300,12 @@ private:
                                      const std::vector<ScriptCall>& calls,
                                      const std::vector<detail::Argv>& commands,
                                      const std::vector<std::size_t>& indexes,
-                                     std::vector<Reply>& replies) {
+                                     std::vector<Reply>& replies,
+                                     const detail::RetryPolicy& policy) {
     std::vector<std::size_t> again;
     std::vector<const Script*> missing;
     for (const std::size_t i : indexes) {
-      if (is_noscript(replies[i])) {
+      if (detail::classify(replies[i], false) == detail::ReplyKind::noscript) {
         again.push_back(i);
         const Script* script = calls[i].script;
         if (std::find_if(missing.begin(), missing.end(), [&](const Script* s) {
@@ -263,8 +326,9 @@ private:
     for (const std::size_t i : again) {
       batch.push_back(commands[i]);
     }
-    std::vector<Reply> answered = on_connection(
-        pool, [&](detail::Connection& connection) { return connection.run_pipeline(batch); });
+    std::vector<Reply> answered = on_connection(pool, policy, [&](detail::Connection& connection) {
+      return connection.run_pipeline(batch);
+    });
     std::vector<std::optional<Reply>> load_failures(missing.size());
     for (std::size_t m = 0; m < missing.size(); ++m) {
       const Reply& loaded = answered[m];
@@ -284,24 +348,19 @@ private:
       while (missing[m]->sha1 != calls[i].script->sha1) {
         ++m;
       }
-      replies[i] = load_failures[m] && is_noscript(reply) ? *load_failures[m] : std::move(reply);
+      const bool still_missing = detail::classify(reply, false) == detail::ReplyKind::noscript;
+      replies[i] = load_failures[m] && still_missing ? *load_failures[m] : std::move(reply);
     }
-  }
-  bool did_not_run(const Reply& reply) const {
-    if (!reply.is_error()) {
-      return false;
-    }
-    const std::string& text = reply.as_string();
-    return is_noscript(reply) || detail::is_transient_error(text) ||
-           (cluster_ && detail::parse_redirect(text));
   }
 
-  // EVALSHA, loading the script into this node's cache once if it answers NOSCRIPT: the
-  // call did not run then, so running it again is safe.
+  // EVALSHA, loading the script into this node's cache once if it answers NOSCRIPT and the
+  // budget allows: the call did not run then, so running it again is safe. Past the budget
+  // the NOSCRIPT reply is returned as it is (nothing ran).
   static Reply run_script(detail::Connection& connection, const Script& script,
-                          const detail::Argv& argv) {
+                          const detail::Argv& argv, const detail::RetryPolicy& policy) {
     Reply reply = connection.run(argv);
-    if (is_noscript(reply)) {
+    if (detail::classify(reply, false) == detail::ReplyKind::noscript &&
+        policy.may_resend(Clock::now())) {
       load_script(connection, script);
       reply = connection.run(argv);
     }
@@ -328,15 +387,17 @@ private:
     return slot;
   }
 
-  // A template, not std::function: the callers' lambdas would not fit its inline storage,
-  // and this is one heap allocation per call saved.
-  template <typename Send> Reply routed(int slot, const Send& send) {
+  // Sends through the node of `slot` and acts on replies that say the command did not run:
+  // MOVED and ASK are followed, transient replies are retried after a back-off, both only
+  // while the policy allows. A template, not std::function: the callers' lambdas would not
+  // fit its inline storage, and this is one heap allocation per call saved.
+  template <typename Send> Reply routed(int slot, detail::RetryPolicy& policy, const Send& send) {
     detail::ConnectionPool* ask_target = nullptr;
-    for (int attempt = 1;; ++attempt) {
-      detail::ConnectionPool& pool = ask_target != nullptr ? *ask_target : owner(slot);
+    for (;;) {
+      detail::ConnectionPool& pool = ask_target != nullptr ? *ask_target : owner(slot, policy);
       Reply reply;
       try {
-        reply = on_connection(pool, [&](detail::Connection& connection) {
+        reply = on_connection(pool, policy, [&](detail::Connection& connection) {
           if (ask_target != nullptr) {
             connection.run({"ASKING"});
           }
@@ -344,115 +405,110 @@ private:
         });
       } catch (const Error& e) {
         // Not sent: the node may be gone (failover). Learn the map again and retry.
-        if (cluster_ && e.code() == errc::connect_failed && attempt < max_attempts) {
-          refresh_slots();
+        if (cluster_ && e.code() == errc::connect_failed && policy.after_hop(Clock::now())) {
+          refresh_slots(policy);
           continue;
         }
         throw;
       }
       ask_target = nullptr;
-      if (!reply.is_error()) {
-        return reply;
-      }
-      const std::string& text = reply.as_string();
-      const auto redirect = cluster_ ? detail::parse_redirect(text) : std::nullopt;
-      const bool transient = detail::is_transient_error(text);
-      if (!redirect && !transient) {
-        return reply;
-      }
-      if (attempt >= max_attempts) {
-        throw Error(cluster_ ? errc::cluster_down : errc::server_error,
-                    "Redis at " + peer_ + " still answers \"" + text + "\" after " +
-                        std::to_string(max_attempts) + " attempts; nothing ran",
-                    Outcome::not_sent);
-      }
-      if (redirect && redirect->ask) {
-        ask_target = &node(redirect->host, redirect->port);
-      } else if (redirect) {
+      const detail::ReplyKind kind = detail::classify(reply, cluster_);
+      if (kind == detail::ReplyKind::redirect && policy.after_hop(Clock::now())) {
+        const auto redirect = detail::parse_redirect(reply.as_string());
         const std::lock_guard<std::mutex> lock(nodes_mutex_);
-        slots_[redirect->slot] = &node_locked(redirect->host, redirect->port);
-        next_refresh_ = {}; // the map is stale: learn it again on the next call
-      } else {
-        std::this_thread::sleep_for(std::chrono::milliseconds(10) * (1 << (attempt - 1)));
+        if (redirect->ask) {
+          ask_target = &node_locked({redirect->host, redirect->port});
+        } else {
+          node_locked({redirect->host, redirect->port});
+          slot_map_.moved(*redirect);
+        }
+        continue;
       }
+      if (kind == detail::ReplyKind::transient) {
+        if (const auto pause = policy.after_transient(Clock::now())) {
+          std::this_thread::sleep_for(*pause);
+          continue;
+        }
+      }
+      if (kind == detail::ReplyKind::transient || kind == detail::ReplyKind::redirect) {
+        throw ServerUnavailable(cluster_ ? errc::cluster_down : errc::server_error,
+                                refused_message(reply, policy), Outcome::not_sent);
+      }
+      return reply;
     }
   }
 
-  detail::ConnectionPool& owner(int slot) {
+  std::string refused_message(const Reply& reply, const detail::RetryPolicy& policy) const {
+    return "Redis at " + peer_ + " still answers \"" + reply.as_string() + "\" after " +
+           std::to_string(policy.attempts()) + " attempts within the call budget of " +
+           std::to_string(budget_.count()) + " ms; nothing ran";
+  }
+
+  // The pool of `slot`'s node; reads the slot map first when it is stale or lacks the slot.
+  detail::ConnectionPool& owner(int slot, const detail::RetryPolicy& policy) {
     if (!cluster_) {
       return *standalone_;
     }
-    bool stale = false;
     {
       const std::lock_guard<std::mutex> lock(nodes_mutex_);
-      stale = std::chrono::steady_clock::now() >= next_refresh_;
-      if (!stale) {
-        if (detail::ConnectionPool* pool =
-                slots_[slot == no_slot ? 0 : static_cast<std::size_t>(slot)]) {
-          return *pool;
+      if (!slot_map_.stale(Clock::now())) {
+        if (const auto node = slot_map_.owner(slot)) {
+          return *pools_[*node];
         }
       }
     }
-    refresh_slots();
+    refresh_slots(policy);
     const std::lock_guard<std::mutex> lock(nodes_mutex_);
-    detail::ConnectionPool* pool = slots_[slot == no_slot ? 0 : static_cast<std::size_t>(slot)];
-    if (pool == nullptr) {
+    const auto node = slot_map_.owner(slot);
+    if (!node) {
       throw Error(errc::cluster_down,
                   "no node of " + peer_ + " serves slot " + std::to_string(slot),
                   Outcome::not_sent);
     }
-    return *pool;
+    return *pools_[*node];
   }
 
-  detail::ConnectionPool& node(const std::string& host, int port) {
-    const std::lock_guard<std::mutex> lock(nodes_mutex_);
-    return node_locked(host, port);
-  }
-
-  detail::ConnectionPool& node_locked(const std::string& host, int port) {
-    auto& pool = nodes_[host + ":" + std::to_string(port)];
-    if (!pool) {
-      pool = std::make_unique<detail::ConnectionPool>(options_, host, port);
+  // The pool of `endpoint`, made when first needed; pools_ is indexed like the slot map's
+  // nodes and never shrinks, so pool pointers stay valid. Needs nodes_mutex_.
+  detail::ConnectionPool& node_locked(const detail::Endpoint& endpoint) {
+    const std::size_t index = slot_map_.node_index(endpoint);
+    if (index >= pools_.size()) {
+      pools_.resize(index + 1);
     }
-    return *pool;
+    if (!pools_[index]) {
+      pools_[index] =
+          std::make_unique<detail::ConnectionPool>(options_, endpoint.host, endpoint.port);
+    }
+    return *pools_[index];
   }
 
-  // Reads CLUSTER SLOTS from the first node that answers (known nodes, then the seeds).
-  void refresh_slots() {
-    std::vector<std::pair<std::string, int>> candidates;
+  // Reads CLUSTER SLOTS from the first node that answers (the seeds first, then every node
+  // learnt since), trying no further node once the call's budget is spent.
+  void refresh_slots(const detail::RetryPolicy& policy) {
+    std::vector<detail::ConnectionPool*> candidates;
     {
       const std::lock_guard<std::mutex> lock(nodes_mutex_);
-      for (const auto& [name, pool] : nodes_) {
-        candidates.emplace_back(pool->host(), pool->port());
+      for (std::size_t i = 0; i < slot_map_.node_count(); ++i) {
+        candidates.push_back(&node_locked(slot_map_.node(i)));
       }
-    }
-    for (const auto& seed : options_.cluster_seeds) {
-      const auto colon = seed.rfind(':');
-      std::string host = seed.substr(0, colon);
-      if (host.size() > 2 && host.front() == '[') {
-        host = host.substr(1, host.size() - 2);
-      }
-      candidates.emplace_back(host, std::stoi(seed.substr(colon + 1)));
     }
     std::string last_error = "no node to ask";
-    for (const auto& [host, port] : candidates) {
+    for (detail::ConnectionPool* pool : candidates) {
       try {
-        auto lease = node(host, port).acquire();
+        auto lease = pool->acquire();
         const auto ranges = detail::parse_cluster_slots(lease->run({"CLUSTER", "SLOTS"}));
-        if (ranges.empty()) {
-          continue;
-        }
         const std::lock_guard<std::mutex> lock(nodes_mutex_);
-        for (const auto& range : ranges) {
-          detail::ConnectionPool& pool = node_locked(range.host, range.port);
-          for (unsigned s = range.first; s <= range.last; ++s) {
-            slots_[s] = &pool;
+        if (slot_map_.assign(ranges, Clock::now())) {
+          for (std::size_t i = 0; i < slot_map_.node_count(); ++i) {
+            node_locked(slot_map_.node(i));
           }
+          return;
         }
-        next_refresh_ = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-        return;
       } catch (const Error& e) {
         last_error = e.what();
+      }
+      if (!policy.may_resend(Clock::now())) {
+        break;
       }
     }
     throw Error(errc::connect_failed, "no node of " + peer_ + " gave its slot map: " + last_error,
@@ -461,13 +517,12 @@ private:
 
   RedisOptions options_;
   bool cluster_;
+  std::chrono::milliseconds budget_;
   std::string peer_;
   std::unique_ptr<detail::ConnectionPool> standalone_;
   std::mutex nodes_mutex_;
-  std::map<std::string, std::unique_ptr<detail::ConnectionPool>>
-      nodes_; // never shrinks: pointers stay valid
-  std::array<detail::ConnectionPool*, detail::cluster_slots> slots_{};
-  std::chrono::steady_clock::time_point next_refresh_{};
+  detail::SlotMap slot_map_;
+  std::vector<std::unique_ptr<detail::ConnectionPool>> pools_; // indexed like slot_map_'s nodes
   detail::CircuitBreaker breaker_;
 };
 
@@ -478,16 +533,18 @@ Redis::Redis(std::string_view uri) : Redis(RedisOptions::from_uri(uri)) {}
 Redis::~Redis() = default;
 
 Reply Redis::command(const std::vector<std::string>& argv) {
-  return impl_->guarded([&] { return impl_->command(argv); });
+  return impl_->guarded([&](detail::RetryPolicy& policy) { return impl_->command(argv, policy); });
 }
 
 Reply Redis::eval(const Script& script, const std::vector<std::string>& keys,
                   const std::vector<std::string>& args) {
-  return impl_->guarded([&] { return impl_->eval(script, keys, args); });
+  return impl_->guarded(
+      [&](detail::RetryPolicy& policy) { return impl_->eval(script, keys, args, policy); });
 }
 
 std::vector<Reply> Redis::eval_pipeline(const std::vector<ScriptCall>& calls) {
-  return impl_->guarded([&] { return impl_->eval_pipeline(calls); });
+  return impl_->guarded(
+      [&](detail::RetryPolicy& policy) { return impl_->eval_pipeline(calls, policy); });
 }
 
 const RedisOptions& Redis::options() const noexcept { return impl_->options(); }

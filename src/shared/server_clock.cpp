@@ -30,7 +30,12 @@ bool ServerClock::resample() {
 }
 
 TimePoint ServerClock::now() {
-  if (std::chrono::steady_clock::now().time_since_epoch().count() >= next_sample_ns_.load()) {
+  // One sample per interval: the thread whose compare-exchange moves the due time forward
+  // samples; every other thread keeps using the current offset and never waits for it.
+  const std::int64_t now_ns = std::chrono::steady_clock::now().time_since_epoch().count();
+  std::int64_t due = next_sample_ns_.load();
+  if (now_ns >= due && next_sample_ns_.compare_exchange_strong(
+                           due, now_ns + std::chrono::nanoseconds(resample_every_).count())) {
     resample();
   }
   return Clock::now() + offset();

@@ -2,7 +2,10 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <filesystem>
 #include <thread>
+
+#include <unistd.h>
 
 #include <limitcounter/detail/lua_scripts.hpp>
 #include <limitcounter/error.hpp>
@@ -161,4 +164,105 @@ TEST_CASE("a restarted server is reconnected to, and scripts reload", "[redis][f
   CHECK(redis.eval(probe, {key}, probe_args()).at(1).as_integer() == 1);
   server.restart(); // no persistence: an empty server without scripts
   CHECK(redis.eval(probe, {key}, probe_args()).at(1).as_integer() == 1);
+}
+
+namespace {
+
+// The count of error replies starting with `code` the server has sent (INFO errorstats).
+long long errors_answered(Redis& admin, const std::string& code) {
+  const std::string stats = admin.command({"INFO", "errorstats"}).as_string();
+  const auto at = stats.find("errorstat_" + code + ":count=");
+  return at == std::string::npos ? 0 : std::stoll(stats.substr(at + code.size() + 17));
+}
+
+// Whether a call answered `code` (returned in place by older code, thrown by newer).
+bool answers(Redis& redis, const std::string& code) {
+  try {
+    const Reply reply = redis.command({"EXISTS", "any"});
+    return reply.is_error() && reply.as_string().compare(0, code.size(), code) == 0;
+  } catch (const Error& e) {
+    return std::string(e.what()).find(code) != std::string::npos;
+  }
+}
+
+// Three probe calls to a server that refuses with `code`: each ends with not_sent and names
+// the reply, and then the breaker is open. Before, BUSY was a script failure and LOADING
+// six attempts, and either way the breaker saw a live server and never opened.
+void each_call_refused_then_breaker_opens(RedisOptions options, const std::string& code,
+                                          const std::string& key) {
+  options.command_timeout = 100ms; // the call budget: retries stop after it
+  options.breaker_failures = 3;
+  options.breaker_pause = 60s;
+  Redis redis(options);
+  for (int call = 0; call < 3; ++call) {
+    const Error e = error_of([&] { redis.eval(probe, {key}, probe_args()); });
+    CHECK(e.outcome() == Outcome::not_sent);
+    CHECK(e.code() == errc::server_error);
+    CHECK_THAT(e.what(), Catch::Contains(code));
+  }
+  const Error open = error_of([&] { redis.eval(probe, {key}, probe_args()); });
+  CHECK(open.code() == errc::circuit_open);
+}
+
+} // namespace
+
+TEST_CASE("a server answering BUSY: calls end in their budget, nothing ran, the breaker opens",
+          "[redis][fault][budget]") {
+  RedisServer server({"--busy-reply-threshold", "10"});
+  RedisOptions admin_options = server.options();
+  admin_options.breaker_failures = 0;
+  admin_options.call_budget = 1ms; // the wait below polls; it need not retry
+  Redis admin(admin_options);
+  const std::string key = unique_prefix() + "busy";
+  // A script that never ends: past busy-reply-threshold the server answers BUSY to others.
+  RedisOptions blocker_options = server.options();
+  blocker_options.command_timeout = 60s;
+  Redis blocker(blocker_options);
+  std::thread busy([&] { blocker.command({"EVAL", "while true do end", "0"}); });
+  REQUIRE(eventually([&] { return answers(admin, "BUSY"); }));
+  each_call_refused_then_breaker_opens(server.options(), "BUSY", key);
+  // a pipeline none of whose calls ran is refused as a whole (before: BUSY in place)
+  RedisOptions no_breaker = server.options();
+  no_breaker.command_timeout = 100ms;
+  no_breaker.breaker_failures = 0;
+  Redis piped(no_breaker);
+  const Error refused = error_of([&] {
+    piped.eval_pipeline({{&probe, {key}, probe_args()}, {&probe, {key}, probe_args()}});
+  });
+  CHECK(refused.outcome() == Outcome::not_sent);
+  CHECK_THAT(refused.what(), Catch::Contains("BUSY"));
+  CHECK(admin.command({"SCRIPT", "KILL"}).as_string() == "OK");
+  busy.join();
+  // the server's side: it refused with BUSY, and no probe call wrote anything
+  CHECK(errors_answered(admin, "BUSY") >= 3);
+  CHECK(admin.command({"EXISTS", key}).as_integer() == 0);
+}
+
+TEST_CASE("a server answering LOADING: calls end in their budget, nothing ran, the breaker opens",
+          "[redis][fault][budget]") {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("limitcounter-loading-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  RedisServer server({"--dir", dir.string(), "--enable-debug-command", "yes",
+                      "--loading-process-events-interval-bytes", "1024"});
+  RedisOptions admin_options = server.options();
+  admin_options.breaker_failures = 0;
+  admin_options.call_budget = 1ms;
+  Redis admin(admin_options);
+  const std::string key = unique_prefix() + "loading";
+  // DEBUG RELOAD saves and loads the data again, slowly (key-load-delay per key): the
+  // server answers LOADING to others meanwhile.
+  REQUIRE(admin.command({"DEBUG", "POPULATE", "20000"}).as_string() == "OK");
+  REQUIRE(admin.command({"CONFIG", "SET", "key-load-delay", "200"}).as_string() == "OK");
+  RedisOptions reloader_options = server.options();
+  reloader_options.command_timeout = 60s;
+  Redis reloader(reloader_options);
+  std::thread reload([&] { reloader.command({"DEBUG", "RELOAD"}); });
+  REQUIRE(eventually([&] { return answers(admin, "LOADING"); }));
+  each_call_refused_then_breaker_opens(server.options(), "LOADING", key);
+  reload.join();
+  CHECK(errors_answered(admin, "LOADING") >= 3);
+  CHECK(admin.command({"EXISTS", key}).as_integer() == 0);
+  server.kill();
+  std::filesystem::remove_all(dir);
 }

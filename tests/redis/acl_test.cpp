@@ -1,37 +1,71 @@
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <sstream>
+#include <thread>
+#include <vector>
 
 #include <limitcounter/acl.hpp>
 #include <limitcounter/limitcounter.hpp>
 
+#include "support/redis_cluster.hpp"
 #include "support/redis_server.hpp"
+#include "support/topology.hpp"
 
 using namespace std::chrono_literals;
 using limitcounter::Redis;
 using limitcounter::RedisOptions;
 using limitcounter::testing::RedisServer;
+using limitcounter::testing::test_options;
+using limitcounter::testing::unique_prefix;
+
+namespace {
+
+// Every node of this run's topology (one server, or each node of the cluster).
+std::vector<RedisOptions> node_options() {
+  if (!limitcounter::testing::on_cluster()) {
+    return {limitcounter::testing::shared_server().options()};
+  }
+  std::vector<RedisOptions> nodes;
+  for (const RedisServer* node : limitcounter::testing::shared_cluster().nodes()) {
+    nodes.push_back(node->options());
+  }
+  return nodes;
+}
+
+// TIME commands the server has run (INFO commandstats).
+int time_calls(Redis& redis) {
+  const std::string stats = redis.command({"INFO", "commandstats"}).as_string();
+  const auto at = stats.find("cmdstat_time:calls=");
+  return at == std::string::npos ? 0 : std::stoi(stats.substr(at + 19));
+}
+
+} // namespace
 
 TEST_CASE("every job works under the least-privilege ACL, and nothing more is allowed",
-          "[redis][acl][standalone]") {
-  RedisServer server;
-  Redis admin(server.options());
+          "[redis][acl]") {
+  // On a cluster every node checks the user itself: the user is set on each, and the router
+  // needs CLUSTER SLOTS and ASKING (missing before: the first call failed with NOPERM).
+  const std::string prefix = unique_prefix() + "acl:";
   std::vector<std::string> setuser{"ACL", "SETUSER", "limitcounter", "on", ">lc-secret-pw"};
   std::istringstream rules(
-      limitcounter::least_privilege_acl({"acl:limit:", "acl:wallet:", "acl:rp:"}));
+      limitcounter::least_privilege_acl({prefix + "limit:", prefix + "wallet:", prefix + "rp:"}));
   for (std::string rule; rules >> rule;) {
     setuser.push_back(rule);
   }
-  REQUIRE(admin.command(setuser).as_string() == "OK");
-  admin.command({"SCRIPT", "FLUSH"}); // the user must be able to load the scripts itself
+  for (const RedisOptions& node : node_options()) {
+    Redis admin(node);
+    REQUIRE(admin.command(setuser).as_string() == "OK");
+    admin.command({"SCRIPT", "FLUSH"}); // the user must be able to load the scripts itself
+  }
 
-  RedisOptions options = server.options();
+  RedisOptions options = test_options();
   options.user = "limitcounter";
   options.password = "lc-secret-pw";
   Redis redis(options);
 
   limitcounter::LimitCounterOptions limit_options;
-  limit_options.key_prefix = "acl:limit:";
+  limit_options.key_prefix = prefix + "limit:";
   limitcounter::LimitCounter limits(redis, limitcounter::Calendar("Asia/Shanghai"), limit_options);
   limits.set_rules(limitcounter::RuleSet().add(
       limitcounter::Rule("day").where("merchant").per(limitcounter::Period::day).max_amount(1000)));
@@ -46,7 +80,7 @@ TEST_CASE("every job works under the least-privilege ACL, and nothing more is al
         50);
 
   limitcounter::WalletOptions wallet_options;
-  wallet_options.key_prefix = "acl:wallet:";
+  wallet_options.key_prefix = prefix + "wallet:";
   limitcounter::Wallet wallet(redis, wallet_options);
   CHECK(wallet.load("u1", {1000, 1, 0}));
   CHECK(wallet.deduct("u1", "o1", 10).status == limitcounter::WalletResult::Status::ok);
@@ -56,7 +90,7 @@ TEST_CASE("every job works under the least-privilege ACL, and nothing more is al
   CHECK(wallet.account("u1")->balance == 1000);
 
   limitcounter::RedPacketOptions packet_options;
-  packet_options.key_prefix = "acl:rp:";
+  packet_options.key_prefix = prefix + "rp:";
   limitcounter::RedPacketPool pool(redis, packet_options);
   pool.create("p1", {5, 5});
   CHECK(pool.grab("p1", "u1").status == limitcounter::GrabResult::Status::granted);
@@ -79,11 +113,7 @@ TEST_CASE("the server clock follows Redis TIME without a round trip per call",
   // the same machine: the offset is the measurement error, far below a second
   CHECK(std::chrono::abs(clock.offset()) < 1s);
   CHECK(std::chrono::abs(now - before) < 1s);
-  const auto calls = [&] {
-    const std::string stats = redis.command({"INFO", "commandstats"}).as_string();
-    const auto at = stats.find("cmdstat_time:calls=");
-    return at == std::string::npos ? 0 : std::stoi(stats.substr(at + 19));
-  };
+  const auto calls = [&] { return time_calls(redis); };
   const int sampled = calls();
   for (int i = 0; i < 100; ++i) {
     clock.now();
@@ -92,4 +122,31 @@ TEST_CASE("the server clock follows Redis TIME without a round trip per call",
   server.stop();
   CHECK_FALSE(clock.resample()); // Redis gone: the old offset stays, no throw
   CHECK(std::chrono::abs(clock.now() - limitcounter::Clock::now()) < 1s);
+}
+
+TEST_CASE("at a resample, one of 16 threads sends TIME; the others do not wait",
+          "[redis][clock][standalone]") {
+  RedisServer server;
+  Redis redis(server.options());
+  limitcounter::ServerClock clock(redis, 1s);
+  const auto calls = [&] { return time_calls(redis); };
+  clock.now(); // the first sample
+  REQUIRE(calls() == 1);
+  std::this_thread::sleep_for(1100ms); // the next sample is due
+  std::atomic<int> ready{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 16; ++i) {
+    threads.emplace_back([&] {
+      ++ready;
+      while (ready.load() < 16) {
+        std::this_thread::yield();
+      }
+      clock.now();
+    });
+  }
+  for (auto& thread : threads) {
+    thread.join();
+  }
+  // before: each thread that saw the sample due sent its own TIME (13 of 16 seen)
+  CHECK(calls() == 2);
 }

@@ -101,6 +101,30 @@ TEST_CASE("AUTH with a password, an ACL user, and SELECT", "[redis][auth][standa
   CHECK_THAT(e.what(), !Catch::Contains("wrong-pw-value"));
 }
 
+TEST_CASE("a server that needs a password says so, naming the server, for every kind of call",
+          "[redis][auth][standalone]") {
+  RedisServer server({"--requirepass", "n0auth-secret-pw"});
+  RedisOptions options = server.options(); // no password given
+  options.breaker_failures = 0;
+  Redis redis(options);
+  const std::string where = "127.0.0.1:" + std::to_string(server.port());
+  const auto check = [&](const Error& e) {
+    // before: "script counter_add on ...: NOAUTH Authentication required." (server_error,
+    // failed), and commands returned the NOAUTH reply as if it were theirs
+    CHECK(e.code() == errc::connect_failed);
+    CHECK(e.outcome() == Outcome::not_sent);
+    CHECK_THAT(e.what(), Catch::Contains("requires authentication") && Catch::Contains(where) &&
+                             !Catch::Contains("n0auth-secret-pw"));
+  };
+  const std::string key = unique_prefix() + "noauth";
+  check(error_of([&] { redis.eval(probe, {key}, probe_args()); }));
+  check(error_of([&] { redis.command({"GET", key}); }));
+  check(error_of([&] { redis.eval_pipeline({{&probe, {key}, probe_args()}}); }));
+  // the server's side: nothing was written
+  options.password = "n0auth-secret-pw";
+  CHECK(Redis(options).command({"EXISTS", key}).as_integer() == 0);
+}
+
 TEST_CASE("many threads share one Redis", "[redis][concurrency]") {
   Redis redis(test_options());
   const std::string key = unique_prefix() + "shared";

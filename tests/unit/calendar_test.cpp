@@ -482,3 +482,57 @@ TEST_CASE("unknown zones and periods are errors that name them", "[calendar]") {
     }
   }
 }
+
+TEST_CASE("DST keeps switching after the last transition a zone file lists (2037)",
+          "[calendar][posix_rule]") {
+  // Before: every instant after the file's last transition kept its offset (New York stayed
+  // on EST, Sydney on AEDT), so ids were an hour off for half of every year from 2038 on.
+  using date::year;
+  const Calendar new_york("America/New_York");
+  // 2038-06-08T04:30Z is 00:30 EDT on June 8 (EST would say 23:30 on June 7)
+  const Window june = new_york.window(Period::day, utc(year{2038} / 6 / 8, 4h + 30min));
+  CHECK(june.id == "20380608");
+  CHECK(june.start == utc(year{2038} / 6 / 8, 4h));
+  CHECK(june.end == utc(year{2038} / 6 / 9, 4h));
+  CHECK(new_york.window(Period::hour, utc(year{2038} / 6 / 8, 4h + 30min)).id == "2038060800");
+  // 2100: summer on EDT, winter on EST
+  CHECK(new_york.window(Period::day, utc(year{2100} / 7 / 4, 3h + 30min)).id == "21000703");
+  CHECK(new_york.window(Period::day, utc(year{2100} / 7 / 4, 4h + 30min)).id == "21000704");
+  CHECK(new_york.window(Period::day, utc(year{2100} / 1 / 15, 4h + 30min)).id == "21000114");
+  CHECK(new_york.window(Period::day, utc(year{2100} / 1 / 15, 5h + 30min)).id == "21000115");
+  // switch days after 2037 last 23 and 25 hours: 2038-03-14 and 2038-11-07
+  const Window spring = new_york.window(Period::day, utc(year{2038} / 3 / 14, 12h));
+  CHECK(spring.id == "20380314");
+  CHECK(spring.end - spring.start == 23h);
+  const Window fall = new_york.window(Period::day, utc(year{2038} / 11 / 7, 12h));
+  CHECK(fall.id == "20381107");
+  CHECK(fall.end - fall.start == 25h);
+
+  // southern hemisphere: Sydney's file ends on AEDT (2037-10-04); its winter is AEST again
+  const Calendar sydney("Australia/Sydney");
+  // 2040-07-15T13:30Z is 23:30 AEST on July 15 (AEDT would say 00:30 on July 16)
+  CHECK(sydney.window(Period::day, utc(year{2040} / 7 / 15, 13h + 30min)).id == "20400715");
+  // 2040-01-15T13:30Z is 00:30 AEDT on January 16
+  CHECK(sydney.window(Period::day, utc(year{2040} / 1 / 15, 13h + 30min)).id == "20400116");
+  CHECK(sydney.window(Period::day, utc(year{2100} / 7 / 15, 13h + 30min)).id == "21000715");
+
+  // zones without DST keep their one offset
+  const Calendar shanghai("Asia/Shanghai");
+  CHECK(shanghai.window(Period::day, utc(year{2100} / 6 / 1, 16h + 30min)).id == "21000602");
+  CHECK(shanghai.window(Period::day, utc(year{2100} / 6 / 1, 15h + 30min)).id == "21000601");
+  const Calendar utc_zone("UTC");
+  CHECK(utc_zone.window(Period::day, utc(year{2100} / 6 / 1, 23h + 30min)).id == "21000601");
+
+  // windows stay contiguous across the seam between listed transitions and the rule
+  for (const char* name : {"America/New_York", "Australia/Sydney", "Europe/Berlin",
+                           "America/Santiago", "Australia/Lord_Howe", "Asia/Shanghai"}) {
+    const Calendar zone(name);
+    for (const Period period :
+         {Period::hour, Period::day, Period::week, Period::month, Period::year}) {
+      INFO(name << " " << limitcounter::to_string(period));
+      const std::vector<std::string> ids =
+          walk(zone, period, utc(year{2036} / 1 / 1), utc(year{2041} / 1 / 1));
+      CHECK(std::set<std::string>(ids.begin(), ids.end()).size() == ids.size());
+    }
+  }
+}

@@ -44,8 +44,4 @@ TEST_CASE("MOVED and ASK redirections parse; other errors do not", "[cluster]") 
   CHECK_FALSE(parse_redirect("ERR something"));
   CHECK_FALSE(parse_redirect("MOVED x 127.0.0.1:1"));
   CHECK_FALSE(parse_redirect("MOVED 99999 127.0.0.1:1"));
-  CHECK(is_transient_error("TRYAGAIN Multiple keys request during rehashing of slot"));
-  CHECK(is_transient_error("CLUSTERDOWN The cluster is down"));
-  CHECK(is_transient_error("LOADING Redis is loading the dataset in memory"));
-  CHECK_FALSE(is_transient_error("NOSCRIPT No matching script"));
 }

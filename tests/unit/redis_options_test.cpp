@@ -169,7 +169,36 @@ TEST_CASE("options that could hang or cannot work are refused when Redis is made
              Catch::Contains("pool_wait_timeout"));
   CHECK_THAT(refused([](RedisOptions& o) { o.port = 0; }), Catch::Contains("port"));
   CHECK_THAT(refused([](RedisOptions& o) { o.db = -1; }), Catch::Contains("db"));
+  CHECK_THAT(refused([](RedisOptions& o) { o.call_budget = -1ms; }),
+             Catch::Contains("call_budget"));
   RedisOptions fine;
   fine.pool_wait_timeout = 0ms; // "do not wait" is a valid choice
+  CHECK_NOTHROW(Redis(fine));
+}
+
+TEST_CASE("every cluster seed is checked when Redis is made, and named when bad",
+          "[uri][options][cluster]") {
+  const auto refused = [](std::vector<std::string> seeds) {
+    RedisOptions options;
+    options.cluster_seeds = std::move(seeds);
+    try {
+      Redis redis(options); // no I/O: the slot map is read on the first call
+      FAIL("accepted");
+    } catch (const Error& e) {
+      CHECK(e.code() == errc::invalid_argument);
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  // before: std::stoi threw std::invalid_argument on the first call (not at construction)
+  CHECK_THAT(refused({"10.0.0.1"}), Catch::Contains("\"10.0.0.1\""));
+  CHECK_THAT(refused({"10.0.0.1:7000", "node-b"}), Catch::Contains("\"node-b\""));
+  CHECK_THAT(refused({"node-c:"}), Catch::Contains("\"node-c:\""));
+  CHECK_THAT(refused({"node-d:70000"}), Catch::Contains("\"node-d:70000\""));
+  CHECK_THAT(refused({"node-e:7x"}), Catch::Contains("\"node-e:7x\""));
+  CHECK_THAT(refused({":7000"}), Catch::Contains("\":7000\""));
+  CHECK_THAT(refused({"::1:7000"}), Catch::Contains("\"::1:7000\""));
+  RedisOptions fine;
+  fine.cluster_seeds = {"10.0.0.1:7000", "[::1]:7001", "node-b:7002"};
   CHECK_NOTHROW(Redis(fine));
 }

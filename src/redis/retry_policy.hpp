@@ -1,0 +1,72 @@
+#pragma once
+// The retry policy of one call: which error replies mean "the command did not run, send it
+// again", how long to wait before doing so, and the time budget that ends all retrying.
+// Pure logic (the caller passes the time): unit-tested without a server.
+
+#include <chrono>
+#include <optional>
+#include <string_view>
+
+#include <limitcounter/reply.hpp>
+
+namespace limitcounter::detail {
+
+/// What an error reply tells the caller, when it is one of the replies the library reacts to.
+enum class ReplyKind {
+  final,     ///< any other reply: the command ran (or failed on its own); return it
+  transient, ///< LOADING, BUSY, MASTERDOWN, TRYAGAIN, CLUSTERDOWN: it did not run, may succeed
+             ///< shortly
+  redirect,  ///< MOVED or ASK (cluster only): it did not run, another node serves the slot
+  noscript,  ///< NOSCRIPT: the script is not in this node's cache; it did not run
+  noauth,    ///< NOAUTH: the server needs a password the options do not give; it did not run
+};
+
+/// How `reply` is handled. MOVED/ASK are redirects only on a cluster (`cluster`).
+ReplyKind classify(const Reply& reply, bool cluster);
+
+/// Whether an error text says the command did not run and may succeed shortly: TRYAGAIN,
+/// CLUSTERDOWN (a cluster reconfiguring), LOADING (a restarted server reading its data),
+/// MASTERDOWN (a replica that lost its master), BUSY (a script runs past
+/// busy-reply-threshold; the server refuses other commands until it ends, so a refused write
+/// never ran). BUSYGROUP and BUSYKEY are final errors, not transient.
+bool is_transient_error(std::string_view error);
+
+/// The retry budget of one call, started when the call starts. Nothing is sent again once
+/// `budget` has passed: a back-off sleep never runs past the deadline, and the retry it
+/// leads to is the last. So a call ends within `budget` plus one attempt (see
+/// RedisOptions::call_budget for the whole bound).
+class RetryPolicy {
+public:
+  using Clock = std::chrono::steady_clock;
+
+  /// At most this many redirections (MOVED, ASK, a cluster node that refused the connection)
+  /// are followed in one call: they cost no sleep, so the budget alone would not stop a loop.
+  static constexpr int max_hops = 6;
+  /// The first back-off after a transient reply; each later one doubles.
+  static constexpr std::chrono::milliseconds first_backoff{10};
+
+  RetryPolicy(std::chrono::milliseconds budget, Clock::time_point start)
+      : deadline_(start + budget) {}
+
+  /// After a transient reply at `now`: how long to sleep before sending again, or nothing
+  /// when the budget is spent (the caller gives up). The sleep is the back-off (10 ms,
+  /// 20 ms, 40 ms, ...) cut to the time left.
+  std::optional<std::chrono::milliseconds> after_transient(Clock::time_point now);
+  /// After a redirection at `now`: whether to follow it (budget left and fewer than
+  /// `max_hops` followed).
+  bool after_hop(Clock::time_point now);
+  /// Whether a request that did not run (NOSCRIPT, a stale pooled connection) may be sent
+  /// again at `now`.
+  bool may_resend(Clock::time_point now) const { return now < deadline_; }
+
+  Clock::time_point deadline() const noexcept { return deadline_; }
+  /// Attempts made so far, for error messages (the first send counts).
+  int attempts() const noexcept { return 1 + transient_retries_ + hops_; }
+
+private:
+  Clock::time_point deadline_;
+  int transient_retries_ = 0;
+  int hops_ = 0;
+};
+
+} // namespace limitcounter::detail

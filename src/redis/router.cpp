@@ -1,0 +1,76 @@
+#include "redis/router.hpp"
+
+#include <charconv>
+
+#include <limitcounter/error.hpp>
+#include <limitcounter/key_part.hpp>
+
+namespace limitcounter::detail {
+
+Endpoint parse_seed(std::string_view seed) {
+  const auto bad = [&]() {
+    return Error(errc::invalid_argument, "Redis cluster seed " + quote_for_message(seed) +
+                                             " is not host:port (port 1 to 65535; an IPv6 "
+                                             "host in brackets, as in [::1]:7000)");
+  };
+  const auto colon = seed.rfind(':');
+  if (colon == std::string_view::npos) {
+    throw bad();
+  }
+  std::string_view host = seed.substr(0, colon);
+  const std::string_view port_text = seed.substr(colon + 1);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  } else if (host.find(':') != std::string_view::npos) {
+    throw bad(); // an IPv6 address without brackets: which ':' starts the port?
+  }
+  int port = 0;
+  const char* end = port_text.data() + port_text.size();
+  const auto parsed = std::from_chars(port_text.data(), end, port);
+  if (host.empty() || port_text.empty() || parsed.ec != std::errc{} || parsed.ptr != end ||
+      port < 1 || port > 65535) {
+    throw bad();
+  }
+  return {std::string(host), port};
+}
+
+std::size_t SlotMap::node_index(const Endpoint& endpoint) {
+  for (std::size_t i = 0; i < nodes_.size(); ++i) {
+    if (nodes_[i] == endpoint) {
+      return i;
+    }
+  }
+  nodes_.push_back(endpoint);
+  return nodes_.size() - 1;
+}
+
+std::optional<std::size_t> SlotMap::owner(int slot) const {
+  const int node = owners_[slot < 0 ? 0 : static_cast<std::size_t>(slot)];
+  if (node < 0) {
+    return std::nullopt;
+  }
+  return static_cast<std::size_t>(node);
+}
+
+bool SlotMap::assign(const std::vector<SlotRange>& ranges, Clock::time_point now) {
+  if (ranges.empty()) {
+    return false;
+  }
+  for (const auto& range : ranges) {
+    const int node = static_cast<int>(node_index({range.host, range.port}));
+    for (unsigned s = range.first; s <= range.last; ++s) {
+      owners_[s] = node;
+    }
+  }
+  fresh_until_ = now + refresh_every;
+  return true;
+}
+
+std::size_t SlotMap::moved(const Redirect& redirect) {
+  const std::size_t node = node_index({redirect.host, redirect.port});
+  owners_[redirect.slot] = static_cast<int>(node);
+  fresh_until_ = {};
+  return node;
+}
+
+} // namespace limitcounter::detail

@@ -1,0 +1,68 @@
+#pragma once
+// The cluster router's state: which node serves each slot, learnt from CLUSTER SLOTS and
+// corrected by MOVED, and the seeds to ask first. Pure logic, not thread-safe (the caller
+// locks): unit-tested without a server. The I/O (asking a node, following ASK) is in
+// redis.cpp.
+
+#include <array>
+#include <chrono>
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "redis/cluster_protocol.hpp"
+#include "redis/key_slot.hpp"
+
+namespace limitcounter::detail {
+
+/// A node's address.
+struct Endpoint {
+  std::string host;
+  int port = 0;
+  bool operator==(const Endpoint& other) const { return host == other.host && port == other.port; }
+};
+
+/// A cluster seed "host:port" or "[v6]:port" (port 1 to 65535). Throws Error
+/// (invalid_argument) naming the seed for anything else: no port, an empty host, a port
+/// that is not a number.
+Endpoint parse_seed(std::string_view seed);
+
+class SlotMap {
+public:
+  using Clock = std::chrono::steady_clock;
+  /// How long a slot map read from CLUSTER SLOTS is trusted before it is read again.
+  static constexpr std::chrono::seconds refresh_every{30};
+
+  /// The index of `endpoint`, added if new. Indexes are stable: nodes are never removed.
+  std::size_t node_index(const Endpoint& endpoint);
+  const Endpoint& node(std::size_t index) const { return nodes_[index]; }
+  std::size_t node_count() const noexcept { return nodes_.size(); }
+
+  /// The node serving `slot`, if known. A call without keys (slot < 0) goes to slot 0's node.
+  std::optional<std::size_t> owner(int slot) const;
+  /// Whether the map should be read again before routing at `now`: never read, older than
+  /// `refresh_every`, or contradicted by a MOVED.
+  bool stale(Clock::time_point now) const { return now >= fresh_until_; }
+
+  /// Replaces the map with a CLUSTER SLOTS reply read at `now`. An empty reply changes
+  /// nothing and returns false.
+  bool assign(const std::vector<SlotRange>& ranges, Clock::time_point now);
+  /// MOVED: the slot now lives on the redirect's node, and the rest of the map may be out of
+  /// date too, so it is read again on the next call. Returns the node's index.
+  std::size_t moved(const Redirect& redirect);
+
+private:
+  std::vector<Endpoint> nodes_;
+  std::array<int, cluster_slots> owners_ = filled_with_unknown();
+  Clock::time_point fresh_until_{};
+
+  static std::array<int, cluster_slots> filled_with_unknown() {
+    std::array<int, cluster_slots> owners{};
+    owners.fill(-1);
+    return owners;
+  }
+};
+
+} // namespace limitcounter::detail

@@ -1,0 +1,79 @@
+// The retry policy without a server: which replies are retried, the back-off, the budget.
+#include <catch2/catch.hpp>
+
+#include "redis/retry_policy.hpp"
+
+using namespace std::chrono_literals;
+using limitcounter::Reply;
+using limitcounter::detail::classify;
+using limitcounter::detail::is_transient_error;
+using limitcounter::detail::ReplyKind;
+using limitcounter::detail::RetryPolicy;
+
+TEST_CASE("replies that say the command did not run are told apart", "[retry]") {
+  CHECK(is_transient_error("TRYAGAIN Multiple keys request during rehashing of slot"));
+  CHECK(is_transient_error("CLUSTERDOWN The cluster is down"));
+  CHECK(is_transient_error("LOADING Redis is loading the dataset in memory"));
+  CHECK(is_transient_error("MASTERDOWN Link with MASTER is down"));
+  // before: BUSY was returned as a final error, never retried
+  CHECK(is_transient_error("BUSY Redis is busy running a script. You can only call SCRIPT KILL"));
+  CHECK_FALSE(is_transient_error("BUSYGROUP Consumer Group name already exists"));
+  CHECK_FALSE(is_transient_error("BUSYKEY Target key name already exists."));
+  CHECK_FALSE(is_transient_error("NOSCRIPT No matching script"));
+  CHECK_FALSE(is_transient_error("ERR LOADING is a word here"));
+
+  CHECK(classify(Reply::integer(1), true) == ReplyKind::final);
+  CHECK(classify(Reply::string("LOADING"), true) == ReplyKind::final); // a value, not an error
+  CHECK(classify(Reply::error("ERR bad"), true) == ReplyKind::final);
+  CHECK(classify(Reply::error("BUSY Redis is busy"), false) == ReplyKind::transient);
+  CHECK(classify(Reply::error("MOVED 3999 127.0.0.1:6381"), true) == ReplyKind::redirect);
+  CHECK(classify(Reply::error("ASK 3999 127.0.0.1:6381"), true) == ReplyKind::redirect);
+  // a standalone server never redirects: the text is returned as it is
+  CHECK(classify(Reply::error("MOVED 3999 127.0.0.1:6381"), false) == ReplyKind::final);
+  CHECK(classify(Reply::error("MOVED nonsense"), true) == ReplyKind::final);
+  CHECK(classify(Reply::error("NOSCRIPT No matching script"), false) == ReplyKind::noscript);
+  CHECK(classify(Reply::error("NOAUTH Authentication required."), false) == ReplyKind::noauth);
+}
+
+TEST_CASE("transient replies back off and stop when the budget is spent", "[retry]") {
+  const RetryPolicy::Clock::time_point t0{};
+  RetryPolicy policy(50ms, t0);
+  CHECK(policy.deadline() == t0 + 50ms);
+  CHECK(policy.attempts() == 1);
+  CHECK(policy.after_transient(t0 + 1ms) == 10ms);
+  CHECK(policy.after_transient(t0 + 12ms) == 20ms);
+  // the back-off (40 ms) is cut to the time left: no sleep runs past the deadline
+  CHECK(policy.after_transient(t0 + 33ms) == 17ms);
+  CHECK(policy.attempts() == 4);
+  // the retry after that sleep was the last one
+  CHECK_FALSE(policy.after_transient(t0 + 50ms));
+  CHECK_FALSE(policy.after_transient(t0 + 51ms));
+  CHECK(policy.attempts() == 4);
+
+  // before: six attempts and 310 ms of sleeping whatever the budget; now a large budget
+  // allows more, a small one fewer, and the sum of sleeps never passes it
+  for (const auto budget : {1ms, 5ms, 50ms, 310ms, 2000ms}) {
+    RetryPolicy each(budget, t0);
+    auto now = t0;
+    while (const auto pause = each.after_transient(now)) {
+      now += *pause;
+    }
+    CHECK(now == t0 + budget);
+  }
+}
+
+TEST_CASE("redirections and re-sends stop at the budget, redirections also at a hop count",
+          "[retry]") {
+  const RetryPolicy::Clock::time_point t0{};
+  RetryPolicy policy(1000ms, t0);
+  for (int hop = 0; hop < RetryPolicy::max_hops; ++hop) {
+    CHECK(policy.after_hop(t0 + 1ms));
+  }
+  CHECK_FALSE(policy.after_hop(t0 + 2ms)); // a MOVED loop ends without waiting for the budget
+  CHECK(policy.attempts() == 1 + RetryPolicy::max_hops);
+  CHECK(policy.may_resend(t0 + 999ms));
+  CHECK_FALSE(policy.may_resend(t0 + 1000ms));
+
+  RetryPolicy late(10ms, t0);
+  CHECK_FALSE(late.after_hop(t0 + 10ms));
+}

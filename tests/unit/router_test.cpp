@@ -1,0 +1,56 @@
+// The router's slot map and seed parsing, without a server.
+#include <catch2/catch.hpp>
+
+#include <limitcounter/error.hpp>
+
+#include "redis/router.hpp"
+
+using namespace std::chrono_literals;
+using limitcounter::detail::Endpoint;
+using limitcounter::detail::parse_seed;
+using limitcounter::detail::Redirect;
+using limitcounter::detail::SlotMap;
+
+TEST_CASE("cluster seeds parse as host:port or [v6]:port, else Error naming them", "[router]") {
+  CHECK(parse_seed("10.0.0.1:7000") == Endpoint{"10.0.0.1", 7000});
+  CHECK(parse_seed("[::1]:7001") == Endpoint{"::1", 7001});
+  CHECK(parse_seed("node-b:65535") == Endpoint{"node-b", 65535});
+  for (const char* bad : {"10.0.0.1", "node:", ":7000", "node:0", "node:65536", "node:7x",
+                          "node: 7000", "::1:7000", "[::1]", ""}) {
+    try {
+      parse_seed(bad);
+      FAIL("accepted " << bad);
+    } catch (const limitcounter::Error& e) {
+      CHECK(e.code() == limitcounter::errc::invalid_argument);
+      CHECK_THAT(e.what(), Catch::Contains("\"" + std::string(bad) + "\""));
+    }
+  }
+}
+
+TEST_CASE("the slot map routes by CLUSTER SLOTS and follows MOVED", "[router]") {
+  const SlotMap::Clock::time_point t0{};
+  SlotMap map;
+  const auto seed = map.node_index({"127.0.0.1", 7000});
+  CHECK(map.node_index({"127.0.0.1", 7000}) == seed); // stable, not duplicated
+  CHECK(map.stale(t0));
+  CHECK_FALSE(map.owner(5));
+  CHECK_FALSE(map.assign({}, t0)); // an empty reply keeps what is known
+  CHECK(map.stale(t0));
+
+  REQUIRE(map.assign({{0, 5460, "127.0.0.1", 7000}, {5461, 16383, "127.0.0.1", 7001}}, t0));
+  CHECK(map.node_count() == 2);
+  CHECK(map.owner(0) == seed);
+  CHECK(map.owner(-1) == seed); // a call without keys goes to slot 0's node
+  CHECK(map.node(*map.owner(5461)) == Endpoint{"127.0.0.1", 7001});
+  CHECK_FALSE(map.stale(t0 + 29s));
+  CHECK(map.stale(t0 + SlotMap::refresh_every));
+
+  Redirect moved;
+  moved.slot = 100;
+  moved.host = "127.0.0.1";
+  moved.port = 7002;
+  const auto third = map.moved(moved);
+  CHECK(map.owner(100) == third);
+  CHECK(map.owner(99) == seed);
+  CHECK(map.stale(t0 + 1s)); // one MOVED means the rest of the map may be stale too
+}
