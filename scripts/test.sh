@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds and runs every test. Installs the Debian packages it needs when they are missing.
 #
-#   main  RelWithDebInfo build in build/, every CTest label (unit, redis, cluster, fault, packaging)
+#   main  RelWithDebInfo build in build/, every CTest label (unit, redis, cluster, fault,
+#         simulation, packaging); prints the simulation's seeds and figures
 #   asan  ASan+UBSan build in build-asan/, every label but packaging
 #   tsan  TSan build in build-tsan/, every label but packaging
 #   fuzz  libFuzzer targets (clang 14, ASan+UBSan) in build-fuzz/, LIMITCOUNTER_FUZZ_SECONDS each
@@ -60,12 +61,22 @@ tsan_needs_fixed_layout() {
   [ "$bits" -gt 28 ] && setarch "$(uname -m)" -R true 2>/dev/null
 }
 
+# The simulation prints its seed and what it did; ctest keeps a passing test's output in its log.
+print_simulation() {
+  grep -h '^simulation ' "$1/Testing/Temporary/LastTest.log" || die "the simulation printed nothing"
+}
+
+# Sanitizer builds run the simulation shorter (it is several times slower there).
+export LIMITCOUNTER_SIM_SECONDS="${LIMITCOUNTER_SIM_SECONDS:-50}"
+sanitizer_sim_seconds=$((LIMITCOUNTER_SIM_SECONDS < 15 ? LIMITCOUNTER_SIM_SECONDS : 15))
+
 run_stage() {
   case "$1" in
     main)
       section "main build: RelWithDebInfo in build/, all labels"
       configure_build build -DCMAKE_BUILD_TYPE=RelWithDebInfo
       run_ctest build
+      print_simulation build
       ;;
     asan)
       section "ASan + UBSan build: Debug in build-asan/, all labels but packaging"
@@ -73,7 +84,9 @@ run_stage() {
         -DLIMITCOUNTER_BUILD_EXAMPLES=OFF
       ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
         UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+        LIMITCOUNTER_SIM_SECONDS="$sanitizer_sim_seconds" \
         run_ctest build-asan -LE packaging
+      print_simulation build-asan
       ;;
     tsan)
       section "TSan build: RelWithDebInfo in build-tsan/, all labels but packaging"
@@ -84,8 +97,10 @@ run_stage() {
         tsan_prefix=(setarch "$(uname -m)" -R)
       fi
       TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+        LIMITCOUNTER_SIM_SECONDS="$sanitizer_sim_seconds" \
         "${tsan_prefix[@]}" ctest --test-dir build-tsan --output-on-failure --no-tests=error \
         -j"$jobs" -LE packaging
+      print_simulation build-tsan
       ;;
     fuzz)
       local seconds="${LIMITCOUNTER_FUZZ_SECONDS:-15}"

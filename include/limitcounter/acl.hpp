@@ -18,7 +18,7 @@ inline const std::vector<std::string>& required_commands() {
       // called by lua/*.lua
       "hset", "hdel", "hincrby", "exists", "del", "pexpire", "pexpireat", "zadd", "zrem", "zcard",
       "zrange", "zscore", "zremrangebyscore", "lpop", "rpush", "xadd", "xack", "xgroup|create",
-      "xautoclaim", "xreadgroup",
+      "xreadgroup",
       // the wallet journal: ordered reads, dead letters, trimming (lua/journal.lua), dead
       // letters read directly
       "xpending", "xclaim", "xrange", "xtrim", "xinfo|groups", "sadd", "srem", "sismember"};

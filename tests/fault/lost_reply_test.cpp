@@ -82,15 +82,15 @@ struct LostReplyFixture {
   }
 
   /// Runs `call` with the next reply lost: it throws Outcome::unknown, and the server ran
-  /// exactly one script for it.
-  template <typename Call> void run_with_lost_reply(Call&& call) {
+  /// exactly `scripts` scripts for it (the last of them is the one whose reply was lost).
+  template <typename Call> void run_with_lost_reply(Call&& call, long long scripts = 1) {
     lose_next_reply();
     const long long before = server_calls(direct, "evalsha");
     const Error error = error_of(call);
     CHECK(error.outcome() == Outcome::unknown);
     CHECK(error.code() == errc::timeout);
     CHECK(proxy.injected(Fault::drop_reply) >= 1);
-    CHECK(server_calls(direct, "evalsha") - before == 1); // it ran
+    CHECK(server_calls(direct, "evalsha") - before == scripts); // it ran
   }
 };
 
@@ -255,4 +255,117 @@ TEST_CASE_METHOD(LimitsThroughProxy,
     CHECK(std::get<Decision>(result).allowed());
   }
   CHECK(used() == Usage{8, 80});
+}
+
+namespace {
+
+struct WalletThroughProxy : LostReplyFixture {
+  limitcounter::WalletOptions options = [this] {
+    limitcounter::WalletOptions o;
+    o.key_prefix = prefix + "wal:";
+    return o;
+  }();
+  limitcounter::Wallet wallet{through, options};
+
+  std::int64_t balance(const std::string& user) { return wallet.account(user)->balance; }
+  bool order_recorded(const std::string& user, const std::string& order) {
+    return direct.command({"EXISTS", wallet.keys().order(user, order)}).as_integer() == 1;
+  }
+  std::int64_t journal_length(const std::string& user) {
+    return direct.command({"XLEN", wallet.keys().journal(wallet.keys().partition_of(user))})
+        .as_integer();
+  }
+};
+
+struct PacketsThroughProxy : LostReplyFixture {
+  limitcounter::RedPacketOptions options = [this] {
+    limitcounter::RedPacketOptions o;
+    o.key_prefix = prefix + "rp:";
+    o.payout_backoff = 1ms;
+    return o;
+  }();
+  limitcounter::RedPacketPool pool{through, options};
+};
+
+} // namespace
+
+TEST_CASE_METHOD(WalletThroughProxy,
+                 "wallet: deduct, credit, rollback and deduct_many retried after a lost reply "
+                 "apply once",
+                 "[fault][lost_reply][wallet]") {
+  REQUIRE(wallet.load("u1", {1000, 1, 0}));
+
+  run_with_lost_reply([&] { wallet.deduct("u1", "o1", 100); });
+  CHECK(order_recorded("u1", "o1"));
+  const auto deducted = wallet.deduct("u1", "o1", 100);
+  CHECK(deducted.replayed);
+  CHECK(deducted.balance == 900);
+
+  run_with_lost_reply([&] { wallet.credit("u1", "o2", 50); });
+  CHECK(wallet.credit("u1", "o2", 50).replayed);
+  CHECK(balance("u1") == 950);
+
+  run_with_lost_reply([&] { wallet.rollback("u1", "o1"); });
+  CHECK(wallet.rollback("u1", "o1") == limitcounter::RollbackResult::already);
+  CHECK(balance("u1") == 1050);
+
+  const std::vector<limitcounter::WalletOrder> batch{
+      {"u1", "b1", 10}, {"u1", "b2", 20}, {"u1", "b3", 30}, {"u1", "b4", 40}};
+  lose_next_reply();
+  const Error lost = error_of([&] { wallet.deduct_many(batch); });
+  CHECK(lost.outcome() == Outcome::unknown);
+  CHECK(order_recorded("u1", "b4")); // the whole pipeline ran
+  for (const auto& result : wallet.deduct_many(batch)) {
+    REQUIRE(std::holds_alternative<limitcounter::WalletResult>(result));
+    CHECK(std::get<limitcounter::WalletResult>(result).replayed);
+  }
+  CHECK(balance("u1") == 950);
+  // one journal event per change: deduct, credit, rollback and the four of the batch
+  CHECK(journal_length("u1") == 7);
+}
+
+TEST_CASE_METHOD(PacketsThroughProxy,
+                 "red packets: create, grab, close, ack and fail retried after a lost reply "
+                 "apply once",
+                 "[fault][lost_reply][red_packet]") {
+  const std::vector<std::int64_t> amounts{30, 20, 50};
+  limitcounter::PacketOptions packet_options;
+  packet_options.expires_at = limitcounter::Clock::now() + 1h;
+  const std::string list = pool.keys().packet("p1", "list");
+
+  // create: begin and one chunk; the reply of the chunk is lost
+  FaultRule second;
+  second.matches = evalsha_with_key_prefix(prefix);
+  second.fault = Fault::forward;
+  proxy.add_rule(second); // the begin goes through
+  run_with_lost_reply([&] { pool.create("p1", amounts, packet_options); }, 2);
+  CHECK(direct.command({"LLEN", list}).as_integer() == 3);
+  const auto created = pool.create("p1", amounts, packet_options);
+  CHECK(created.replayed);
+  CHECK(direct.command({"LLEN", list}).as_integer() == 3); // no chunk twice
+
+  run_with_lost_reply([&] { pool.grab("p1", "alice"); });
+  const auto again = pool.grab("p1", "alice");
+  CHECK(again.status == limitcounter::GrabResult::Status::already);
+  CHECK(direct.command({"LLEN", list}).as_integer() == 2); // one packet popped, once
+  REQUIRE(pool.grab("p1", "bob").status == limitcounter::GrabResult::Status::granted);
+
+  run_with_lost_reply([&] { pool.close("p1"); });
+  const auto closed = pool.close("p1");
+  CHECK(closed.replayed);
+  CHECK(closed.packets_left == 1);
+  CHECK(closed.leftover == 100 - again.amount - pool.grab("p1", "bob").amount);
+
+  const std::uint32_t partition = pool.keys().partition_of("p1");
+  auto tasks = pool.take_payouts(partition, 10);
+  REQUIRE(tasks.size() == 2);
+  run_with_lost_reply([&] { pool.ack_payout(tasks[0]); });
+  CHECK(pool.ack_payout(tasks[0])); // the same lease: recorded as paid
+
+  run_with_lost_reply([&] { pool.fail_payout(tasks[1]); });
+  CHECK_FALSE(pool.fail_payout(tasks[1])); // counted once, not dead-lettered
+  const auto retried = pool.take_payouts(partition, 10, limitcounter::Clock::now() + 1s);
+  REQUIRE(retried.size() == 1);
+  CHECK(retried[0].user_id == tasks[1].user_id);
+  CHECK(retried[0].attempt == 2); // one failed attempt, not two
 }
