@@ -121,8 +121,8 @@ public:
              id + ": granted " + std::to_string(granted) + " + leftover " +
                  std::to_string(packet.leftover) + " != total " + std::to_string(packet.total));
     }
-    expect(paid.size() == grants, std::to_string(paid.size()) + " payouts for " +
-                                      std::to_string(grants) + " grants");
+    expect(paid.size() == grants,
+           std::to_string(paid.size()) + " payouts for " + std::to_string(grants) + " grants");
   }
 
   void expiring_keys(const std::vector<Redis>& nodes, const std::vector<std::string>& patterns) {

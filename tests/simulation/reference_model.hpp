@@ -40,9 +40,9 @@ public:
   std::map<std::string, LimitRecord> transactions;
   /// Ids that several callers decided at once: how many were told "first" (not replayed).
   std::map<std::string, int> first_callers;
-  std::map<std::string, std::int64_t> wallet_start;   ///< user -> loaded balance
-  std::map<std::string, std::int64_t> wallet_delta;   ///< user -> sum of changes
-  std::map<std::string, long> wallet_changes;         ///< user -> journal events owed
+  std::map<std::string, std::int64_t> wallet_start; ///< user -> loaded balance
+  std::map<std::string, std::int64_t> wallet_delta; ///< user -> sum of changes
+  std::map<std::string, long> wallet_changes;       ///< user -> journal events owed
   std::map<std::string, PacketRecord> packets;
   /// Broken promises seen during the run (a decision past its limit, two amounts for one
   /// grab, ...), with what was seen.

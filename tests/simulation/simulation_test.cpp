@@ -50,9 +50,9 @@ std::chrono::seconds simulation_length() {
 
 FaultMix fault_mix() {
   FaultMix mix;
-  mix.probability = {{Fault::drop_reply, 0.01},           {Fault::delay_reply, 0.01},
-                     {Fault::cut_mid_reply, 0.005},       {Fault::close_before_forward, 0.005},
-                     {Fault::error_reply, 0.005},         {Fault::blackhole, 0.002}};
+  mix.probability = {{Fault::drop_reply, 0.01},     {Fault::delay_reply, 0.01},
+                     {Fault::cut_mid_reply, 0.005}, {Fault::close_before_forward, 0.005},
+                     {Fault::error_reply, 0.005},   {Fault::blackhole, 0.002}};
   mix.delay = 100ms;
   return mix;
 }
@@ -63,9 +63,9 @@ RedisOptions client_options(RedisOptions options) {
   return options;
 }
 
-const std::vector<Fault> fault_kinds{Fault::drop_reply,   Fault::delay_reply,
+const std::vector<Fault> fault_kinds{Fault::drop_reply,    Fault::delay_reply,
                                      Fault::cut_mid_reply, Fault::close_before_forward,
-                                     Fault::error_reply,  Fault::blackhole};
+                                     Fault::error_reply,   Fault::blackhole};
 
 // Connection-level faults while `workload` runs on its own thread: every ~1.5 s every
 // connection is cut, or refused for 200 ms; `midway` runs once at half time. Runs on the
@@ -73,8 +73,8 @@ const std::vector<Fault> fault_kinds{Fault::drop_reply,   Fault::delay_reply,
 // thread (a test server dies with the thread that started it). Returns the events.
 long run_with_chaos(Workload& workload, std::uint64_t seed,
                     std::chrono::steady_clock::time_point deadline,
-                    const std::function<void()>& cut_all,
-                    const std::function<void(bool)>& refuse, const std::function<void()>& midway) {
+                    const std::function<void()>& cut_all, const std::function<void(bool)>& refuse,
+                    const std::function<void()>& midway) {
   std::thread workers([&] { workload.run(4, deadline); });
   std::mt19937_64 random(seed ^ 0x5eedULL);
   const auto start = std::chrono::steady_clock::now();
@@ -118,8 +118,8 @@ void print_report(const char* topology, std::uint64_t seed, const WorkloadStats&
     std::printf(" %s=%zu", testing::to_string(fault), count);
   }
   std::printf(" connection_events=%ld\n", chaos_events);
-  std::printf("simulation %s audit: %ld invariants checked, %zu broken\n", topology,
-              report.checks, report.failures.size());
+  std::printf("simulation %s audit: %ld invariants checked, %zu broken\n", topology, report.checks,
+              report.failures.size());
   std::fflush(stdout);
 }
 

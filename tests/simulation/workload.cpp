@@ -7,9 +7,9 @@
 namespace limitcounter::simulation {
 namespace {
 
-const char* const operation_kinds[] = {"consume",  "reserve", "confirm",      "cancel",
-                                       "refund",   "race",    "deduct",       "credit",
-                                       "rollback", "create",  "grab",         "close"};
+const char* const operation_kinds[] = {"consume",  "reserve", "confirm", "cancel",
+                                       "refund",   "race",    "deduct",  "credit",
+                                       "rollback", "create",  "grab",    "close"};
 
 } // namespace
 
@@ -216,7 +216,8 @@ private:
       return;
     }
     w_.stats_.count("refund");
-    const std::size_t at = static_cast<std::size_t>(pick(0, static_cast<int>(consumed_.size()) - 1));
+    const std::size_t at =
+        static_cast<std::size_t>(pick(0, static_cast<int>(consumed_.size()) - 1));
     const std::string id = consumed_[at];
     std::int64_t refundable = 0;
     {
