@@ -20,10 +20,8 @@ using namespace limitcounter::testing;
 namespace {
 
 std::int64_t evalsha_calls(const RedisServer& node) {
-  const std::string info = Redis(node.options()).command({"INFO", "commandstats"}).as_string();
-  const std::string tag = "cmdstat_evalsha:calls=";
-  const std::size_t at = info.find(tag);
-  return at == std::string::npos ? 0 : std::stoll(info.substr(at + tag.size()));
+  Redis direct(node.options());
+  return command_calls(direct, "evalsha");
 }
 
 } // namespace

@@ -8,6 +8,7 @@
 #include <limitcounter/limitcounter.hpp>
 
 #include "redis/key_slot.hpp"
+#include "support/probe.hpp"
 #include "support/redis_cluster.hpp"
 
 using namespace std::chrono_literals;
@@ -169,13 +170,9 @@ TEST_CASE("half way through a migration the library follows ASK without learning
   for (auto* node : shared_cluster().nodes()) {
     target = node != &source ? node : target;
   }
-  const auto asking_calls = [&] {
-    const std::string stats =
-        Redis(target->options()).command({"INFO", "commandstats"}).as_string();
-    const auto at = stats.find("cmdstat_asking:calls=");
-    return at == std::string::npos ? 0 : std::stoi(stats.substr(at + 21));
-  };
-  const int asked_before = asking_calls();
+  Redis target_direct(target->options());
+  const auto asking_calls = [&] { return testing::command_calls(target_direct, "asking"); };
+  const long long asked_before = asking_calls();
   shared_cluster().begin_migration(slot, source, *target);
   shared_cluster().move_keys(slot, source, *target); // the key is on the target, the slot not yet
   CHECK(counter.add("asked", Dimension{"d"}, {Period::day}, 1, 1)[0].usage == Usage{2, 2});

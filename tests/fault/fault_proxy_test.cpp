@@ -40,12 +40,7 @@ struct Rig {
   }
 
   /// `calls` of `command` (lower case) in INFO commandstats: how often the server ran it.
-  std::int64_t calls(const std::string& command) {
-    const std::string info = direct.command({"INFO", "commandstats"}).as_string();
-    const std::string tag = "cmdstat_" + command + ":calls=";
-    const std::size_t at = info.find(tag);
-    return at == std::string::npos ? 0 : std::stoll(info.substr(at + tag.size()));
-  }
+  std::int64_t calls(const std::string& command) { return command_calls(direct, command); }
 
   bool key_exists() { return direct.command({"EXISTS", key}).as_integer() == 1; }
 

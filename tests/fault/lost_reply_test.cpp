@@ -31,6 +31,7 @@ using limitcounter::Rule;
 using limitcounter::RuleSet;
 using limitcounter::Transaction;
 using limitcounter::Usage;
+using limitcounter::testing::command_calls;
 using limitcounter::testing::error_of;
 using limitcounter::testing::evalsha_with_key_prefix;
 using limitcounter::testing::Fault;
@@ -40,14 +41,6 @@ using limitcounter::testing::RedisServer;
 using limitcounter::testing::unique_prefix;
 
 namespace {
-
-// `calls` of `command` in INFO commandstats: how often the server ran it.
-long long server_calls(Redis& direct, const std::string& command) {
-  const std::string stats = direct.command({"INFO", "commandstats"}).as_string();
-  const std::string tag = "cmdstat_" + command + ":calls=";
-  const auto at = stats.find(tag);
-  return at == std::string::npos ? 0 : std::stoll(stats.substr(at + tag.size()));
-}
 
 // A server, a proxy in front of it, a client through the proxy with a short command timeout,
 // and a direct client for the server's side of the story.
@@ -85,12 +78,12 @@ struct LostReplyFixture {
   /// exactly `scripts` scripts for it (the last of them is the one whose reply was lost).
   template <typename Call> void run_with_lost_reply(Call&& call, long long scripts = 1) {
     lose_next_reply();
-    const long long before = server_calls(direct, "evalsha");
+    const long long before = command_calls(direct, "evalsha");
     const Error error = error_of(call);
     CHECK(error.outcome() == Outcome::unknown);
     CHECK(error.code() == errc::timeout);
     CHECK(proxy.injected(Fault::drop_reply) >= 1);
-    CHECK(server_calls(direct, "evalsha") - before == scripts); // it ran
+    CHECK(command_calls(direct, "evalsha") - before == scripts); // it ran
   }
 };
 
@@ -178,10 +171,10 @@ TEST_CASE_METHOD(LimitsThroughProxy, "a local-fallback report whose reply was lo
   };
   lose_report.fault = Fault::drop_reply;
   proxy.add_rule(lose_report);
-  const long long before = server_calls(direct, "evalsha");
+  const long long before = command_calls(direct, "evalsha");
   CHECK(limits.consume(payment("back-1", 1)).allowed()); // its own call answered
   CHECK(proxy.injected(Fault::drop_reply) == 1);
-  CHECK(server_calls(direct, "evalsha") - before == 2); // the consume and the report ran
+  CHECK(command_calls(direct, "evalsha") - before == 2); // the consume and the report ran
   CHECK(used() == Usage{3, 31});
 
   // the report comes again with the same id: Redis knows it, nothing is added twice

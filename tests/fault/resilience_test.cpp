@@ -4,6 +4,7 @@
 #include <functional>
 #include <sstream>
 #include <thread>
+#include <variant>
 
 #include <unistd.h>
 
@@ -262,6 +263,39 @@ TEST_CASE("a local share holds per window across any number of outages", "[fault
   server->restart();
   REQUIRE(limits.consume(payment("after", 1)).allowed());
   CHECK(limits.usage("merchant", Dimension{"m1"}, Period::day) == Usage{2 + 1, 3});
+}
+
+TEST_CASE("consume_many decides like consume while Redis is away: the local share, reported after",
+          "[fault][local]") {
+  auto server = std::make_unique<RedisServer>();
+  RedisOptions options = server->options();
+  options.connect_timeout = 200ms;
+  options.breaker_failures = 0;
+  LimitCounter limits(Redis(options), limitcounter::Calendar("UTC"));
+  limits.set_rules(RuleSet().add(Rule("day")
+                                     .where("merchant")
+                                     .per(Period::day)
+                                     .max_count(10)
+                                     .on_redis_failure(FailurePolicy::local, 0.5)));
+  server->stop();
+  std::vector<Transaction> batch;
+  for (int i = 0; i < 8; ++i) {
+    batch.push_back(payment("many-" + std::to_string(i), 1));
+  }
+  int allowed = 0;
+  for (const auto& result : limits.consume_many(batch)) {
+    REQUIRE(std::holds_alternative<Decision>(result));
+    CHECK(std::get<Decision>(result).degraded);
+    allowed += std::get<Decision>(result).allowed() ? 1 : 0;
+  }
+  CHECK(allowed == 5); // half of 10, as single calls would get
+
+  server->restart();
+  const auto back = limits.consume_many({payment("many-after", 1)});
+  REQUIRE(std::holds_alternative<Decision>(back.front()));
+  CHECK_FALSE(std::get<Decision>(back.front()).degraded);
+  // what this node allowed alone was reported by the batch, as by a single call
+  CHECK(limits.usage("merchant", Dimension{"m1"}, Period::day) == Usage{5 + 1, 6});
 }
 
 TEST_CASE("wallet and red packets: a timed-out call retried with the same id applies once",

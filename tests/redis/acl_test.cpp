@@ -8,6 +8,7 @@
 #include <limitcounter/acl.hpp>
 #include <limitcounter/limitcounter.hpp>
 
+#include "support/probe.hpp"
 #include "support/redis_cluster.hpp"
 #include "support/redis_server.hpp"
 #include "support/topology.hpp"
@@ -34,11 +35,7 @@ std::vector<RedisOptions> node_options() {
 }
 
 // TIME commands the server has run (INFO commandstats).
-int time_calls(Redis& redis) {
-  const std::string stats = redis.command({"INFO", "commandstats"}).as_string();
-  const auto at = stats.find("cmdstat_time:calls=");
-  return at == std::string::npos ? 0 : std::stoi(stats.substr(at + 19));
-}
+long long time_calls(Redis& redis) { return limitcounter::testing::command_calls(redis, "time"); }
 
 } // namespace
 
@@ -114,7 +111,7 @@ TEST_CASE("the server clock follows Redis TIME without a round trip per call",
   CHECK(std::chrono::abs(clock.offset()) < 1s);
   CHECK(std::chrono::abs(now - before) < 1s);
   const auto calls = [&] { return time_calls(redis); };
-  const int sampled = calls();
+  const long long sampled = calls();
   for (int i = 0; i < 100; ++i) {
     clock.now();
   }

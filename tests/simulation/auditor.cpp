@@ -1,5 +1,6 @@
 #include "simulation/auditor.hpp"
 
+#include <climits>
 #include <map>
 
 namespace limitcounter::simulation {
@@ -21,6 +22,17 @@ public:
     }
   }
 
+  // One counter of the day: it holds `expected` and stays within `limit` (count, amount).
+  void counter(const std::string& name, const std::string& dimension, const Usage& expected,
+               const Usage& limit) {
+    const Usage stored =
+        direct_.limits.usage(name, Dimension{dimension}, Period::day, universe_.at);
+    expect(stored == expected, name + " " + dimension + " counter is " + usage_text(stored) +
+                                   ", the decisions add up to " + usage_text(expected));
+    expect(stored.count <= limit.count && stored.amount <= limit.amount,
+           name + " " + dimension + " passed its limit: " + usage_text(stored));
+  }
+
   // Each counter equals what the host was told was allowed, less what was refunded or
   // released, and stays within its limits.
   void limits() {
@@ -37,23 +49,12 @@ public:
       }
     }
     for (const auto& merchant : universe_.merchants) {
-      const Usage stored =
-          direct_.limits.usage("merchant", Dimension{merchant}, Period::day, universe_.at);
-      expect(stored == merchants[merchant], "merchant " + merchant + " counter is " +
-                                                usage_text(stored) + ", the decisions add up to " +
-                                                usage_text(merchants[merchant]));
-      expect(stored.count <= universe_.merchant_max_count &&
-                 stored.amount <= universe_.merchant_max_amount,
-             "merchant " + merchant + " passed its limit: " + usage_text(stored));
+      counter("merchant", merchant, merchants[merchant],
+              Usage{universe_.merchant_max_count, universe_.merchant_max_amount});
     }
     for (const auto& channel : universe_.channels) {
-      const Usage stored =
-          direct_.limits.usage("channel", Dimension{channel}, Period::day, universe_.at);
-      expect(stored == channels[channel], "channel " + channel + " counter is " +
-                                              usage_text(stored) + ", the decisions add up to " +
-                                              usage_text(channels[channel]));
-      expect(stored.amount <= universe_.channel_max_amount,
-             "channel " + channel + " passed its limit: " + usage_text(stored));
+      counter("channel", channel, channels[channel],
+              Usage{INT64_MAX, universe_.channel_max_amount});
     }
     for (const auto& [id, first] : model_.first_callers) {
       expect(first <= 1, id + " had " + std::to_string(first) + " first callers");

@@ -32,6 +32,15 @@ template <typename Action> Error error_of(Action&& action) {
   throw std::logic_error("unreachable");
 }
 
+/// `calls` of `command` (lower case, e.g. "evalsha") in INFO commandstats: how often the
+/// server `redis` talks to ran it. The server's side of a fault test.
+inline long long command_calls(Redis& redis, const std::string& command) {
+  const std::string stats = redis.command({"INFO", "commandstats"}).as_string();
+  const std::string tag = "cmdstat_" + command + ":calls=";
+  const auto at = stats.find(tag);
+  return at == std::string::npos ? 0 : std::stoll(stats.substr(at + tag.size()));
+}
+
 /// Polls `condition` every 10 ms for up to 10 s (a loaded CI machine); returns its last value.
 template <typename Condition> bool eventually(Condition&& condition) {
   for (int i = 0; i < 1000; ++i) {
