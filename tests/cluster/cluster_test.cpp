@@ -268,13 +268,26 @@ TEST_CASE("a master fails over to its replica: the library recovers, retries app
 
   const int slot = detail::key_slot("{merchant}");
   testing::RedisServer& master = cluster.owner_of(slot);
-  // make sure the replica has the write before the master dies (replication is asynchronous)
+  // make sure the replica has the write before the master dies (replication is asynchronous;
+  // WAIT would only count the writes of its own connection): the replica's offset reaches the
+  // master's
+  const auto field = [](Redis& node, const std::string& name) -> long long {
+    const std::string info = node.command({"INFO", "replication"}).as_string();
+    const auto at = info.find(name + ":");
+    return at == std::string::npos ? -1 : std::stoll(info.substr(at + name.size() + 1));
+  };
   Redis direct(master.options());
-  std::int64_t acknowledged = 0;
-  for (int i = 0; i < 20 && acknowledged < 1; ++i) { // the replica may still be in its first sync
-    acknowledged = direct.command({"WAIT", "1", "500"}).as_integer();
+  const long long written = field(direct, "master_repl_offset");
+  bool replicated = false;
+  for (testing::RedisServer* node : cluster.nodes()) {
+    Redis candidate(node->options());
+    if (node == &master || field(candidate, "master_port") != master.port()) {
+      continue;
+    }
+    replicated =
+        testing::eventually([&] { return field(candidate, "slave_repl_offset") >= written; });
   }
-  REQUIRE(acknowledged == 1);
+  REQUIRE(replicated);
   master.kill();
 
   // retry the same transactions until the cluster has promoted the replica
