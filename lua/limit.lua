@@ -56,8 +56,11 @@
 -- op confirm: KEYS[1] record; ARGV[2] final amount (-1 = all held), ARGV[3] now (ms)
 --   Reply: {"confirmed", final amount, released amount} | {"already", state, amount}
 --          | {"unknown"} | {"expired"} | {"bad_state", state} | {"too_much", held}
--- op cancel:  KEYS[1] record; ARGV[2] now (ms), ARGV[3] expiry of a tombstone (ms)
+-- op cancel:  KEYS[1] record; ARGV[2] now (ms), ARGV[3] expiry of a tombstone (ms), ARGV[4]
+--   "probe" to write no tombstone for an unknown id (a cluster's client probes every record the
+--   id may have before it writes tombstones)
 --   Reply: {"cancelled", released amount} | {"already", state} | {"tombstone"} | {"bad_state", state}
+--          | {"unknown"} (probe only)
 -- op void:    KEYS[1] record (of one slot's share of a transaction that another slot denied)
 --   Gives back what this share took and marks it voided: its replays then report the state.
 --   Reply: {"voided"} | {"already"} | {"unknown"} | {"bad_state", state}
@@ -341,6 +344,9 @@ end
 local function cancel()
   local state = redis.call('HGET', record, 'state')
   if not state then
+    if ARGV[4] == 'probe' then
+      return {'unknown'}
+    end
     redis.call('HSET', record, 'state', 'cancelled', 'fp', '', 'amount', 0)
     redis.call('PEXPIREAT', record, ARGV[3])
     return {'tombstone'}

@@ -293,10 +293,31 @@ private:
                                 const PreparedDecision& prepared);
   /// Adds what this node allowed on its own while Redis was away to the Redis counters.
   void report_local_usage();
+  /// A decision spread over several cluster slots (src/limit_counter/shares.cpp): begun at
+  /// the transaction's home record, decided by its shares in parallel, made final at the home
+  /// record by compare-and-set.
   Decision decide_in_shares(std::string_view op, const Transaction& transaction,
                             const PreparedDecision& prepared);
-  /// The records a transaction may have: one on standalone Redis; on a cluster, one per
-  /// slot share, looked up through the current rules' counter names.
+  Decision check_in_shares(const Transaction& transaction, const PreparedDecision& prepared);
+  Decision run_shares(std::string_view op, const Transaction& transaction,
+                      const PreparedDecision& prepared, const std::vector<std::string>& plan);
+  Decision replay_home(const Transaction& transaction, const Reply& final_reply);
+  Decision replay_voided(const Transaction& transaction);
+  void void_shares(const std::vector<std::string>& shares);
+  /// lua/transaction_home.lua on the home record of `transaction_id`.
+  Reply run_home(const std::string& transaction_id, const std::vector<std::string>& args);
+  /// lua/limit.lua with each of `operations` (in order) on every share record of `plan`, in
+  /// one pipeline per node.
+  void run_on_shares(const std::vector<std::string>& plan,
+                     const std::vector<std::vector<std::string>>& operations);
+  std::vector<std::vector<std::string>> share_operations(const std::vector<std::string>& args,
+                                                         const Reply& home);
+  /// Confirm, cancel or refund (`args` as lua/limit.lua takes them): decided at the home record
+  /// and applied to every share when the transaction has one; else on its record(s).
+  Reply run_transition(const std::string& transaction_id, const std::vector<std::string>& args,
+                       std::string_view skip);
+  /// The records a transaction without a home record may have: one on standalone Redis; on a
+  /// cluster, the one of each slot the current rules' counters use.
   std::vector<std::string> record_keys(const std::string& transaction_id) const;
   /// Runs `args` on every record of the transaction; returns the first reply whose status is
   /// not `skip` (or the last reply if all are).

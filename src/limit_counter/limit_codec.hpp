@@ -48,4 +48,12 @@ LimitCall build_decide(std::string_view op, const Transaction& transaction,
 Decision decode_decision(const Reply& reply, const std::vector<std::string>& call_args,
                          std::string_view transaction_id, std::int64_t requested_amount);
 
+/// A decision as the home record of a transaction spread over cluster slots keeps it (see
+/// lua/transaction_home.lua): verdict, denial and every rule's status, one line each, values
+/// separated by spaces (rule names and window ids are key parts: no whitespace).
+std::string encode_stored_decision(const Decision& decision);
+/// The decision `encode_stored_decision` wrote. Throws protocol_error (Outcome::unknown)
+/// naming `transaction_id` if `text` is not such an encoding.
+Decision decode_stored_decision(std::string_view text, std::string_view transaction_id);
+
 } // namespace limitcounter::detail

@@ -166,83 +166,6 @@ LimitCounter::PreparedDecision LimitCounter::prepare_decide(std::string_view op,
   return prepared;
 }
 
-// A transaction whose counters live in several cluster slots: one share per slot, in
-// order. If a share is denied, the shares before it are voided (their counters given
-// back), so the outcome stays all or nothing; meanwhile a concurrent reader may see the
-// earlier shares counted. A retry with the same id replays every share and finishes any
-// voiding a crash interrupted. Once a share has run, a failure of a later one may have left
-// the transaction half applied: it is thrown as Outcome::unknown (retry with the same id),
-// never decided by a failure policy.
-Decision LimitCounter::decide_in_shares(std::string_view op, const Transaction& transaction,
-                                        const PreparedDecision& prepared) {
-  Decision combined;
-  combined.replayed = true;
-  combined.dry_run = op == "check";
-  std::size_t decided = 0;
-  try {
-    for (const ScriptCall& share : prepared.shares) {
-      Decision part = finish_decide(op, transaction, share.args, run_limit(share.keys, share.args));
-      ++decided;
-      combined.replayed = combined.replayed && part.replayed;
-      combined.rules.insert(combined.rules.end(), part.rules.begin(), part.rules.end());
-      if (part.state == "voided") {
-        combined.verdict = Decision::Verdict::denied; // another share denied it; keep looking
-        continue;
-      }
-      if (!part.allowed()) {
-        combined.verdict = part.verdict;
-        combined.denial = part.denial;
-        break;
-      }
-    }
-    if (!combined.allowed() && !combined.dry_run) {
-      for (std::size_t i = 0; i + 1 < decided; ++i) {
-        run_limit({prepared.shares[i].keys.front()}, {"void"});
-      }
-    }
-  } catch (const Error& e) {
-    if (decided == 0 || e.is_input_error() || e.outcome() == Outcome::unknown) {
-      throw;
-    }
-    throw Error(static_cast<errc>(e.code().value()),
-                std::string(e.what()) + "; earlier shares of " + quoted_id(transaction.id) +
-                    " ran: retry it with the same id to finish it",
-                Outcome::unknown);
-  }
-  if (!combined.dry_run) {
-    combined.state = !combined.allowed() ? "denied" : op == "reserve" ? "reserved" : "consumed";
-  }
-  return combined;
-}
-
-std::vector<std::string> LimitCounter::record_keys(const std::string& transaction_id) const {
-  std::vector<std::string> records{keys_.transaction(transaction_id)};
-  if (redis_.is_cluster()) {
-    for (const Rule& rule : rules()->rules()) {
-      if (rule.kind() == Rule::Kind::window) {
-        std::string record = keys_.transaction_share(rule.counter_name(), transaction_id);
-        if (std::find(records.begin(), records.end(), record) == records.end()) {
-          records.push_back(std::move(record));
-        }
-      }
-    }
-  }
-  return records;
-}
-
-Reply LimitCounter::run_on_records(const std::string& transaction_id,
-                                   const std::vector<std::string>& args, std::string_view skip) {
-  Reply chosen;
-  for (const std::string& record : record_keys(transaction_id)) {
-    Reply reply = run_limit({record}, args);
-    const bool skipped = reply.at(0).as_string() == skip;
-    if (chosen.is_nil() || (!skipped && chosen.at(0).as_string() == skip)) {
-      chosen = std::move(reply);
-    }
-  }
-  return chosen;
-}
-
 Decision LimitCounter::finish_decide(std::string_view op, const Transaction& transaction,
                                      const std::vector<std::string>& args,
                                      const Reply& reply) const {
@@ -286,6 +209,9 @@ Decision LimitCounter::decide_with_redis(std::string_view op, const Transaction&
                    ? finish_decide(op, transaction, prepared.call.args,
                                    run_limit(prepared.call.keys, prepared.call.args))
                    : decide_in_shares(op, transaction, prepared);
+    if (decision.replayed && decision.state == "voided") {
+      decision = replay_voided(transaction); // decided over several slots, under other rules
+    }
   } catch (const Error& e) {
     if (!policy_decides(e, prepared)) {
       throw;
@@ -458,7 +384,7 @@ ConfirmResult LimitCounter::confirm(const std::string& transaction_id,
     detail::check_quantity(quoted_id(transaction_id) + " final amount", *final_amount);
   }
   const Reply reply =
-      run_on_records(transaction_id,
+      run_transition(transaction_id,
                      {"confirm", final_amount ? std::to_string(*final_amount) : "-1",
                       std::to_string(detail::unix_millis(Clock::now()))},
                      "unknown");
@@ -502,7 +428,7 @@ CancelResult LimitCounter::cancel(const std::string& transaction_id) {
   // An unknown id is recorded in every record it could have, so a later reserve of any
   // share of it is refused.
   const Reply reply =
-      run_on_records(transaction_id,
+      run_transition(transaction_id,
                      {"cancel", std::to_string(detail::unix_millis(now)),
                       std::to_string(detail::unix_millis(now + options_.record_min_ttl))},
                      "tombstone");
@@ -540,7 +466,7 @@ RefundResult LimitCounter::refund(const std::string& transaction_id,
   if (!refund_id.empty()) {
     validate_key_part("refund id", refund_id, ":");
   }
-  const Reply reply = run_on_records(
+  const Reply reply = run_transition(
       transaction_id, {"refund", amount ? std::to_string(*amount) : "-1", amount ? refund_id : ""},
       "unknown");
   const std::string& status = reply.at(0).as_string();

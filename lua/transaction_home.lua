@@ -1,0 +1,187 @@
+-- transaction_home: the one authoritative record of a limits transaction whose counters live
+-- in several Redis Cluster slots. Each slot's share is decided by lua/limit.lua with a record
+-- of its own; this record, in the slot of the transaction id, says what the transaction IS.
+-- Its state changes only here, by compare-and-set, and the shares follow it: so exactly one
+-- caller of an id is first, one of confirm and cancel wins, and a refused operation writes
+-- nothing anywhere (the client touches the shares only after this record said go).
+--
+-- Record (hash KEYS[1]): fp (fingerprint: operation, amount, attributes), plan (the share record
+-- keys, newline-joined), state (pending | consumed | denied | reserved | confirmed | cancelled |
+-- expired), decision (the client's encoding of the first decision), amount, hexp (hold expiry,
+-- ms), refunded, and per refund r:<refund id> (rf for the full refund) = "<asked>:<given>".
+-- A record without a plan is not a home (a limit.lua record of a transaction without window
+-- rules, or a tombstone): begin treats a tombstone as cancelled, the rest answers "missing".
+--
+-- ARGV[1] = op.
+-- op begin:    ARGV[2] fingerprint, ARGV[3] plan, ARGV[4] expiry (ms)
+--   Reply: {"go", plan} the transaction is pending: run its shares (plan: the first caller's)
+--          | {"final", state, decision, plan} | {"conflict"} | {"cancelled"} (cancelled before it
+--          began)
+-- op finish:   ARGV[2] fingerprint, ARGV[3] state (consumed | reserved | denied), ARGV[4] decision,
+--              ARGV[5] amount, ARGV[6] hold expiry (ms; reserved only)
+--   Reply: {"first"} (this call ended the pending state) | {"final", state, decision, plan}
+--          | {"conflict"} | {"missing"}
+-- op read:    (no more arguments) the decision, for a share record that says "voided"
+--   Reply: {"final", state, decision, plan} | {"pending"} | {"missing"}
+-- The other ops answer like lua/limit.lua's ops of the same name, with the plan appended to the
+-- replies after which the client applies the operation to every share (each share idempotently,
+-- so a retry finishes a fan-out that a lost reply or a crash interrupted); "missing" when KEYS[1]
+-- is no home (standalone, or a transaction of one slot: its share record is the authority).
+-- op confirm:  ARGV[2] final amount (-1 = all held), ARGV[3] now (ms)
+--   Reply: {"confirmed", final, released, plan} | {"already", "confirmed", final, plan}
+--          | {"expired", plan} | {"bad_state", state} | {"too_much", held} | {"missing"}
+-- op cancel:   (no more arguments)
+--   Reply: {"cancelled", released, plan} | {"already", state, plan} | {"bad_state", state}
+--          | {"missing"}
+-- op refund:   ARGV[2] amount (-1 = all that is left), ARGV[3] refund id ('' = the full refund)
+--   Reply: {"refunded", given (by the first call of this id), refunded in total, amount,
+--           replayed "0" | "1", plan} | {"bad_state", state} | {"too_much", refundable}
+--          | {"conflict", the amount the id was first used with} | {"missing"}
+
+local op = ARGV[1]
+local record = KEYS[1]
+
+local function fmt(n)
+  return string.format('%d', n)
+end
+
+local function begin()
+  local found = redis.call('HMGET', record, 'fp', 'plan', 'state', 'decision')
+  if found[1] == false and found[3] == false then
+    redis.call('HSET', record, 'fp', ARGV[2], 'plan', ARGV[3], 'state', 'pending')
+    redis.call('PEXPIREAT', record, ARGV[4])
+    return {'go', ARGV[3]}
+  end
+  if found[1] == '' and found[3] == 'cancelled' then
+    return {'cancelled'}
+  end
+  if found[1] ~= ARGV[2] or not found[2] then
+    return {'conflict'}
+  end
+  if found[3] == 'pending' then
+    return {'go', found[2]}
+  end
+  return {'final', found[3], found[4], found[2]}
+end
+
+local function finish()
+  local found = redis.call('HMGET', record, 'fp', 'plan', 'state', 'decision')
+  if not found[2] then
+    return {'missing'}
+  end
+  if found[1] ~= ARGV[2] then
+    return {'conflict'}
+  end
+  if found[3] ~= 'pending' then
+    return {'final', found[3], found[4], found[2]}
+  end
+  redis.call('HSET', record, 'state', ARGV[3], 'decision', ARGV[4], 'amount', ARGV[5],
+    'refunded', '0', 'hexp', ARGV[6])
+  return {'first'}
+end
+
+local function read()
+  local found = redis.call('HMGET', record, 'plan', 'state', 'decision')
+  if not found[1] then
+    return {'missing'}
+  end
+  if found[2] == 'pending' then
+    return {'pending'}
+  end
+  return {'final', found[2], found[3], found[1]}
+end
+
+-- The home's state, plan and amount, or nil when KEYS[1] is no home.
+local function home()
+  local found = redis.call('HMGET', record, 'plan', 'state', 'amount')
+  if not found[1] then
+    return nil
+  end
+  return found[2], found[1], tonumber(found[3])
+end
+
+local function confirm()
+  local state, plan, held = home()
+  if not state then
+    return {'missing'}
+  end
+  if state == 'confirmed' then
+    return {'already', state, fmt(held), plan}
+  end
+  if state == 'expired' then
+    return {'expired', plan}
+  end
+  if state ~= 'reserved' then
+    return {'bad_state', state}
+  end
+  if tonumber(redis.call('HGET', record, 'hexp')) <= tonumber(ARGV[3]) then
+    redis.call('HSET', record, 'state', 'expired')
+    return {'expired', plan}
+  end
+  local final = tonumber(ARGV[2])
+  if final < 0 then
+    final = held
+  elseif final > held then
+    return {'too_much', fmt(held)}
+  end
+  redis.call('HSET', record, 'state', 'confirmed', 'amount', fmt(final))
+  return {'confirmed', fmt(final), fmt(held - final), plan}
+end
+
+local function cancel()
+  local state, plan, held = home()
+  if not state then
+    return {'missing'}
+  end
+  if state == 'cancelled' or state == 'expired' then
+    return {'already', state, plan}
+  end
+  if state ~= 'reserved' then
+    return {'bad_state', state}
+  end
+  redis.call('HSET', record, 'state', 'cancelled')
+  return {'cancelled', fmt(held), plan}
+end
+
+local function refund()
+  local state, plan, amount = home()
+  if not state then
+    return {'missing'}
+  end
+  if state ~= 'consumed' and state ~= 'confirmed' then
+    return {'bad_state', state}
+  end
+  local refunded = tonumber(redis.call('HGET', record, 'refunded'))
+  local field = ARGV[3] == '' and 'rf' or 'r:' .. ARGV[3]
+  local earlier = redis.call('HGET', record, field)
+  if earlier then
+    local asked, given = string.match(earlier, '^(-?%d+):(%d+)$')
+    if asked ~= ARGV[2] then
+      return {'conflict', asked}
+    end
+    return {'refunded', given, fmt(refunded), fmt(amount), '1', plan}
+  end
+  local give = tonumber(ARGV[2])
+  if give < 0 then
+    give = amount - refunded
+  elseif give > amount - refunded then
+    return {'too_much', fmt(amount - refunded)}
+  end
+  redis.call('HSET', record, 'refunded', fmt(refunded + give), field, ARGV[2] .. ':' .. fmt(give))
+  return {'refunded', fmt(give), fmt(refunded + give), fmt(amount), '0', plan}
+end
+
+if op == 'begin' then
+  return begin()
+elseif op == 'finish' then
+  return finish()
+elseif op == 'read' then
+  return read()
+elseif op == 'confirm' then
+  return confirm()
+elseif op == 'cancel' then
+  return cancel()
+elseif op == 'refund' then
+  return refund()
+end
+return redis.error_reply('transaction_home: unknown op ' .. tostring(op))

@@ -1,0 +1,322 @@
+// LimitCounter on a Redis Cluster: a transaction whose rules' counters live in several slots
+// is decided in shares, one lua/limit.lua call per slot, under one authoritative home record
+// (lua/transaction_home.lua) in the slot of the transaction id. The home record is begun
+// first, the shares run in parallel (one pipeline per node), and the home record's
+// compare-and-set makes the decision final: exactly one caller of an id is first, and every
+// later caller replays the home record's decision. Confirm, cancel and refund are decided at
+// the home record and then applied to every share of its plan.
+#include <limitcounter/limit_counter.hpp>
+
+#include <algorithm>
+
+#include <limitcounter/detail/lua_scripts.hpp>
+
+#include "limit_counter/limit_codec.hpp"
+
+namespace limitcounter {
+namespace {
+
+std::string quoted_id(const std::string& id) { return "transaction \"" + id + "\""; }
+
+std::string joined_lines(const std::vector<std::string>& lines) {
+  std::string text;
+  for (const auto& line : lines) {
+    text.append(text.empty() ? "" : "\n").append(line);
+  }
+  return text;
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::size_t from = 0;
+  while (from <= text.size()) {
+    const std::size_t cut = std::min(text.find('\n', from), text.size());
+    if (cut > from) {
+      lines.push_back(text.substr(from, cut - from));
+    }
+    from = cut + 1;
+  }
+  return lines;
+}
+
+// The index of a decide call's arguments (see lua/limit.lua).
+constexpr std::size_t fingerprint_arg = 1;
+constexpr std::size_t amount_arg = 2;
+constexpr std::size_t record_expiry_arg = 4;
+constexpr std::size_t hold_expiry_arg = 5;
+
+} // namespace
+
+Reply LimitCounter::run_home(const std::string& transaction_id,
+                             const std::vector<std::string>& args) {
+  return redis_.eval(scripts::transaction_home, {keys_.transaction(transaction_id)}, args);
+}
+
+void LimitCounter::run_on_shares(const std::vector<std::string>& plan,
+                                 const std::vector<std::vector<std::string>>& operations) {
+  std::vector<ScriptCall> calls;
+  calls.reserve(plan.size() * operations.size());
+  for (const auto& record : plan) {
+    for (const auto& args : operations) {
+      calls.push_back({&scripts::limit, {record}, args});
+    }
+  }
+  for (const Reply& reply : redis_.eval_pipeline(calls)) {
+    if (reply.is_error()) {
+      throw Error(errc::server_error, "a share of a transaction: " + reply.as_string(),
+                  Outcome::failed);
+    }
+  }
+}
+
+// A peek spread over several slots writes nothing: its shares run side by side and the
+// strictest answer is the decision.
+Decision LimitCounter::check_in_shares(const Transaction& transaction,
+                                       const PreparedDecision& prepared) {
+  const std::vector<Reply> replies = redis_.eval_pipeline(prepared.shares);
+  Decision combined;
+  combined.dry_run = true;
+  for (std::size_t i = 0; i < replies.size(); ++i) {
+    Decision part = finish_decide("check", transaction, prepared.shares[i].args, replies[i]);
+    combined.rules.insert(combined.rules.end(), part.rules.begin(), part.rules.end());
+    if (!part.allowed() && !combined.denial) {
+      combined.verdict = part.verdict;
+      combined.denial = part.denial;
+    }
+  }
+  return combined;
+}
+
+Decision LimitCounter::decide_in_shares(std::string_view op, const Transaction& transaction,
+                                        const PreparedDecision& prepared) {
+  if (op == "check") {
+    return check_in_shares(transaction, prepared);
+  }
+  const std::string& fingerprint = prepared.shares.front().args[fingerprint_arg];
+  std::vector<std::string> plan;
+  std::string expiry = prepared.shares.front().args[record_expiry_arg];
+  for (const ScriptCall& share : prepared.shares) {
+    plan.push_back(share.keys.front());
+    expiry = std::max(expiry, share.args[record_expiry_arg],
+                      [](const auto& a, const auto& b) { return std::stoll(a) < std::stoll(b); });
+  }
+  const Reply begun = run_home(transaction.id, {"begin", fingerprint, joined_lines(plan), expiry});
+  const std::string& status = begun.at(0).as_string();
+  if (status == "conflict") {
+    throw Error(errc::conflict,
+                quoted_id(transaction.id) +
+                    " was already used with another operation, amount or attributes",
+                Outcome::failed);
+  }
+  if (status == "cancelled") {
+    Decision decision;
+    decision.verdict = Decision::Verdict::cancelled;
+    decision.replayed = true;
+    decision.state = "cancelled";
+    return decision;
+  }
+  if (status == "final") {
+    return replay_home(transaction, begun);
+  }
+  if (status != "go") {
+    throw Error(errc::protocol_error,
+                "transaction_home begin: unexpected reply " + begun.debug_string(),
+                Outcome::unknown);
+  }
+  if (lines_of(begun.at(1).as_string()) != plan) {
+    throw Error(errc::conflict,
+                "the rules changed while " + quoted_id(transaction.id) +
+                    " was being decided by another caller: retry it",
+                Outcome::failed);
+  }
+  try {
+    return run_shares(op, transaction, prepared, plan);
+  } catch (const Error& e) {
+    if (e.is_input_error() || e.outcome() == Outcome::unknown) {
+      throw;
+    }
+    // The home record is begun and some shares may have run: only the same id settles it.
+    throw Error(static_cast<errc>(e.code().value()),
+                std::string(e.what()) + "; " + quoted_id(transaction.id) +
+                    " may be half decided: retry it with the same id",
+                Outcome::unknown);
+  }
+}
+
+Decision LimitCounter::run_shares(std::string_view op, const Transaction& transaction,
+                                  const PreparedDecision& prepared,
+                                  const std::vector<std::string>& plan) {
+  const std::vector<Reply> replies = redis_.eval_pipeline(prepared.shares);
+  Decision combined;
+  std::vector<std::string> counted; // shares whose counters this transaction moved
+  std::optional<Error> share_error;
+  for (std::size_t i = 0; i < replies.size(); ++i) {
+    try {
+      const Decision part = finish_decide(op, transaction, prepared.shares[i].args, replies[i]);
+      combined.rules.insert(combined.rules.end(), part.rules.begin(), part.rules.end());
+      if (part.allowed() && part.state != "voided") {
+        counted.push_back(plan[i]);
+      } else if (!combined.denial) {
+        combined.verdict = Decision::Verdict::denied;
+        combined.denial = part.denial;
+      }
+    } catch (const Error& e) {
+      share_error = share_error.value_or(e);
+    }
+  }
+  if (share_error || (!combined.allowed() && !combined.denial)) {
+    // Nothing to decide on (a conflict, an overflow, a share voided long ago): give back what
+    // moved and leave the home record pending, so that the same id decides alike again.
+    run_on_shares(counted, {{"void"}});
+    throw share_error.value_or(
+        Error(errc::conflict,
+              quoted_id(transaction.id) + " was voided before and its home record is gone",
+              Outcome::failed));
+  }
+  combined.state = !combined.allowed() ? "denied" : op == "reserve" ? "reserved" : "consumed";
+  const Reply finished =
+      run_home(transaction.id,
+               {"finish", prepared.shares.front().args[fingerprint_arg], combined.state,
+                detail::encode_stored_decision(combined), prepared.shares.front().args[amount_arg],
+                prepared.shares.front().args[hold_expiry_arg]});
+  const std::string& status = finished.at(0).as_string();
+  if (status == "final") {
+    return replay_home(transaction, finished);
+  }
+  if (status != "first") {
+    throw Error(errc::protocol_error,
+                "transaction_home finish of " + quoted_id(transaction.id) + ": unexpected reply " +
+                    finished.debug_string(),
+                Outcome::unknown);
+  }
+  if (!combined.allowed()) {
+    void_shares(counted);
+  }
+  return combined;
+}
+
+// The home record's decision again. A denied transaction's shares are voided once more: a
+// void that an earlier caller could not finish is finished by any later one.
+Decision LimitCounter::replay_home(const Transaction& transaction, const Reply& final_reply) {
+  Decision decision = detail::decode_stored_decision(final_reply.at(2).as_string(), transaction.id);
+  decision.replayed = true;
+  decision.state = final_reply.at(1).as_string();
+  if (!decision.allowed()) {
+    void_shares(lines_of(final_reply.at(3).as_string()));
+  }
+  return decision;
+}
+
+// A share record that says "voided" belongs to a transaction decided over several slots (under
+// the rules of its first call): its home record has the decision.
+Decision LimitCounter::replay_voided(const Transaction& transaction) {
+  const Reply home = run_home(transaction.id, {"read"});
+  if (home.at(0).as_string() != "final") {
+    throw Error(errc::conflict,
+                quoted_id(transaction.id) + " was voided and its home record is " +
+                    home.at(0).as_string() + ": retry it later",
+                Outcome::failed);
+  }
+  return replay_home(transaction, home);
+}
+
+// Gives back what a denied transaction's shares took. A denial stays a denial whatever
+// happens here: a void that fails is reported, and finished by the next call of the id.
+void LimitCounter::void_shares(const std::vector<std::string>& shares) {
+  try {
+    run_on_shares(shares, {{"void"}});
+  } catch (const Error& e) {
+    if (options_.observer) {
+      options_.observer->on_error(e);
+    }
+  }
+}
+
+std::vector<std::string> LimitCounter::record_keys(const std::string& transaction_id) const {
+  std::vector<std::string> records{keys_.transaction(transaction_id)};
+  if (redis_.is_cluster()) {
+    for (const Rule& rule : rules()->rules()) {
+      if (rule.kind() == Rule::Kind::window) {
+        std::string record = keys_.transaction_share(rule.counter_name(), transaction_id);
+        if (std::find(records.begin(), records.end(), record) == records.end()) {
+          records.push_back(std::move(record));
+        }
+      }
+    }
+  }
+  return records;
+}
+
+Reply LimitCounter::run_on_records(const std::string& transaction_id,
+                                   const std::vector<std::string>& args, std::string_view skip) {
+  Reply chosen;
+  for (const std::string& record : record_keys(transaction_id)) {
+    Reply reply = run_limit({record}, args);
+    const bool skipped = reply.at(0).as_string() == skip;
+    if (chosen.is_nil() || (!skipped && chosen.at(0).as_string() == skip)) {
+      chosen = std::move(reply);
+    }
+  }
+  return chosen;
+}
+
+// What each share runs to follow its home record's answer `home` to `args`. Every share is
+// first brought to the home record's state, so that operations racing each other's fan-outs
+// (a refund overtaking the confirm it follows) reach every share in the same order. A share
+// follows a confirm its home record made even if its own hold has just run out ("now" 0).
+std::vector<std::vector<std::string>>
+LimitCounter::share_operations(const std::vector<std::string>& args, const Reply& home) {
+  const std::string& op = args.front();
+  const std::string& status = home.at(0).as_string();
+  if (op == "confirm") {
+    if (status == "expired") {
+      return {args};
+    }
+    return {{"confirm", home.at(status == "already" ? 2 : 1).as_string(), "0"}};
+  }
+  if (op == "cancel") {
+    std::vector<std::string> probe = args; // a share without a record needs no tombstone
+    probe.emplace_back("probe");
+    return {probe};
+  }
+  // a refund of a confirmed reservation: the confirm first, at the home record's amount
+  return {{"confirm", home.at(3).as_string(), "0"}, args};
+}
+
+Reply LimitCounter::run_transition(const std::string& transaction_id,
+                                   const std::vector<std::string>& args, std::string_view skip) {
+  const std::string& op = args.front();
+  if (redis_.is_cluster()) {
+    Reply home = run_home(transaction_id, args);
+    const std::string& status = home.at(0).as_string();
+    if (status != "missing") {
+      const bool applies = status == "confirmed" || status == "already" || status == "expired" ||
+                           status == "cancelled" || status == "refunded";
+      if (applies) {
+        try {
+          run_on_shares(lines_of(home.as_array().back().as_string()), share_operations(args, home));
+        } catch (const Error& e) {
+          throw Error(static_cast<errc>(e.code().value()),
+                      op + " of " + quoted_id(transaction_id) +
+                          " is decided at its home record, but not every share followed yet (" +
+                          e.what() + "): retry it",
+                      Outcome::unknown);
+        }
+      }
+      return home;
+    }
+    if (op == "cancel") {
+      // No home: one slot's record, or none at all. Look before writing tombstones, so that a
+      // refused cancel writes nothing anywhere.
+      std::vector<std::string> probe = args;
+      probe.emplace_back("probe");
+      Reply found = run_on_records(transaction_id, probe, "unknown");
+      if (found.at(0).as_string() != "unknown") {
+        return found;
+      }
+    }
+  }
+  return run_on_records(transaction_id, args, skip);
+}
+
+} // namespace limitcounter
