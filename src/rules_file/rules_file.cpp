@@ -214,6 +214,10 @@ private:
     if (!has_per) {
       fail(node, "has no \"per\" (a period such as day, or transaction)");
     }
+    if (policy == FailurePolicy::local && !share) {
+      fail(node["on_redis_failure"],
+           "on_redis_failure: local needs a local_share (0 < share <= 1)");
+    }
     if (share && policy != FailurePolicy::local) {
       fail(*share, "local_share applies only with on_redis_failure: local");
     }

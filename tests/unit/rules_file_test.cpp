@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <fstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <unistd.h>
 
@@ -168,8 +170,7 @@ TEST_CASE("rules_from_file names the file in errors and reads the rules", "[rule
     rules_from_file(path);
     FAIL("no error");
   } catch (const Error& error) {
-    CHECK(std::string(error.what()) ==
-          path + ":9: rule \"b\": max_amount -5 must not be negative");
+    CHECK(std::string(error.what()) == path + ":9: rule \"b\": max_amount -5 must not be negative");
   }
   {
     std::ofstream out(path);
@@ -182,61 +183,62 @@ TEST_CASE("rules_from_file names the file in errors and reads the rules", "[rule
 }
 
 TEST_CASE("every error names the file, the line, the rule and the problem", "[rules_file]") {
+  // lines 1-3; the keys of each case start on line 4
   const std::string head = "rules:\n  - name: merchant-day\n    where: [merchant]\n";
-  // line 4 is the first key after `where`
-  CHECK(error_of(head + "    per: day\n    max_ammount: 100\n") ==
-        "rules.yaml:5: rule \"merchant-day\": unknown key \"max_ammount\" (known: name, where, "
-        "per, max_count, max_amount, blocking, on_redis_failure, local_share)");
-  CHECK(error_of(head + "    per: day\n    max_amount: 100\n    max_amount: 200\n") ==
-        "rules.yaml:6: rule \"merchant-day\": key \"max_amount\" is given twice");
-  CHECK(error_of(head + "    per: fortnight\n    max_count: 1\n") ==
-        "rules.yaml:4: rule \"merchant-day\": per \"fortnight\" is not minute, hour, day, week, "
-        "month, year or transaction");
-  CHECK(error_of(head + "    per: day\n    max_count: 1e3\n") ==
-        "rules.yaml:5: rule \"merchant-day\": max_count \"1e3\" is not an integer (minor units, "
-        "e.g. 100000 or 1000_00)");
-  CHECK(error_of(head + "    per: day\n    max_amount: 99999999999999999999\n") ==
-        "rules.yaml:5: rule \"merchant-day\": max_amount \"99999999999999999999\" is too large");
-  CHECK(error_of(head + "    per: day\n    max_amount: 9007199254740992\n") ==
-        "rules.yaml:2: rule \"merchant-day\": max_amount 9007199254740992 is 2^53 or more");
-  CHECK(error_of(head + "    per: day\n    max_count: 0\n") ==
-        "rules.yaml:2: rule \"merchant-day\": max_count 0 must be positive (use blocking() to "
-        "block)");
-  CHECK(error_of(head + "    per: day\n    max_count: 5\n    blocking: yes\n") ==
-        "rules.yaml:6: rule \"merchant-day\": blocking \"yes\" must be true or false");
-  CHECK(error_of(head + "    per: day\n    max_count: 5\n    on_redis_failure: open\n") ==
-        "rules.yaml:6: rule \"merchant-day\": on_redis_failure \"open\" is not raise, allow, "
-        "deny or local");
-  CHECK(
-      error_of(head + "    per: day\n    max_count: 5\n    local_share: 0.5\n") ==
-      "rules.yaml:6: rule \"merchant-day\": local_share applies only with on_redis_failure: local");
-  CHECK(error_of(head + "    per: day\n    max_count: 5\n    on_redis_failure: local\n") ==
-        "rules.yaml:2: rule \"merchant-day\": local share 0.000000 must be above 0 and at most 1");
-  CHECK(
-      error_of(head + "    max_count: 5\n") ==
-      "rules.yaml:2: rule \"merchant-day\": has no \"per\" (a period such as day, or transaction)");
-  CHECK(error_of(head + "    per: day\n    max_count:\n") ==
-        "rules.yaml:5: rule \"merchant-day\": max_count has no value");
-  CHECK(error_of(
-            "rules:\n  - name: x\n    where: [merchant, {dept: cmb, user: u}]\n    per: day\n") ==
-        "rules.yaml:3: rule \"x\": a condition names one attribute (`- dept: cmb`), this one names "
-        "2");
-  CHECK(error_of("rules:\n  - name: x\n    where: [shop]\n    per: day\n    max_count: 1\n") ==
-        "rules.yaml:2: rule \"x\" names unknown attribute \"shop\"");
-  CHECK(error_of("rules:\n  - where: [merchant]\n    per: day\n") ==
-        "rules.yaml:2: rule #1: has no \"name\"");
-  CHECK(error_of("rules:\n  - name: a\n    where: [merchant]\n    per: day\n    max_count: 1\n"
-                 "  - name: a\n    where: [dept]\n    per: day\n    max_count: 1\n") ==
-        "rules.yaml:6: rule \"a\" is added twice");
-  CHECK(error_of("rule:\n  - name: a\n") ==
-        "rules.yaml:1: unknown key \"rule\" (known: format, attributes, rules)");
-  CHECK(error_of("format: 1\n") ==
-        "rules.yaml:1: no \"rules\" key (write `rules: []` for a set that allows everything)");
-  CHECK(error_of("format: 2\nrules: []\n") ==
-        "rules.yaml:1: format 2 is not supported (this library reads format 1)");
-  CHECK(error_of("rules: []\n---\nrules: []\n") ==
-        "rules.yaml:3: more than one YAML document (`---`): put every rule in one");
-  CHECK(error_of("") == "rules.yaml: no YAML document (write `rules: []` for an empty set)");
+  const std::vector<std::pair<std::string, std::string>> cases{
+      {head + "    per: day\n    max_ammount: 100\n",
+       "rules.yaml:5: rule \"merchant-day\": unknown key \"max_ammount\" (known: name, where, "
+       "per, max_count, max_amount, blocking, on_redis_failure, local_share)"},
+      {head + "    per: day\n    max_amount: 100\n    max_amount: 200\n",
+       "rules.yaml:6: rule \"merchant-day\": key \"max_amount\" is given twice"},
+      {head + "    per: fortnight\n    max_count: 1\n",
+       "rules.yaml:4: rule \"merchant-day\": per \"fortnight\" is not minute, hour, day, week, "
+       "month, year or transaction"},
+      {head + "    per: day\n    max_count: 1e3\n",
+       "rules.yaml:5: rule \"merchant-day\": max_count \"1e3\" is not an integer (minor units, "
+       "e.g. 100000 or 1000_00)"},
+      {head + "    per: day\n    max_amount: 99999999999999999999\n",
+       "rules.yaml:5: rule \"merchant-day\": max_amount \"99999999999999999999\" is too large"},
+      {head + "    per: day\n    max_amount: 9007199254740992\n",
+       "rules.yaml:2: rule \"merchant-day\": max_amount 9007199254740992 is 2^53 or more"},
+      {head + "    per: day\n    max_count: 0\n",
+       "rules.yaml:2: rule \"merchant-day\": max_count 0 must be positive (use blocking() to "
+       "block)"},
+      {head + "    per: day\n    max_count: 5\n    blocking: yes\n",
+       "rules.yaml:6: rule \"merchant-day\": blocking \"yes\" must be true or false"},
+      {head + "    per: day\n    max_count: 5\n    on_redis_failure: open\n",
+       "rules.yaml:6: rule \"merchant-day\": on_redis_failure \"open\" is not raise, allow, "
+       "deny or local"},
+      {head + "    per: day\n    max_count: 5\n    on_redis_failure: local\n",
+       "rules.yaml:6: rule \"merchant-day\": on_redis_failure: local needs a local_share (0 < "
+       "share <= 1)"},
+      {head + "    per: day\n    max_count: 5\n    on_redis_failure: local\n    local_share: 1.5\n",
+       "rules.yaml:2: rule \"merchant-day\": local share 1.500000 must be above 0 and at most 1"},
+      {head + "    per: day\n    max_count:\n",
+       "rules.yaml:5: rule \"merchant-day\": max_count has no value"},
+      {"rules:\n  - name: x\n    where: [merchant, {dept: cmb, user: u}]\n    per: day\n",
+       "rules.yaml:3: rule \"x\": a condition names one attribute (`- dept: cmb`), this one names "
+       "2"},
+      {"rules:\n  - name: x\n    where: [shop]\n    per: day\n    max_count: 1\n",
+       "rules.yaml:2: rule \"x\" names unknown attribute \"shop\""},
+      {"rules:\n  - where: [merchant]\n    per: day\n", "rules.yaml:2: rule #1: has no \"name\""},
+      {"rules:\n  - name: a\n    where: [merchant]\n    per: day\n    max_count: 1\n"
+       "  - name: a\n    where: [dept]\n    per: day\n    max_count: 1\n",
+       "rules.yaml:6: rule \"a\" is added twice"},
+      {"rule:\n  - name: a\n",
+       "rules.yaml:1: unknown key \"rule\" (known: format, attributes, rules)"},
+      {"format: 1\n",
+       "rules.yaml:1: no \"rules\" key (write `rules: []` for a set that allows everything)"},
+      {"format: 2\nrules: []\n",
+       "rules.yaml:1: format 2 is not supported (this library reads format 1)"},
+      {"rules: []\n---\nrules: []\n",
+       "rules.yaml:3: more than one YAML document (`---`): put every rule in one"},
+      {"", "rules.yaml: no YAML document (write `rules: []` for an empty set)"},
+  };
+  for (const auto& [text, message] : cases) {
+    INFO(text);
+    CHECK(error_of(text) == message);
+  }
   // Malformed YAML: yaml-cpp's message at its line (an unquoted * starts an alias).
   CHECK_THAT(
       error_of(head + "    per: day\n    max_count: 1\n  - name: y\n    where: [{dept: *}]\n"),
