@@ -11,8 +11,8 @@ namespace limitcounter {
 inline const std::vector<std::string>& required_commands() {
   static const std::vector<std::string> commands{
       // sent directly
-      "evalsha", "script|load", "hget", "hmget", "zrangebyscore", "lrange", "time", "select",
-      "ping",
+      "evalsha", "script|load", "hget", "hmget", "hscan", "zrangebyscore", "lrange", "time",
+      "select", "ping",
       // sent by the cluster router: the slot map, and the redirection of a migrating slot
       "cluster|slots", "asking",
       // called by lua/*.lua

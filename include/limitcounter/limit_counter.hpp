@@ -156,6 +156,42 @@ public:
   Usage usage(std::string_view counter, const Dimension& dimension, Period period,
               TimePoint at = Clock::now());
 
+  // ---- Listing (for operators and reconciliation; src/limit_counter/listing.cpp) ----
+
+  /// One dimension of a window and what it holds.
+  struct DimensionUsage {
+    Dimension dimension;
+    Usage usage;
+  };
+  /// One page of `dimensions`.
+  struct DimensionPage {
+    Window window;                          ///< the window of `period` containing `at`
+    std::vector<DimensionUsage> dimensions; ///< this page's dimensions, in no order
+    std::string cursor;                     ///< pass it to the next call; "0" when done
+    bool done() const noexcept { return cursor == "0"; }
+  };
+  /// Lists the dimensions counted in `counter`'s window of `period` containing `at`, a page at
+  /// a time, without changing anything: start with cursor "0", pass each page's `cursor` to the
+  /// next call, stop when `done()`. It is Redis's HSCAN of the window's hash (one key, so one
+  /// node of a cluster), with its guarantees: a dimension present from the first call to the
+  /// last is listed at least once, and may be listed twice (de-duplicate by dimension when
+  /// that matters); one added or expired meanwhile may or may not be. `count` (1 to 10,000)
+  /// is a hint for the page size; a small window comes back whole in one page. An expired or
+  /// empty window is one empty page, done. Throws invalid_argument for a bad counter name,
+  /// cursor or count (nothing sent); protocol_error for a field this library did not write.
+  DimensionPage dimensions(std::string_view counter, Period period, TimePoint at = Clock::now(),
+                           std::string_view cursor = "0", std::int64_t count = 100);
+
+  /// What a subject has used of a daily cap.
+  struct CapUsage {
+    std::int64_t used = 0; ///< taken on that day
+    Window window;         ///< the day (in the calendar's zone); the cap resets at its end
+  };
+  /// What `subject` has used of cap `cap` on the day containing `at` (calendar's zone), read
+  /// without taking anything: the `used` of the last `take_daily_cap` of that day, 0 if none.
+  /// Throws invalid_argument for a bad cap name or subject (nothing sent).
+  CapUsage cap_usage(std::string_view cap, std::string_view subject, TimePoint at = Clock::now());
+
   // ---- Limits (job 2 of DESIGN) ----
 
   /// Replaces the rules, atomically for concurrent callers. Counters are kept: a rule's

@@ -7,6 +7,7 @@
 #include <limitcounter/detail/lua_scripts.hpp>
 
 #include "limit_counter/counter_codec.hpp"
+#include "limit_counter/listing.hpp"
 #include "limit_counter/local_ledger.hpp"
 #include "limit_counter/window_closed.hpp"
 #include "shared/amount.hpp"
@@ -110,17 +111,8 @@ Usage LimitCounter::usage(std::string_view counter, const Dimension& dimension, 
                           TimePoint at) {
   CounterKeys::validate_counter_name(counter);
   const Window window = calendar_.window(period, at);
-  const Reply reply =
-      redis_.command({"HGET", keys_.window(counter, period, window.id), dimension.field()});
-  if (reply.is_nil()) {
-    return {};
-  }
-  if (reply.is_error()) {
-    throw Error(errc::server_error,
-                "HGET of counter " + std::string(counter) + ": " + reply.as_string(),
-                Outcome::failed);
-  }
-  return detail::parse_counter_value(reply.as_string());
+  return detail::read_usage(redis_, keys_.window(counter, period, window.id), dimension.field(),
+                            "HGET of counter " + std::string(counter));
 }
 
 } // namespace limitcounter

@@ -75,6 +75,9 @@ TEST_CASE("every job works under the least-privilege ACL, and nothing more is al
   CHECK(limits.hit_sliding_window("pay", "m1", 5, 1s).allowed);
   CHECK(limits.usage("merchant", limitcounter::Dimension{"m1"}, limitcounter::Period::day).amount ==
         50);
+  // Listing (HSCAN) and a cap read (HGET) need nothing beyond the ACL either.
+  CHECK(limits.dimensions("merchant", limitcounter::Period::day).dimensions.size() == 1);
+  CHECK(limits.cap_usage("sms", "a1").used == 1);
 
   limitcounter::WalletOptions wallet_options;
   wallet_options.key_prefix = prefix + "wallet:";
