@@ -339,7 +339,7 @@ private:
                       const PreparedDecision& prepared, const std::vector<std::string>& plan);
   Decision replay_home(const Transaction& transaction, const Reply& final_reply);
   Decision replay_voided(const Transaction& transaction);
-  void void_shares(const std::vector<std::string>& shares);
+  void void_shares(const Transaction& transaction, const std::vector<std::string>& shares);
   /// lua/transaction_home.lua on the home record of `transaction_id`.
   Reply run_home(const std::string& transaction_id, const std::vector<std::string>& args);
   /// lua/limit.lua with each of `operations` (in order) on every share record of `plan`, in

@@ -164,9 +164,14 @@ Decision LimitCounter::run_shares(std::string_view op, const Transaction& transa
       share_error = share_error.value_or(e);
     }
   }
+  if (share_error && !share_error->is_input_error()) {
+    // A share did not answer: the home record stays pending and the shares that ran keep what
+    // they took; the same id again replays them and runs the rest.
+    throw *share_error;
+  }
   if (share_error || (!combined.allowed() && !combined.denial)) {
     // Nothing to decide on (a conflict, an overflow, a share voided long ago): give back what
-    // moved and leave the home record pending, so that the same id decides alike again.
+    // moved and leave the home record pending.
     run_on_shares(counted, {{"void"}});
     throw share_error.value_or(
         Error(errc::conflict,
@@ -190,7 +195,7 @@ Decision LimitCounter::run_shares(std::string_view op, const Transaction& transa
                 Outcome::unknown);
   }
   if (!combined.allowed()) {
-    void_shares(counted);
+    void_shares(transaction, counted);
   }
   return combined;
 }
@@ -202,7 +207,7 @@ Decision LimitCounter::replay_home(const Transaction& transaction, const Reply& 
   decision.replayed = true;
   decision.state = final_reply.at(1).as_string();
   if (!decision.allowed()) {
-    void_shares(lines_of(final_reply.at(3).as_string()));
+    void_shares(transaction, lines_of(final_reply.at(3).as_string()));
   }
   return decision;
 }
@@ -220,15 +225,18 @@ Decision LimitCounter::replay_voided(const Transaction& transaction) {
   return replay_home(transaction, home);
 }
 
-// Gives back what a denied transaction's shares took. A denial stays a denial whatever
-// happens here: a void that fails is reported, and finished by the next call of the id.
-void LimitCounter::void_shares(const std::vector<std::string>& shares) {
+// Gives back what a denied transaction's shares took. The denial is final at the home record
+// whatever happens here; a void that fails is thrown as Outcome::unknown, so that the host
+// sends the id again, which replays the denial and finishes the voids (never an allow).
+void LimitCounter::void_shares(const Transaction& transaction,
+                               const std::vector<std::string>& shares) {
   try {
     run_on_shares(shares, {{"void"}});
   } catch (const Error& e) {
-    if (options_.observer) {
-      options_.observer->on_error(e);
-    }
+    throw Error(static_cast<errc>(e.code().value()),
+                quoted_id(transaction.id) + " is denied, but not every share gave back what it " +
+                    "took yet (" + e.what() + "): send it again to finish",
+                Outcome::unknown);
   }
 }
 

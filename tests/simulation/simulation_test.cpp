@@ -185,8 +185,7 @@ TEST_CASE("simulation on a 3-master cluster: faults on every node, every invaria
   ReferenceModel model;
   WorkloadStats stats;
   Jobs jobs(Redis(client_options(proxies.options())), prefix, universe);
-  // Concurrent callers of one id spread over several slots are issue #10's: not raced here.
-  Workload workload(jobs, universe, model, stats, seed, /*race_ids=*/false);
+  Workload workload(jobs, universe, model, stats, seed, /*race_ids=*/true);
   std::uint64_t node_seed = seed;
   for (RedisServer* node : cluster.nodes()) {
     proxies.proxy_of(*node).schedule(++node_seed, fault_mix());
