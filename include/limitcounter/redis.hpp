@@ -33,14 +33,23 @@ struct RedisOptions {
   /// How long a caller waits for a free connection when all `pool_size` are busy.
   std::chrono::milliseconds pool_wait_timeout{50};
   std::size_t pool_size = 8;
-  /// Consecutive infrastructure failures (no connection, timeout, broken connection, a server
-  /// that needs a password not given, a server still answering LOADING, BUSY, MASTERDOWN,
-  /// TRYAGAIN or CLUSTERDOWN when the call's budget ran out) after which the circuit breaker
-  /// opens: calls then fail at once with errc::circuit_open
-  /// (Outcome::not_sent) instead of each waiting for a timeout. 0 disables the breaker.
+  /// Consecutive infrastructure failures of one node (no connection, timeout, broken
+  /// connection, a server that needs a password not given, a server still answering LOADING,
+  /// BUSY, MASTERDOWN, TRYAGAIN or CLUSTERDOWN when the call's budget ran out) after which
+  /// that node's circuit breaker opens: calls that need the node then fail at once with
+  /// errc::circuit_open (Outcome::not_sent) instead of each waiting for a timeout. 0 disables
+  /// the breakers. There is one breaker per node: a standalone server has one; on a cluster
+  /// a stalled master fails only the calls routed to it (by key slot, redirections
+  /// included), and the calls to the other masters go on. A call counts once per node it
+  /// went to, however often it retried there; a call that ends without reaching a node (no
+  /// free connection in the pool) counts for nothing. `eval_pipeline` asks the breaker of
+  /// every node it needs before sending anything: if one is open the whole batch throws
+  /// circuit_open and nothing was sent to any node (as when a node cannot be connected);
+  /// split the batch by key if the calls to healthy nodes must go on. The slot map
+  /// (CLUSTER SLOTS) is never asked of a node whose breaker is open.
   int breaker_failures = 5;
-  /// How long an open breaker waits before it lets one probe call through; the probe's
-  /// success closes it, its failure opens it again.
+  /// How long an open breaker waits before it lets one probe call through (the first call
+  /// that needs its node); the probe's success closes it, its failure opens it again.
   std::chrono::milliseconds breaker_pause{1000};
   /// Seed nodes ("host:port", "[v6]:port") of a Redis Cluster; when non-empty, `host`/`port`
   /// are unused and commands are routed by key slot. Every seed is checked when `Redis` is

@@ -40,9 +40,52 @@ void CircuitBreaker::record_failure(Clock::time_point now) {
   }
 }
 
+void CircuitBreaker::release() {
+  if (threshold_ <= 0) {
+    return;
+  }
+  const std::lock_guard<std::mutex> lock(mutex_);
+  probing_ = false;
+}
+
 bool CircuitBreaker::is_open() const {
   const std::lock_guard<std::mutex> lock(mutex_);
   return open_;
+}
+
+bool BreakerTrail::enter(CircuitBreaker& breaker, Clock::time_point now) {
+  for (const Entry& entry : entries_) {
+    if (entry.breaker == &breaker) {
+      return true; // this call was let through already (perhaps as the probe)
+    }
+  }
+  if (!breaker.allow(now)) {
+    return false;
+  }
+  entries_.push_back({&breaker, State::entered});
+  return true;
+}
+
+void BreakerTrail::mark(CircuitBreaker& breaker, State state) {
+  for (Entry& entry : entries_) {
+    if (entry.breaker == &breaker) {
+      entry.state = state;
+      return;
+    }
+  }
+  // Not entered: the caller did not ask first. Count it anyway, so a failure is not lost.
+  entries_.push_back({&breaker, state});
+}
+
+void BreakerTrail::settle(Clock::time_point now) {
+  for (const Entry& entry : entries_) {
+    switch (entry.state) {
+    case State::failed: entry.breaker->record_failure(now); break;
+    case State::answered: entry.breaker->record_success(); break;
+    case State::entered: entry.breaker->release(); break;
+    }
+  }
+  entries_.clear();
 }
 
 } // namespace limitcounter::detail

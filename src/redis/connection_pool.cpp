@@ -30,15 +30,17 @@ ConnectionPool::Lease ConnectionPool::acquire() {
     }
     if (returned_.wait_until(lock, deadline) == std::cv_status::timeout && idle_.empty() &&
         open_ >= options_.pool_size) {
-      throw Error(errc::pool_exhausted,
-                  "all " + std::to_string(options_.pool_size) + " connections to " +
-                      (options_.unix_socket.empty() || !host_.empty()
-                           ? host_ + ":" + std::to_string(port_)
-                           : options_.unix_socket) +
-                      " stayed busy for " + std::to_string(options_.pool_wait_timeout.count()) +
-                      " ms; nothing was sent");
+      throw Error(errc::pool_exhausted, "all " + std::to_string(options_.pool_size) +
+                                            " connections to " + peer() + " stayed busy for " +
+                                            std::to_string(options_.pool_wait_timeout.count()) +
+                                            " ms; nothing was sent");
     }
   }
+}
+
+std::string ConnectionPool::peer() const {
+  return options_.unix_socket.empty() || !host_.empty() ? host_ + ":" + std::to_string(port_)
+                                                        : options_.unix_socket;
 }
 
 void ConnectionPool::give_back(std::unique_ptr<Connection> connection) {

@@ -1,6 +1,6 @@
 #pragma once
-// A bounded pool of connections to one Redis node. Connections are made lazily; a
-// broken one is freed, never returned.
+// A bounded pool of connections to one Redis node, and that node's circuit breaker.
+// Connections are made lazily; a broken one is freed, never returned.
 
 #include <chrono>
 #include <condition_variable>
@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "redis/circuit_breaker.hpp"
 #include "redis/connection.hpp"
 
 namespace limitcounter::detail {
@@ -16,7 +17,8 @@ namespace limitcounter::detail {
 class ConnectionPool {
 public:
   ConnectionPool(RedisOptions options, std::string host, int port)
-      : options_(std::move(options)), host_(std::move(host)), port_(port) {}
+      : options_(std::move(options)), host_(std::move(host)), port_(port),
+        breaker_(options_.breaker_failures, options_.breaker_pause) {}
 
   /// A connection on loan; it goes back to the pool when the lease ends, unless broken.
   class Lease {
@@ -47,6 +49,11 @@ public:
 
   const std::string& host() const noexcept { return host_; }
   int port() const noexcept { return port_; }
+  /// "host:port", or the socket path, for messages.
+  std::string peer() const;
+  /// The breaker of this node: a stalled node fails fast without failing the calls that
+  /// only need the other nodes.
+  CircuitBreaker& breaker() noexcept { return breaker_; }
 
 private:
   void give_back(std::unique_ptr<Connection> connection);
@@ -54,6 +61,7 @@ private:
   RedisOptions options_;
   std::string host_;
   int port_;
+  CircuitBreaker breaker_;
   std::mutex mutex_;
   std::condition_variable returned_;
   std::vector<std::unique_ptr<Connection>> idle_;

@@ -56,11 +56,24 @@ void load_script(detail::Connection& connection, const Script& script) {
 
 // Thrown when a server kept answering that it cannot run commands now (LOADING, BUSY,
 // MASTERDOWN, TRYAGAIN, CLUSTERDOWN) until the call's budget ran out. Nothing ran; the
-// breaker counts it as an infrastructure failure, as it counts a dead server.
+// node's breaker counts it as an infrastructure failure, as it counts a dead server.
 class ServerUnavailable : public Error {
 public:
   using Error::Error;
 };
+
+// The failures a node's breaker counts: the node is unreachable, stalled or broke the
+// connection. (A node still refusing when the budget ran out is counted where that is seen.)
+bool is_infrastructure_failure(const Error& e) {
+  return e.code() == errc::connect_failed || e.code() == errc::timeout ||
+         e.code() == errc::io_error;
+}
+
+// A call of a pipeline that did not run and kept its refusal in place: refused until the
+// budget ran out, or needing a node whose breaker opened.
+bool did_not_run(const Error& e) {
+  return dynamic_cast<const ServerUnavailable*>(&e) != nullptr || e.code() == errc::circuit_open;
+}
 
 } // namespace
 
@@ -70,8 +83,8 @@ class Redis::Impl {
 public:
   explicit Impl(RedisOptions options)
       : options_(std::move(options)), cluster_(!options_.cluster_seeds.empty()),
-        budget_(options_.call_budget.count() > 0 ? options_.call_budget : options_.command_timeout),
-        breaker_(options_.breaker_failures, options_.breaker_pause) {
+        budget_(options_.call_budget.count() > 0 ? options_.call_budget
+                                                 : options_.command_timeout) {
     if (options_.pool_size == 0) {
       throw Error(errc::invalid_argument, "Redis pool_size must be at least 1");
     }
@@ -112,20 +125,27 @@ public:
     }
   }
 
-  Reply command(const std::vector<std::string>& argv, detail::RetryPolicy& policy) {
+  /// One call: its retry budget, and the breakers of the nodes it goes to, which learn how
+  /// their node did when the call ends.
+  struct Call {
+    detail::RetryPolicy policy;
+    detail::BreakerTrail breakers;
+  };
+
+  Reply command(const std::vector<std::string>& argv, Call& call) {
     const detail::Argv views(argv.begin(), argv.end());
     // In a cluster the first argument after the command name is taken as the key.
     const int slot = argv.size() > 1 ? detail::key_slot(argv[1]) : no_slot;
-    return routed(slot, policy,
+    return routed(slot, call,
                   [&](detail::Connection& connection) { return connection.run(views); });
   }
 
   Reply eval(const Script& script, const std::vector<std::string>& keys,
-             const std::vector<std::string>& args, detail::RetryPolicy& policy) {
+             const std::vector<std::string>& args, Call& call) {
     const std::string numkeys = std::to_string(keys.size());
     const detail::Argv argv = evalsha_argv(script, keys, args, numkeys);
-    Reply reply = routed(slot_of(keys, script), policy, [&](detail::Connection& connection) {
-      return run_script(connection, script, argv, policy);
+    Reply reply = routed(slot_of(keys, script), call, [&](detail::Connection& connection) {
+      return run_script(connection, script, argv, call.policy);
     });
     if (reply.is_error()) {
       throw Error(errc::server_error,
@@ -135,20 +155,20 @@ public:
     return reply;
   }
 
-  std::vector<Reply> eval_pipeline(const std::vector<ScriptCall>& calls,
-                                   detail::RetryPolicy& policy) {
+  std::vector<Reply> eval_pipeline(const std::vector<ScriptCall>& calls, Call& call) {
+    detail::RetryPolicy& policy = call.policy;
     std::vector<std::string> numkeys;
     numkeys.reserve(calls.size());
     std::vector<detail::Argv> commands;
     commands.reserve(calls.size());
     std::vector<int> slots;
     slots.reserve(calls.size());
-    for (const auto& call : calls) {
-      if (call.script == nullptr) {
+    for (const auto& script_call : calls) {
+      if (script_call.script == nullptr) {
         throw Error(errc::invalid_argument, "a pipelined ScriptCall has no script");
       }
-      slots.push_back(slot_of(call.keys, *call.script));
-      numkeys.push_back(std::to_string(call.keys.size()));
+      slots.push_back(slot_of(script_call.keys, *script_call.script));
+      numkeys.push_back(std::to_string(script_call.keys.size()));
     }
     for (std::size_t i = 0; i < calls.size(); ++i) {
       commands.push_back(evalsha_argv(*calls[i].script, calls[i].keys, calls[i].args, numkeys[i]));
@@ -157,33 +177,47 @@ public:
     // the missing scripts and runs just those calls again in a second pipeline. Calls
     // redirected or asked to wait did not run either, and go through the router one by one.
     std::vector<Reply> replies(calls.size());
+    std::vector<detail::ConnectionPool*> node_of(calls.size());
     std::map<detail::ConnectionPool*, std::vector<std::size_t>> by_node;
     for (std::size_t i = 0; i < calls.size(); ++i) {
-      by_node[&owner(slots[i], policy)].push_back(i);
+      node_of[i] = &owner(slots[i], policy);
+      by_node[node_of[i]].push_back(i);
+    }
+    // Every node's breaker is asked before anything is sent: a pipeline that needs a node
+    // whose breaker is open throws circuit_open having sent nothing anywhere, so the whole
+    // batch is "not sent", as when a connection cannot be made.
+    for (const auto& node : by_node) {
+      enter(*node.first, call);
     }
     for (const auto& [pool, indexes] : by_node) {
-      run_on_node(*pool, commands, indexes, replies, policy);
+      run_on_node(*pool, commands, indexes, replies, call);
       if (policy.may_resend(Clock::now())) {
-        rerun_noscript_on_node(*pool, calls, commands, indexes, replies, policy);
+        rerun_noscript_on_node(*pool, calls, commands, indexes, replies, call);
       }
     }
     // A call still refused when the budget ends keeps its error reply in place: it did not
     // run, and the calls that did run keep their replies. Only when none ran is the
     // pipeline refused as a whole (not sent; a failure for the breaker).
-    std::optional<ServerUnavailable> unavailable;
+    // A call redirected to a node whose breaker is open did not run either, and is kept
+    // the same way.
+    std::optional<Error> unavailable;
     bool any_ran = false;
     for (std::size_t i = 0; i < calls.size(); ++i) {
       const detail::ReplyKind kind = detail::classify(replies[i], cluster_);
       if (kind == detail::ReplyKind::transient || kind == detail::ReplyKind::redirect) {
         try {
           if (!policy.may_resend(Clock::now())) {
+            call.breakers.failed(node_of[i]->breaker());
             throw ServerUnavailable(cluster_ ? errc::cluster_down : errc::server_error,
                                     refused_message(replies[i], policy), Outcome::not_sent);
           }
-          replies[i] = routed(slots[i], policy, [&](detail::Connection& connection) {
+          replies[i] = routed(slots[i], call, [&](detail::Connection& connection) {
             return run_script(connection, *calls[i].script, commands[i], policy);
           });
-        } catch (const ServerUnavailable& e) {
+        } catch (const Error& e) {
+          if (!did_not_run(e)) {
+            throw;
+          }
           unavailable = e;
           continue;
         }
@@ -198,39 +232,50 @@ public:
 
   const RedisOptions& options() const noexcept { return options_; }
 
-  /// Runs `call` with a fresh retry budget unless the circuit breaker is open, and tells the
-  /// breaker how it went.
-  template <typename Call>
-  auto guarded(Call&& call) -> decltype(call(std::declval<detail::RetryPolicy&>())) {
-    if (!breaker_.allow()) {
-      throw Error(errc::circuit_open,
-                  "Redis at " + peer_ + " failed " + std::to_string(options_.breaker_failures) +
-                      " times in a row; calls fail fast for " +
-                      std::to_string(options_.breaker_pause.count()) + " ms before a probe",
-                  Outcome::not_sent);
-    }
-    detail::RetryPolicy policy(budget_, Clock::now());
-    try {
-      auto result = call(policy);
-      breaker_.record_success();
-      return result;
-    } catch (const ServerUnavailable&) {
-      breaker_.record_failure();
-      throw;
-    } catch (const Error& e) {
-      const auto code = static_cast<errc>(e.code().value());
-      if (code == errc::connect_failed || code == errc::timeout || code == errc::io_error) {
-        breaker_.record_failure();
-      } else {
-        breaker_.record_success(); // Redis answered (an error reply, a refusal): it is alive
-      }
-      throw;
-    }
+  /// Runs `run` as one call with a fresh retry budget. Each node it goes to is guarded by
+  /// that node's breaker (see `enter`), which learns how its node did when the call ends.
+  template <typename Run> auto guarded(Run&& run) -> decltype(run(std::declval<Call&>())) {
+    Call call{detail::RetryPolicy(budget_, Clock::now()), {}};
+    return run(call); // call.breakers settles as the call ends, by return or by throw
   }
 
 private:
   using Clock = detail::RetryPolicy::Clock;
   static constexpr int no_slot = -1; ///< a call without keys: any node will do
+
+  // Lets `call` use `pool`'s node unless that node's breaker is open; throws circuit_open
+  // (not sent) then. Only the calls that need a stalled node fail fast.
+  void enter(detail::ConnectionPool& pool, Call& call) const {
+    if (!call.breakers.enter(pool.breaker())) {
+      throw Error(errc::circuit_open,
+                  "Redis at " + pool.peer() + " failed " +
+                      std::to_string(options_.breaker_failures) +
+                      " times in a row; calls that need it fail fast for " +
+                      std::to_string(options_.breaker_pause.count()) + " ms before a probe",
+                  Outcome::not_sent);
+    }
+  }
+
+  // on_connection behind `pool`'s breaker: tells the call's trail whether the node answered
+  // (any reply, an error reply too) or failed. An error without an answer nor a failure of
+  // the node (no free connection in the pool) teaches its breaker nothing.
+  template <typename Send>
+  auto attempt(detail::ConnectionPool& pool, Call& call, Send&& send) const
+      -> decltype(send(std::declval<detail::Connection&>())) {
+    enter(pool, call);
+    try {
+      auto result = on_connection(pool, call.policy, send);
+      call.breakers.answered(pool.breaker());
+      return result;
+    } catch (const Error& e) {
+      if (is_infrastructure_failure(e)) {
+        call.breakers.failed(pool.breaker());
+      } else if (e.code() != errc::pool_exhausted) {
+        call.breakers.answered(pool.breaker());
+      }
+      throw;
+    }
+  }
 
   // Runs `send` on a connection of `pool`. If the connection turns out to have been closed
   // by the server while it sat in the pool, and not one byte of the request left (the
@@ -275,17 +320,16 @@ private:
   }
 
   // The calls `indexes` of one node in one pipeline; their replies go to `replies`.
-  static void run_on_node(detail::ConnectionPool& pool, const std::vector<detail::Argv>& commands,
-                          const std::vector<std::size_t>& indexes, std::vector<Reply>& replies,
-                          const detail::RetryPolicy& policy) {
+  void run_on_node(detail::ConnectionPool& pool, const std::vector<detail::Argv>& commands,
+                   const std::vector<std::size_t>& indexes, std::vector<Reply>& replies,
+                   Call& call) const {
     std::vector<detail::Argv> batch;
     batch.reserve(indexes.size());
     for (const std::size_t i : indexes) {
       batch.push_back(commands[i]);
     }
-    std::vector<Reply> answered = on_connection(pool, policy, [&](detail::Connection& connection) {
-      return connection.run_pipeline(batch);
-    });
+    std::vector<Reply> answered = attempt(
+        pool, call, [&](detail::Connection& connection) { return connection.run_pipeline(batch); });
     for (std::size_t j = 0; j < indexes.size(); ++j) {
       replies[indexes[j]] = std::move(answered[j]);
     }
@@ -296,12 +340,10 @@ private:
   // load, or loads under another SHA1 than the embedded one, leaves an error reply in
   // place of its calls (they did not run), so that the calls that did run keep their
   // replies.
-  static void rerun_noscript_on_node(detail::ConnectionPool& pool,
-                                     const std::vector<ScriptCall>& calls,
-                                     const std::vector<detail::Argv>& commands,
-                                     const std::vector<std::size_t>& indexes,
-                                     std::vector<Reply>& replies,
-                                     const detail::RetryPolicy& policy) {
+  void rerun_noscript_on_node(detail::ConnectionPool& pool, const std::vector<ScriptCall>& calls,
+                              const std::vector<detail::Argv>& commands,
+                              const std::vector<std::size_t>& indexes, std::vector<Reply>& replies,
+                              Call& call) const {
     std::vector<std::size_t> again;
     std::vector<const Script*> missing;
     for (const std::size_t i : indexes) {
@@ -326,9 +368,8 @@ private:
     for (const std::size_t i : again) {
       batch.push_back(commands[i]);
     }
-    std::vector<Reply> answered = on_connection(pool, policy, [&](detail::Connection& connection) {
-      return connection.run_pipeline(batch);
-    });
+    std::vector<Reply> answered = attempt(
+        pool, call, [&](detail::Connection& connection) { return connection.run_pipeline(batch); });
     std::vector<std::optional<Reply>> load_failures(missing.size());
     for (std::size_t m = 0; m < missing.size(); ++m) {
       const Reply& loaded = answered[m];
@@ -389,15 +430,17 @@ private:
 
   // Sends through the node of `slot` and acts on replies that say the command did not run:
   // MOVED and ASK are followed, transient replies are retried after a back-off, both only
-  // while the policy allows. A template, not std::function: the callers' lambdas would not
-  // fit its inline storage, and this is one heap allocation per call saved.
-  template <typename Send> Reply routed(int slot, detail::RetryPolicy& policy, const Send& send) {
+  // while the policy allows. Each node it goes to (the slot's owner, a redirect's target) is
+  // guarded by that node's breaker. A template, not std::function: the callers' lambdas would
+  // not fit its inline storage, and this is one heap allocation per call saved.
+  template <typename Send> Reply routed(int slot, Call& call, const Send& send) {
+    detail::RetryPolicy& policy = call.policy;
     detail::ConnectionPool* ask_target = nullptr;
     for (;;) {
       detail::ConnectionPool& pool = ask_target != nullptr ? *ask_target : owner(slot, policy);
       Reply reply;
       try {
-        reply = on_connection(pool, policy, [&](detail::Connection& connection) {
+        reply = attempt(pool, call, [&](detail::Connection& connection) {
           if (ask_target != nullptr) {
             connection.run({"ASKING"});
           }
@@ -431,6 +474,7 @@ private:
         }
       }
       if (kind == detail::ReplyKind::transient || kind == detail::ReplyKind::redirect) {
+        call.breakers.failed(pool.breaker());
         throw ServerUnavailable(cluster_ ? errc::cluster_down : errc::server_error,
                                 refused_message(reply, policy), Outcome::not_sent);
       }
@@ -483,7 +527,9 @@ private:
   }
 
   // Reads CLUSTER SLOTS from the first node that answers (the seeds first, then every node
-  // learnt since), trying no further node once the call's budget is spent.
+  // learnt since), trying no further node once the call's budget is spent. A node whose
+  // breaker is open is not asked (another one is), and each node asked feeds its breaker,
+  // so a stalled seed soon stops costing a timeout per refresh.
   void refresh_slots(const detail::RetryPolicy& policy) {
     std::vector<detail::ConnectionPool*> candidates;
     {
@@ -494,9 +540,14 @@ private:
     }
     std::string last_error = "no node to ask";
     for (detail::ConnectionPool* pool : candidates) {
+      if (pool->breaker().is_open()) {
+        last_error = "the breaker of " + pool->peer() + " is open";
+        continue;
+      }
       try {
         auto lease = pool->acquire();
         const auto ranges = detail::parse_cluster_slots(lease->run({"CLUSTER", "SLOTS"}));
+        pool->breaker().record_success();
         const std::lock_guard<std::mutex> lock(nodes_mutex_);
         if (slot_map_.assign(ranges, Clock::now())) {
           for (std::size_t i = 0; i < slot_map_.node_count(); ++i) {
@@ -505,6 +556,9 @@ private:
           return;
         }
       } catch (const Error& e) {
+        if (is_infrastructure_failure(e)) {
+          pool->breaker().record_failure();
+        }
         last_error = e.what();
       }
       if (!policy.may_resend(Clock::now())) {
@@ -523,7 +577,6 @@ private:
   std::mutex nodes_mutex_;
   detail::SlotMap slot_map_;
   std::vector<std::unique_ptr<detail::ConnectionPool>> pools_; // indexed like slot_map_'s nodes
-  detail::CircuitBreaker breaker_;
 };
 
 Redis::Redis(RedisOptions options) : impl_(std::make_shared<Impl>(std::move(options))) {}
@@ -533,18 +586,16 @@ Redis::Redis(std::string_view uri) : Redis(RedisOptions::from_uri(uri)) {}
 Redis::~Redis() = default;
 
 Reply Redis::command(const std::vector<std::string>& argv) {
-  return impl_->guarded([&](detail::RetryPolicy& policy) { return impl_->command(argv, policy); });
+  return impl_->guarded([&](Impl::Call& call) { return impl_->command(argv, call); });
 }
 
 Reply Redis::eval(const Script& script, const std::vector<std::string>& keys,
                   const std::vector<std::string>& args) {
-  return impl_->guarded(
-      [&](detail::RetryPolicy& policy) { return impl_->eval(script, keys, args, policy); });
+  return impl_->guarded([&](Impl::Call& call) { return impl_->eval(script, keys, args, call); });
 }
 
 std::vector<Reply> Redis::eval_pipeline(const std::vector<ScriptCall>& calls) {
-  return impl_->guarded(
-      [&](detail::RetryPolicy& policy) { return impl_->eval_pipeline(calls, policy); });
+  return impl_->guarded([&](Impl::Call& call) { return impl_->eval_pipeline(calls, call); });
 }
 
 const RedisOptions& Redis::options() const noexcept { return impl_->options(); }
