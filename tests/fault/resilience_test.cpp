@@ -1,7 +1,6 @@
 #include <catch2/catch.hpp>
 
 #include <filesystem>
-#include <functional>
 #include <sstream>
 #include <thread>
 #include <variant>
@@ -99,36 +98,6 @@ TEST_CASE("a dead Redis: failure policies decide, degraded, and the breaker fail
   std::this_thread::sleep_for(350ms);
   CHECK(limits.consume(payment("after", 10)).allowed());
   CHECK_FALSE(limits.consume(payment("after2", 10)).degraded);
-}
-
-TEST_CASE("a timeout says the outcome is unknown; the retry with the same id applies once",
-          "[fault]") {
-  RedisServer server;
-  RedisOptions options = server.options();
-  options.command_timeout = 100ms;
-  Redis redis(options);
-  Redis admin(server.options());
-  LimitCounter limits(redis, limitcounter::Calendar("UTC"));
-  limits.set_rules(RuleSet().add(Rule("day").where("merchant").per(Period::day).max_amount(1000)));
-  REQUIRE(limits.consume(payment("warm", 1)).allowed()); // scripts cached, connection made
-
-  const Transaction tx = payment("slow-1", 100);
-  {
-    const limitcounter::testing::WritesHeld stalled(admin, 2000ms);
-    try {
-      limits.consume(tx);
-      FAIL("no error");
-    } catch (const Error& e) {
-      CHECK(code_of(e) == errc::timeout);
-      CHECK(e.outcome() == Outcome::unknown);
-    }
-  }
-  // the call may have run when the server woke up; the caller's retry applies it once
-  // either way (a replay if it had run)
-  const Decision retry = limits.consume(tx);
-  CHECK(retry.allowed());
-  CHECK(limits.usage("merchant", Dimension{"m1"}, Period::day) == Usage{2, 101});
-  CHECK(limits.consume(tx).replayed);
 }
 
 TEST_CASE("a restarted server keeps every decision: retries after a restart apply once",
@@ -296,43 +265,4 @@ TEST_CASE("consume_many decides like consume while Redis is away: the local shar
   CHECK_FALSE(std::get<Decision>(back.front()).degraded);
   // what this node allowed alone was reported by the batch, as by a single call
   CHECK(limits.usage("merchant", Dimension{"m1"}, Period::day) == Usage{5 + 1, 6});
-}
-
-TEST_CASE("wallet and red packets: a timed-out call retried with the same id applies once",
-          "[fault]") {
-  RedisServer server;
-  RedisOptions options = server.options();
-  options.command_timeout = 100ms;
-  Redis redis(options);
-  Redis admin(server.options());
-  limitcounter::Wallet wallet(redis);
-  limitcounter::RedPacketPool pool(redis);
-  REQUIRE(wallet.load("u1", {1000, 1, 0}));
-  pool.create("p1", {7, 8});
-  REQUIRE(wallet.deduct("u1", "warm", 1).status == limitcounter::WalletResult::Status::ok);
-  REQUIRE(pool.grab("p1", "warm").status == limitcounter::GrabResult::Status::granted);
-
-  const auto while_asleep = [&](const std::function<void()>& call) {
-    const limitcounter::testing::WritesHeld stalled(admin, 2000ms);
-    try {
-      call();
-      FAIL("no timeout");
-    } catch (const Error& e) {
-      CHECK(code_of(e) == errc::timeout);
-      CHECK(e.outcome() == Outcome::unknown);
-    }
-  };
-  while_asleep([&] { wallet.deduct("u1", "order-1", 100); });
-  const auto retry = wallet.deduct("u1", "order-1", 100); // a replay if the first one ran
-  CHECK(retry.status == limitcounter::WalletResult::Status::ok);
-  CHECK(wallet.account("u1")->balance == 899);
-  CHECK(wallet.deduct("u1", "order-1", 100).replayed);
-
-  while_asleep([&] { pool.grab("p1", "u2"); });
-  const auto again = pool.grab("p1", "u2"); // already, if the first grab ran
-  CHECK((again.status == limitcounter::GrabResult::Status::already ||
-         again.status == limitcounter::GrabResult::Status::granted));
-  CHECK((again.amount == 7 || again.amount == 8)); // one of the two packets
-  CHECK(pool.grab("p1", "u2").status == limitcounter::GrabResult::Status::already);
-  CHECK(redis.command({"LLEN", pool.keys().packet("p1", "list")}).as_integer() == 0);
 }
