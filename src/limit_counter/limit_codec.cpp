@@ -10,6 +10,18 @@
 #include "shared/amount.hpp"
 
 namespace limitcounter::detail {
+
+std::vector<std::string_view> split(std::string_view text, char separator) {
+  std::vector<std::string_view> parts;
+  parts.reserve(static_cast<std::size_t>(std::count(text.begin(), text.end(), separator)) + 1);
+  while (!text.empty()) {
+    const auto cut = text.find(separator);
+    parts.push_back(text.substr(0, cut));
+    text = cut == std::string_view::npos ? std::string_view{} : text.substr(cut + 1);
+  }
+  return parts;
+}
+
 namespace {
 
 std::string limit_arg(std::optional<std::int64_t> limit) {
@@ -17,16 +29,7 @@ std::string limit_arg(std::optional<std::int64_t> limit) {
 }
 
 // The lines of a call's description (ARGV[9]); views into `text`.
-std::vector<std::string_view> split_lines(std::string_view text) {
-  std::vector<std::string_view> lines;
-  lines.reserve(static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n')) + 1);
-  while (!text.empty()) {
-    const auto cut = text.find('\n');
-    lines.push_back(text.substr(0, cut));
-    text = cut == std::string_view::npos ? std::string_view{} : text.substr(cut + 1);
-  }
-  return lines;
-}
+std::vector<std::string_view> split_lines(std::string_view text) { return split(text, '\n'); }
 
 // ARGV[9] of a decide call, or nothing if `args` is too short.
 std::string_view description_of(const std::vector<std::string>& args) {
@@ -278,15 +281,7 @@ namespace {
 constexpr std::array<Metric, 4> metrics{Metric::count, Metric::amount, Metric::single_amount,
                                         Metric::unavailable};
 
-std::vector<std::string_view> split_words(std::string_view line) {
-  std::vector<std::string_view> words;
-  while (!line.empty()) {
-    const auto cut = line.find(' ');
-    words.push_back(line.substr(0, cut));
-    line = cut == std::string_view::npos ? std::string_view{} : line.substr(cut + 1);
-  }
-  return words;
-}
+std::vector<std::string_view> split_words(std::string_view line) { return split(line, ' '); }
 
 std::string optional_text(const std::optional<std::int64_t>& value) {
   return value ? std::to_string(*value) : std::string("-1");

@@ -14,6 +14,9 @@
 
 namespace limitcounter::detail {
 
+/// The parts of `text` between `separator`s (views into `text`; none for an empty text).
+std::vector<std::string_view> split(std::string_view text, char separator);
+
 /// KEYS[] and ARGV[] of one limit.lua call.
 struct LimitCall {
   std::vector<std::string> keys;

@@ -27,16 +27,8 @@ std::string joined_lines(const std::vector<std::string>& lines) {
 }
 
 std::vector<std::string> lines_of(const std::string& text) {
-  std::vector<std::string> lines;
-  std::size_t from = 0;
-  while (from <= text.size()) {
-    const std::size_t cut = std::min(text.find('\n', from), text.size());
-    if (cut > from) {
-      lines.push_back(text.substr(from, cut - from));
-    }
-    from = cut + 1;
-  }
-  return lines;
+  const auto parts = detail::split(text, '\n');
+  return {parts.begin(), parts.end()};
 }
 
 // The index of a decide call's arguments (see lua/limit.lua).

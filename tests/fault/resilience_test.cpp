@@ -42,6 +42,21 @@ Transaction payment(const std::string& id, std::int64_t amount) {
 
 errc code_of(const Error& e) { return static_cast<errc>(e.code().value()); }
 
+// Limits on `server` (every call tries Redis: no breaker) whose one rule, at most 10 a day per
+// merchant, lets this node allow half of it alone while Redis is away.
+std::unique_ptr<LimitCounter> half_local_share(const RedisServer& server) {
+  RedisOptions options = server.options();
+  options.connect_timeout = 200ms;
+  options.breaker_failures = 0;
+  auto limits = std::make_unique<LimitCounter>(Redis(options), limitcounter::Calendar("UTC"));
+  limits->set_rules(RuleSet().add(Rule("day")
+                                      .where("merchant")
+                                      .per(Period::day)
+                                      .max_count(10)
+                                      .on_redis_failure(FailurePolicy::local, 0.5)));
+  return limits;
+}
+
 } // namespace
 
 TEST_CASE("a dead Redis: failure policies decide, degraded, and the breaker fails fast",
@@ -203,15 +218,8 @@ TEST_CASE("a local share: bounded allowances while Redis is down, reported when 
 
 TEST_CASE("a local share holds per window across any number of outages", "[fault][local]") {
   auto server = std::make_unique<RedisServer>();
-  RedisOptions options = server->options();
-  options.connect_timeout = 200ms;
-  options.breaker_failures = 0;
-  LimitCounter limits(Redis(options), limitcounter::Calendar("UTC"));
-  limits.set_rules(RuleSet().add(Rule("day")
-                                     .where("merchant")
-                                     .per(Period::day)
-                                     .max_count(10)
-                                     .on_redis_failure(FailurePolicy::local, 0.5)));
+  const auto owned = half_local_share(*server);
+  LimitCounter& limits = *owned;
   const auto allowed_while_down = [&](const std::string& outage, int attempts) {
     int allowed = 0;
     for (int i = 0; i < attempts; ++i) {
@@ -237,15 +245,8 @@ TEST_CASE("a local share holds per window across any number of outages", "[fault
 TEST_CASE("consume_many decides like consume while Redis is away: the local share, reported after",
           "[fault][local]") {
   auto server = std::make_unique<RedisServer>();
-  RedisOptions options = server->options();
-  options.connect_timeout = 200ms;
-  options.breaker_failures = 0;
-  LimitCounter limits(Redis(options), limitcounter::Calendar("UTC"));
-  limits.set_rules(RuleSet().add(Rule("day")
-                                     .where("merchant")
-                                     .per(Period::day)
-                                     .max_count(10)
-                                     .on_redis_failure(FailurePolicy::local, 0.5)));
+  const auto owned = half_local_share(*server);
+  LimitCounter& limits = *owned;
   server->stop();
   std::vector<Transaction> batch;
   for (int i = 0; i < 8; ++i) {
