@@ -1,5 +1,6 @@
 #pragma once
-// LimitCounter: period counters per dimension (job 1 of DESIGN).
+// LimitCounter: period counters, limits, daily caps and rate limits (jobs 1 to 3 of
+// docs/ARCHITECTURE.md).
 
 #include <chrono>
 #include <cstdint>
@@ -192,7 +193,7 @@ public:
   /// Throws invalid_argument for a bad cap name or subject (nothing sent).
   CapUsage cap_usage(std::string_view cap, std::string_view subject, TimePoint at = Clock::now());
 
-  // ---- Limits (job 2 of DESIGN) ----
+  // ---- Limits (job 2 of docs/ARCHITECTURE.md) ----
 
   /// Replaces the rules, atomically for concurrent callers. Counters are kept: a rule's
   /// counters belong to its shape and period, not to the rule. Until it is called,
@@ -263,7 +264,7 @@ public:
                       std::optional<std::int64_t> amount = std::nullopt,
                       const std::string& refund_id = {});
 
-  // ---- Caps and rate limits (job 3 of DESIGN) ----
+  // ---- Caps and rate limits (job 3 of docs/ARCHITECTURE.md) ----
 
   /// Takes `n` (default 1) from `subject`'s cap `cap` of `max_per_day` for the day containing
   /// `at`, in the calendar's zone: "account a1 sends at most 1000 SMS a day". Over the cap,

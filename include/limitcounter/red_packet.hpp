@@ -1,6 +1,6 @@
 #pragma once
 // RedPacketPool: red packets split in advance, grabbed atomically, paid out through a
-// reliable queue (job 5 of DESIGN).
+// reliable queue (job 5 of docs/ARCHITECTURE.md).
 
 #include <chrono>
 #include <cstddef>

@@ -1,7 +1,7 @@
 #pragma once
-// Wallet: user balances in Redis with an atomic journal (job 4 of DESIGN). A deduction,
-// its order record, its pending entry and its journal event are written by one script,
-// so no deduction can exist without its event.
+// Wallet: user balances in Redis with an atomic journal (job 4 of docs/ARCHITECTURE.md).
+// A deduction, its order record, its pending entry and its journal event are written by
+// one script, so no deduction can exist without its event.
 
 #include <chrono>
 #include <cstdint>
