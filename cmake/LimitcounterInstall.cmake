@@ -27,6 +27,9 @@ install(DIRECTORY "${PROJECT_SOURCE_DIR}/include/limitcounter"
         DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}"
         COMPONENT limitcounter_development
         FILES_MATCHING PATTERN "*.hpp")
+install(FILES "${PROJECT_BINARY_DIR}/include/limitcounter/version.hpp"
+        DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}/limitcounter"
+        COMPONENT limitcounter_development)
 
 install(TARGETS limitcounter EXPORT limitcounterTargets
         ARCHIVE DESTINATION "${CMAKE_INSTALL_LIBDIR}" COMPONENT limitcounter_development
@@ -45,10 +48,20 @@ configure_package_config_file(
   "${PROJECT_SOURCE_DIR}/cmake/limitcounterConfig.cmake.in"
   "${PROJECT_BINARY_DIR}/limitcounterConfig.cmake"
   INSTALL_DESTINATION "${LIMITCOUNTER_INSTALL_CMAKEDIR}")
+# Which installed versions satisfy find_package(limitcounter X.Y). Semantic versioning: from
+# 1.0 on, every version of the same major is compatible (SameMajorVersion). While the major is
+# 0, a new minor version may break the API (semver's 0.y rule, and CHANGELOG.md says so), so
+# only the same minor is compatible (SameMinorVersion): find_package(limitcounter 0.2) takes
+# 0.2.z at or above the request, and refuses 0.1, 0.3 and 1.0.
+if(PROJECT_VERSION_MAJOR EQUAL 0)
+  set(limitcounter_compatibility SameMinorVersion)
+else()
+  set(limitcounter_compatibility SameMajorVersion)
+endif()
 write_basic_package_version_file(
   "${PROJECT_BINARY_DIR}/limitcounterConfigVersion.cmake"
   VERSION "${PROJECT_VERSION}"
-  COMPATIBILITY SameMajorVersion)
+  COMPATIBILITY ${limitcounter_compatibility})
 install(FILES "${PROJECT_BINARY_DIR}/limitcounterConfig.cmake"
               "${PROJECT_BINARY_DIR}/limitcounterConfigVersion.cmake"
               "${PROJECT_SOURCE_DIR}/cmake/FindHiredis.cmake"
@@ -72,15 +85,18 @@ foreach(kind LIBDIR INCLUDEDIR)
   endif()
 endforeach()
 
-# Threads is a public dependency (-pthread in Libs). A static library's private dependencies
-# go in Libs.private: no public header includes hiredis, fmt or date, so a consumer needs
-# their libraries only. (Requires.private would also pour hiredis.pc's Cflags,
+# Threads is a public dependency (-pthread in Libs). A static library's own dependencies go
+# in Libs itself, not Libs.private: liblimitcounter.a cannot link without them, and a plain
+# `pkg-config --libs limitcounter` (no --static, as most Makefiles write it) must link the
+# default build. No public header includes hiredis, fmt or date, so a consumer needs their
+# libraries only, no Cflags. (Requires would also pour hiredis.pc's Cflags,
 # -I/usr/include/hiredis -D_FILE_OFFSET_BITS=64, into every consumer's compile line; and
-# Debian's date-tz ships no .pc file.)
+# Debian's date-tz ships no .pc file.) A shared library has them linked in: Libs names
+# only -llimitcounter.
 if(LIMITCOUNTER_STATIC)
-  set(LIMITCOUNTER_PC_LIBS_PRIVATE "Libs.private: -lhiredis -lfmt -ldate-tz")
+  set(LIMITCOUNTER_PC_DEPENDENCY_LIBS " -lhiredis -lfmt -ldate-tz")
 else()
-  set(LIMITCOUNTER_PC_LIBS_PRIVATE "")
+  set(LIMITCOUNTER_PC_DEPENDENCY_LIBS "")
 endif()
 configure_file("${PROJECT_SOURCE_DIR}/cmake/limitcounter.pc.in"
                "${PROJECT_BINARY_DIR}/limitcounter.pc" @ONLY)

@@ -13,6 +13,8 @@ inline const std::vector<std::string>& required_commands() {
       // sent directly
       "evalsha", "script|load", "hget", "hmget", "hscan", "zrangebyscore", "lrange", "time",
       "select", "ping",
+      // sent once per new connection: the server check (INFO server, INFO memory)
+      "info",
       // sent by the cluster router: the slot map, and the redirection of a migrating slot
       "cluster|slots", "asking",
       // called by lua/*.lua

@@ -21,5 +21,6 @@
 #include <limitcounter/server_clock.hpp>
 #include <limitcounter/transaction.hpp>
 #include <limitcounter/usage.hpp>
+#include <limitcounter/version.hpp>
 #include <limitcounter/wallet.hpp>
 #include <limitcounter/wallet_keys.hpp>

@@ -56,6 +56,15 @@ struct RedisOptions {
   /// constructed: one without a port, or with a bad one, throws `Error` (invalid_argument)
   /// naming it.
   std::vector<std::string> cluster_seeds;
+  /// Every new connection (to each node of a cluster too) checks the server once, with
+  /// `INFO server` and `INFO memory` in one round trip, and refuses it with `Error`
+  /// (connect_failed, Outcome::not_sent) naming the server's version or policy when it is older
+  /// than Redis 7.0 (the scripts use PEXPIREAT ... NX / GT), or when it has a `maxmemory` above 0
+  /// with a `maxmemory-policy` other than `noeviction`: Redis would then evict keys under memory
+  /// pressure, and an evicted counter resets a limit, an evicted balance or order record loses
+  /// money. Set this to true only to accept that risk (e.g. a cache-only deployment of counters
+  /// you can afford to lose). The version is never waived.
+  bool allow_evicting_server = false;
 
   /// Parses `redis://[user:password@]host[:port][/db]`, `redis://:password@host:port`,
   /// `redis://[::1]:6380`, `unix:///path/to/socket[?db=N]` and
@@ -107,13 +116,13 @@ struct ScriptCall {
 /// moment the call starts and B its budget (`call_budget`, or `command_timeout` when that
 /// is 0). No request is sent again after T0 + B, and no back-off sleeps past it. So a call
 /// ends by T0 + B + one attempt, where one attempt waits at most `pool_wait_timeout` for a
-/// connection, `connect_timeout` plus two `command_timeout`s (AUTH, SELECT) for a new one,
-/// and `command_timeout` per write and per read of each of at most three requests (ASKING,
-/// SCRIPT LOAD, the command). `eval_pipeline` first sends one pipeline to each node it
-/// touches, one node after another; each of those counts as one attempt too. With the
-/// defaults and a server that answers at once, a server that keeps answering LOADING ends
-/// every call in about 50 ms; each such call then counts as one failure for the circuit
-/// breaker, which opens after `breaker_failures` of them.
+/// connection, `connect_timeout` plus four `command_timeout`s (AUTH, SELECT, and the two
+/// replies of the server check, see `allow_evicting_server`) for a new one, and `command_timeout`
+/// per write and per read of each of at most three requests (ASKING, SCRIPT LOAD, the command).
+/// `eval_pipeline` first sends one pipeline to each node it touches, one node after another; each
+/// of those counts as one attempt too. With the defaults and a server that answers at once, a
+/// server that keeps answering LOADING ends every call in about 50 ms; each such call then counts
+/// as one failure for the circuit breaker, which opens after `breaker_failures` of them.
 class Redis {
 public:
   explicit Redis(RedisOptions options);

@@ -9,6 +9,8 @@
 #include <hiredis/hiredis.h>
 
 #include "redis/resp.hpp"
+#include "redis/retry_policy.hpp"
+#include "redis/server_check.hpp"
 
 namespace limitcounter::detail {
 namespace {
@@ -74,34 +76,66 @@ std::unique_ptr<Connection> Connection::open(const RedisOptions& options, const 
   if (redisSetTimeout(context, to_timeval(options.command_timeout)) != REDIS_OK) {
     throw Error(errc::connect_failed, "cannot set the command timeout on " + connection->peer_);
   }
-  const auto setup = [&](const Argv& argv, const std::string& what) {
+  // Runs the commands in one round trip; an error reply or any failure is connect_failed:
+  // whatever happened, the caller's own command was not sent yet. `did_not_run` says which
+  // error replies are returned instead of thrown.
+  const auto setup = [&](const std::vector<Argv>& commands, const std::string& what,
+                         bool (*did_not_run)(const Reply&)) {
     try {
-      const Reply reply = connection->run(argv);
-      if (reply.is_error()) {
-        // The server's text names the user at most, never the password we sent.
-        throw Error(errc::connect_failed,
-                    what + " failed on " + connection->peer_ + ": " + reply.as_string());
+      std::vector<Reply> replies = connection->run_pipeline(commands);
+      for (const Reply& reply : replies) {
+        if (reply.is_error() && !did_not_run(reply)) {
+          // The server's text names the user at most, never the password we sent.
+          throw Error(errc::connect_failed,
+                      what + " failed on " + connection->peer_ + ": " + reply.as_string());
+        }
       }
+      return replies;
     } catch (const Error& e) {
       if (e.code() == errc::connect_failed) {
         throw;
       }
-      // Whatever happened, the caller's own command was not sent yet.
       throw Error(errc::connect_failed, what + " on " + connection->peer_ + ": " + e.what());
     }
   };
+  const auto none = [](const Reply&) { return false; };
   if (!options.password.empty()) {
     if (options.user.empty()) {
-      setup({"AUTH", options.password}, "AUTH");
+      setup({{"AUTH", options.password}}, "AUTH", none);
     } else {
-      setup({"AUTH", options.user, options.password}, "AUTH as user " + options.user);
+      setup({{"AUTH", options.user, options.password}}, "AUTH as user " + options.user, none);
     }
   }
   if (options.db != 0 && options.cluster_seeds.empty()) {
     const std::string db = std::to_string(options.db);
-    setup({"SELECT", db}, "SELECT");
+    setup({{"SELECT", db}}, "SELECT", none);
   }
-  connection->served_ = 0; // AUTH and SELECT do not make it a pooled connection
+  // Once per connection, before it serves a caller: is this a server the library can run on
+  // (version, eviction)? Two INFO commands in one pipeline, as INFO with several sections
+  // needs Redis 7.0 and an older server must get a clear refusal too.
+  // A server that refuses INFO for a while (BUSY: a script runs past busy-reply-threshold) or
+  // needs a password the options do not give (NOAUTH) has not run the caller's command either:
+  // that reply is kept and becomes the reply of every command on this connection, which is
+  // never sent (see run). The router then retries or reports it as for a pooled connection,
+  // and discards this connection, unchecked.
+  const auto refused_for_now = [](const Reply& reply) {
+    const ReplyKind kind = classify(reply, false);
+    return kind == ReplyKind::transient || kind == ReplyKind::noauth;
+  };
+  std::string info;
+  for (Reply& reply : setup({{"INFO", "server"}, {"INFO", "memory"}}, "the server check (INFO)",
+                            refused_for_now)) {
+    if (reply.is_error()) {
+      connection->check_refusal_ = std::move(reply);
+      connection->broken_ = true;
+      return connection;
+    }
+    info += reply.as_string();
+  }
+  if (const auto refusal = server_refusal(parse_server_info(info), options.allow_evicting_server)) {
+    throw Error(errc::connect_failed, "cannot use Redis at " + connection->peer_ + ": " + *refusal);
+  }
+  connection->served_ = 0; // AUTH, SELECT and INFO do not make it a pooled connection
   return connection;
 }
 
@@ -160,6 +194,9 @@ Reply Connection::read_reply() {
 }
 
 Reply Connection::run(const Argv& argv) {
+  if (check_refusal_) {
+    return *check_refusal_;
+  }
   request_.clear();
   append_resp_command(request_, argv);
   send_request();
@@ -169,6 +206,9 @@ Reply Connection::run(const Argv& argv) {
 }
 
 std::vector<Reply> Connection::run_pipeline(const std::vector<Argv>& commands) {
+  if (check_refusal_) {
+    return std::vector<Reply>(commands.size(), *check_refusal_);
+  }
   request_.clear();
   for (const auto& argv : commands) {
     append_resp_command(request_, argv);

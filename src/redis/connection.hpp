@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -31,7 +32,13 @@ public:
 class Connection {
 public:
   /// Connects to `host:port` (or `options.unix_socket` when `host` is empty and a socket is
-  /// set), then AUTH and SELECT as the options say. Throws Error(connect_failed, not_sent).
+  /// set), then AUTH and SELECT as the options say, then checks the server once (INFO server
+  /// and memory in one round trip; see server_check.hpp): a Redis older than 7.0, or one that
+  /// may evict keys (unless `options.allow_evicting_server`), is refused. Throws
+  /// Error(connect_failed, not_sent), naming the server and what is wrong. A check answered
+  /// with a reply that says "not now" (BUSY, LOADING, MASTERDOWN, ...) or NOAUTH does not
+  /// throw: the connection is returned broken (never pooled) and answers every command with
+  /// that reply, unsent, so that the caller handles it as it would from a checked connection.
   static std::unique_ptr<Connection> open(const RedisOptions& options, const std::string& host,
                                           int port);
   ~Connection();
@@ -39,6 +46,8 @@ public:
   Connection& operator=(const Connection&) = delete;
 
   /// Sends one command and reads its reply. An error reply is returned, not thrown.
+  /// On a connection whose server check was answered BUSY, LOADING, ... or NOAUTH (see
+  /// `open`), sends nothing and returns that reply: the command did not run.
   /// Failures break the connection and throw:
   /// - nothing of the request was sent: Error(io_error | timeout, Outcome::not_sent), or
   ///   StaleConnection when this connection had served requests before;
@@ -68,6 +77,7 @@ private:
   bool broken_ = false;
   std::uint64_t served_ = 0; // requests answered since AUTH/SELECT: > 0 means it was pooled
   std::string request_;      // reused across commands: no allocation per call once grown
+  std::optional<Reply> check_refusal_; // the server check's "not now" reply, if it got one
 };
 
 } // namespace limitcounter::detail

@@ -2,15 +2,19 @@
 #
 # MODE=find_package: installs the already built project (LIMITCOUNTER_BINARY_DIR) into a
 #   private prefix under WORK_DIR, checks the installed files, checks limitcounter.pc with
-#   pkg-config (and compiles and runs the consumer with its flags alone), then configures,
-#   builds and runs the find_package consumer with CMAKE_PREFIX_PATH=<prefix>, and checks
-#   that a version of another major is refused.
+#   pkg-config (and compiles and runs the consumer with the flags of a plain
+#   `pkg-config --cflags --libs`, as a Makefile would), then configures, builds and runs the
+#   find_package consumer with CMAKE_PREFIX_PATH=<prefix> asking for MAJOR.MINOR, and checks
+#   that incompatible versions are refused (the next major; while 0.x, the next and the
+#   previous minor).
+# MODE=shared: first builds the library alone from LIMITCOUNTER_SOURCE_DIR with
+#   BUILD_SHARED_LIBS=ON under WORK_DIR, then does all of find_package mode with it.
 # MODE=add_subdirectory: configures, builds and runs the add_subdirectory consumer against
 #   the sources in LIMITCOUNTER_SOURCE_DIR.
 #
-# Other inputs: CONSUMER_DIR, WORK_DIR, GENERATOR, MAKE_PROGRAM, CXX, CONFIG, and for
-# find_package PROJECT_VERSION and PKG_CONFIG.
-cmake_minimum_required(VERSION 3.25)
+# Other inputs: CONSUMER_DIR, WORK_DIR, GENERATOR, MAKE_PROGRAM, CXX, CONFIG, PROJECT_VERSION
+# (each consumer must report it), and for find_package PKG_CONFIG.
+cmake_minimum_required(VERSION 3.22)
 
 foreach(var MODE CONSUMER_DIR WORK_DIR GENERATOR CXX CONFIG)
   if(NOT DEFINED ${var} OR "${${var}}" STREQUAL "")
@@ -34,6 +38,14 @@ endfunction()
 function(run_program program)
   run(${CMAKE_COMMAND} -E env ${ARGN} "${program}")
   message(STATUS "${run_output}")
+  set(run_output "${run_output}" PARENT_SCOPE)
+endfunction()
+
+# check_version(<output>): a consumer prints the version it linked: it must be this project's.
+function(check_version output)
+  if(PROJECT_VERSION AND NOT output MATCHES "limitcounter ${PROJECT_VERSION}\n")
+    message(FATAL_ERROR "the consumer did not report limitcounter ${PROJECT_VERSION}:\n${output}")
+  endif()
 endfunction()
 
 # The executable a consumer build produced (single- or multi-config generator).
@@ -60,6 +72,22 @@ if(MAKE_PROGRAM)
 endif()
 get_filename_component(consumer_name "${CONSUMER_DIR}" NAME)
 
+if(MODE STREQUAL "shared")
+  # The library alone, shared, in the consumer's configuration (our warnings stay on: it is
+  # our code).
+  set(library_build "${WORK_DIR}/limitcounter-shared")
+  set(library_args -S "${LIMITCOUNTER_SOURCE_DIR}" -B "${library_build}" -G "${GENERATOR}"
+      "-DCMAKE_CXX_COMPILER=${CXX}" "-DCMAKE_BUILD_TYPE=${CONFIG}" -DBUILD_SHARED_LIBS=ON
+      -DLIMITCOUNTER_BUILD_TESTS=OFF -DLIMITCOUNTER_BUILD_EXAMPLES=OFF -DLIMITCOUNTER_INSTALL=ON)
+  if(MAKE_PROGRAM)
+    list(APPEND library_args "-DCMAKE_MAKE_PROGRAM=${MAKE_PROGRAM}")
+  endif()
+  run(${CMAKE_COMMAND} ${library_args})
+  run(${CMAKE_COMMAND} --build "${library_build}" --config "${CONFIG}" -j1)
+  set(LIMITCOUNTER_BINARY_DIR "${library_build}")
+  set(MODE find_package)
+endif()
+
 if(MODE STREQUAL "find_package")
   foreach(var LIMITCOUNTER_BINARY_DIR PROJECT_VERSION)
     if(NOT ${var})
@@ -72,9 +100,11 @@ if(MODE STREQUAL "find_package")
   # What must be there, wherever GNUInstallDirs put the libdir.
   file(GLOB_RECURSE config_files "${prefix}/*/cmake/limitcounter/limitcounterConfig.cmake")
   file(GLOB_RECURSE pc_files "${prefix}/*/pkgconfig/limitcounter.pc")
-  if(NOT EXISTS "${prefix}/include/limitcounter/limitcounter.hpp")
-    message(FATAL_ERROR "include/limitcounter/limitcounter.hpp was not installed under ${prefix}")
-  endif()
+  foreach(header limitcounter.hpp version.hpp)
+    if(NOT EXISTS "${prefix}/include/limitcounter/${header}")
+      message(FATAL_ERROR "include/limitcounter/${header} was not installed under ${prefix}")
+    endif()
+  endforeach()
   if(NOT config_files)
     message(FATAL_ERROR "limitcounterConfig.cmake was not installed under ${prefix}")
   endif()
@@ -121,44 +151,65 @@ if(MODE STREQUAL "find_package")
   if(NOT pc_version STREQUAL PROJECT_VERSION)
     message(FATAL_ERROR "pkg-config says version ${pc_version}, the project is ${PROJECT_VERSION}")
   endif()
-  # --static adds the private dependencies of a static library (nothing for a shared one).
-  run("${PKG_CONFIG}" --cflags --libs --static limitcounter)
-  string(STRIP "${run_output}" pc_static_flags)
-  message(STATUS "pkg-config --cflags --libs --static limitcounter: ${pc_static_flags}")
+  # A plain --libs (no --static) must link the installed library as it is: a static one
+  # names its dependencies in Libs, a shared one has them linked in and names none.
   file(GLOB static_library "${pc_libdir}/liblimitcounter.a")
-  if(static_library)
-    foreach(dependency -lhiredis -lfmt -ldate-tz)
-      string(FIND "${pc_static_flags}" "${dependency}" at)
-      if(at EQUAL -1)
-        message(FATAL_ERROR "${dependency} (a static library's dependency) is missing from: ${pc_static_flags}")
-      endif()
-    endforeach()
+  file(GLOB shared_library "${pc_libdir}/liblimitcounter.so")
+  if(NOT static_library AND NOT shared_library)
+    message(FATAL_ERROR "neither liblimitcounter.a nor liblimitcounter.so is in ${pc_libdir}")
   endif()
-  separate_arguments(pc_static_args UNIX_COMMAND "${pc_static_flags}")
-  run("${CXX}" -std=c++17 "${CONSUMER_DIR}/main.cpp" -o "${WORK_DIR}/pkg_config_consumer"
-      ${pc_static_args})
+  foreach(dependency -lhiredis -lfmt -ldate-tz)
+    string(FIND "${pc_flags}" "${dependency}" at)
+    if(static_library AND at EQUAL -1)
+      message(FATAL_ERROR "${dependency} (a static library's dependency) is missing from: ${pc_flags}")
+    elseif(shared_library AND NOT at EQUAL -1)
+      message(FATAL_ERROR "${dependency} is linked into the shared library, yet named in: ${pc_flags}")
+    endif()
+  endforeach()
+  separate_arguments(pc_args UNIX_COMMAND "${pc_flags}")
+  run("${CXX}" -std=c++17 "${CONSUMER_DIR}/main.cpp" -o "${WORK_DIR}/pkg_config_consumer" ${pc_args})
   run_program("${WORK_DIR}/pkg_config_consumer" "LD_LIBRARY_PATH=${pc_libdir}")
+  check_version("${run_output}")
 
-  # CMake: find_package(limitcounter <this version>).
+  # CMake: find_package(limitcounter MAJOR.MINOR), as an application would write it.
+  string(REGEX MATCH "^([0-9]+)\\.([0-9]+)" major_minor "${PROJECT_VERSION}")
+  set(major "${CMAKE_MATCH_1}")
+  set(minor "${CMAKE_MATCH_2}")
   run(${CMAKE_COMMAND} ${configure_args} "-DCMAKE_PREFIX_PATH=${prefix}"
-      "-DLIMITCOUNTER_VERSION_REQUIRED=${PROJECT_VERSION}")
+      "-DLIMITCOUNTER_VERSION_REQUIRED=${major_minor}")
   file(STRINGS "${consumer_build}/CMakeCache.txt" found_dir REGEX "^limitcounter_DIR:")
   string(REGEX REPLACE "^[^=]*=" "" found_dir "${found_dir}")
   if(NOT found_dir STREQUAL config_dir)
     message(FATAL_ERROR "the consumer found limitcounter in ${found_dir}, not in ${config_dir}")
   endif()
 
-  # SameMajorVersion: the next major version must be refused.
-  string(REGEX MATCH "^[0-9]+" major "${PROJECT_VERSION}")
+  # Versions the installed one must not satisfy: the next major always; while the major is
+  # 0 (SameMinorVersion, see LimitcounterInstall.cmake) also the next minor and the previous.
   math(EXPR next_major "${major} + 1")
-  execute_process(
-    COMMAND ${CMAKE_COMMAND} -S "${CONSUMER_DIR}" -B "${WORK_DIR}/build-next-major" -G "${GENERATOR}"
-            "-DCMAKE_CXX_COMPILER=${CXX}" "-DCMAKE_PREFIX_PATH=${prefix}"
-            "-DLIMITCOUNTER_VERSION_REQUIRED=${next_major}.0"
-    RESULT_VARIABLE result OUTPUT_QUIET ERROR_QUIET)
-  if(result EQUAL 0)
-    message(FATAL_ERROR "find_package(limitcounter ${next_major}.0) accepted version ${PROJECT_VERSION}")
+  set(refused "${next_major}.0")
+  if(major EQUAL 0)
+    math(EXPR next_minor "${minor} + 1")
+    list(APPEND refused "0.${next_minor}")
+    if(minor GREATER 0)
+      math(EXPR previous_minor "${minor} - 1")
+      list(APPEND refused "0.${previous_minor}")
+    endif()
   endif()
+  foreach(version IN LISTS refused)
+    execute_process(
+      COMMAND ${CMAKE_COMMAND} -S "${CONSUMER_DIR}" -B "${WORK_DIR}/build-${version}" -G "${GENERATOR}"
+              "-DCMAKE_CXX_COMPILER=${CXX}" "-DCMAKE_PREFIX_PATH=${prefix}"
+              "-DLIMITCOUNTER_VERSION_REQUIRED=${version}"
+      RESULT_VARIABLE result OUTPUT_QUIET ERROR_VARIABLE err)
+    if(result EQUAL 0)
+      message(FATAL_ERROR "find_package(limitcounter ${version}) accepted version ${PROJECT_VERSION}")
+    endif()
+    string(FIND "${err}" "version: ${PROJECT_VERSION}" named_at)
+    if(named_at EQUAL -1)
+      message(FATAL_ERROR "find_package(limitcounter ${version}) failed, but not for the version:\n${err}")
+    endif()
+    message(STATUS "find_package(limitcounter ${version}) refused ${PROJECT_VERSION}, as it must")
+  endforeach()
 elseif(MODE STREQUAL "add_subdirectory")
   if(NOT LIMITCOUNTER_SOURCE_DIR)
     message(FATAL_ERROR "run_consumer.cmake: -DLIMITCOUNTER_SOURCE_DIR=... is required in add_subdirectory mode")
@@ -171,3 +222,4 @@ endif()
 run(${CMAKE_COMMAND} --build "${consumer_build}" --config "${CONFIG}" -j2)
 find_executable(program "${consumer_build}" "${consumer_name}")
 run_program("${program}")
+check_version("${run_output}")

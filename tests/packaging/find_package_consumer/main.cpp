@@ -1,12 +1,21 @@
 // A program outside the project, built against limitcounter (installed, or added as a
 // subdirectory): it includes the umbrella header, links limitcounter::limitcounter and
-// checks one zone-aware fact.
+// checks one zone-aware fact, and prints the version it links ("limitcounter 0.2.0").
 #include <chrono>
+#include <cstring>
 #include <iostream>
 
 #include <limitcounter/limitcounter.hpp>
 
 int main() {
+  // The library's version and the headers' agree (one project, one VERSION).
+  std::cout << "limitcounter " << limitcounter::version() << '\n';
+  if (std::strcmp(limitcounter::version(), LIMITCOUNTER_VERSION_STRING) != 0 ||
+      LIMITCOUNTER_VERSION != LIMITCOUNTER_VERSION_MAJOR * 10000 +
+                                  LIMITCOUNTER_VERSION_MINOR * 100 + LIMITCOUNTER_VERSION_PATCH) {
+    std::cerr << "headers say " << LIMITCOUNTER_VERSION_STRING << '\n';
+    return 1;
+  }
   // 1636648200 s after the epoch is 2021-11-11T16:30:00Z, which is 2021-11-12 00:30 in
   // Shanghai (UTC+8): the Shanghai day is already the 12th.
   const std::chrono::system_clock::time_point at{std::chrono::seconds{1636648200}};
