@@ -1,22 +1,29 @@
 -- wallet: a user's balance, changed only together with its order record, its pending
 -- entry and its journal event, in one script. Every check runs before the first write.
 --
--- KEYS (every op): [1] account hash (balance, threshold, version, updated),
+-- KEYS (every op): [1] account hash (balance, threshold, version, updated; frozen "1" or
+--   "0", freeze_reason, freeze_time once a freeze was set),
 --   [2] order record (type, amount, time, balance, version, state), [3] the user's pending
 --   zset (order -> time), [4] the partition's journal stream, [5] the partition's pending
 --   zset ("<user>:<order>" -> time).
 -- Journal event fields: type (deduct | credit | rollback), user, order, amount, balance,
---   version, time.
+--   version, time; a freeze | unfreeze event has order "" and amount 0 (balance unchanged)
+--   and a reason.
 --
--- op load: ARGV[2] balance, ARGV[3] version, ARGV[4] threshold, ARGV[5] now (ms)
---   Sets the account if absent or if `version` is newer than the cached one.
+-- op load: ARGV[2] balance, ARGV[3] version, ARGV[4] threshold, ARGV[5] now (ms),
+--   ARGV[6] freeze reason ("" if the system of record has the account not frozen)
+--   Sets the account if absent or if `version` is newer than the cached one. A load can
+--   freeze (reason, freeze_time now) but never unfreezes: only op unfreeze does, so a loader
+--   that does not know the flag cannot lift a freeze.
 --   Reply: {"loaded", version} | {"stale", cached version}
 -- op deduct | credit: ARGV[2] user, ARGV[3] order, ARGV[4] amount (> 0), ARGV[5] now (ms),
 --   ARGV[6] order record TTL (ms)
 --   deduct succeeds only if balance - amount >= threshold; credit always (below 2^53).
 --   Reply: {"ok", balance, version, event id} | {"replay", balance, version, event id} (the
 --   order was done before: nothing moved) | {"insufficient", balance, version} (not recorded:
---   a retry decides again) | {"not_loaded"} | {"rolled_back"} (the order was rolled back:
+--   a retry decides again) | {"frozen", balance, version, reason} (a deduct of a frozen
+--   account: not recorded, a retry decides again; a credit still applies; a replay of an
+--   order done before the freeze still replays) | {"not_loaded"} | {"rolled_back"} (the order was rolled back:
 --   it never runs again) | {"conflict", type, amount} (the order id was used for another
 --   type or amount) | {"overflow", balance, amount} (a credit would pass 2^53 - 1)
 -- op rollback: ARGV[2] user, ARGV[3] order, ARGV[4] now (ms), ARGV[5] record TTL (ms)
@@ -29,14 +36,25 @@
 --   {"not_loaded"} (the order was done but the user is not cached) | {"stale", cached
 --   version, order version} (the cached balance predates the order: reversing it there
 --   would be wrong) | {"overflow", balance, amount} (the result would pass 2^53 - 1)
+--   A rollback applies to a frozen account too (it gives back, or takes back a credit).
+-- op freeze | unfreeze: ARGV[2] user, ARGV[3] reason (1..256 bytes), ARGV[4] now (ms)
+--   Sets or clears the frozen flag; on a change also the reason and time, version + 1 and a
+--   freeze | unfreeze journal event (the persister writes the flag like any change).
+--   Reply: {"changed", version, event id} | {"unchanged", version} (already in that state:
+--   nothing written) | {"not_loaded"}
 
 local op = ARGV[1]
 local account, order, user_pending, journal, pending = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local max_exact = 9007199254740991
 
-local function event(type, user, order_id, amount, balance, version, now)
-  return redis.call('XADD', journal, '*', 'type', type, 'user', user, 'order', order_id,
-    'amount', amount, 'balance', string.format('%d', balance), 'version', version, 'time', now)
+local function event(type, user, order_id, amount, balance, version, now, reason)
+  local fields = {'type', type, 'user', user, 'order', order_id, 'amount', amount,
+    'balance', string.format('%d', balance), 'version', version, 'time', now}
+  if reason then
+    fields[#fields + 1] = 'reason'
+    fields[#fields + 1] = reason
+  end
+  return redis.call('XADD', journal, '*', unpack(fields))
 end
 
 if op == 'load' then
@@ -45,6 +63,9 @@ if op == 'load' then
     return {'stale', tonumber(cached)}
   end
   redis.call('HSET', account, 'balance', ARGV[2], 'version', ARGV[3], 'threshold', ARGV[4], 'updated', ARGV[5])
+  if ARGV[6] ~= '' and redis.call('HGET', account, 'frozen') ~= '1' then
+    redis.call('HSET', account, 'frozen', '1', 'freeze_reason', ARGV[6], 'freeze_time', ARGV[5])
+  end
   return {'loaded', tonumber(ARGV[3])}
 end
 
@@ -60,12 +81,15 @@ if op == 'deduct' or op == 'credit' then
     end
     return {'replay', tonumber(done[4]), tonumber(done[5]), done[6]}
   end
-  local state = redis.call('HMGET', account, 'balance', 'threshold', 'version')
+  local state = redis.call('HMGET', account, 'balance', 'threshold', 'version', 'frozen', 'freeze_reason')
   if not state[1] then
     return {'not_loaded'}
   end
   local balance, threshold, version = tonumber(state[1]), tonumber(state[2]), tonumber(state[3])
   if op == 'deduct' then
+    if state[4] == '1' then
+      return {'frozen', balance, version, state[5]}
+    end
     if balance - amount < threshold then
       return {'insufficient', balance, version}
     end
@@ -117,6 +141,27 @@ if op == 'rollback' then
   redis.call('ZREM', user_pending, order_id)
   redis.call('ZREM', pending, user .. ':' .. order_id)
   return {'rolled_back', balance, version}
+end
+
+if op == 'freeze' or op == 'unfreeze' then
+  local user, reason, now = ARGV[2], ARGV[3], ARGV[4]
+  if #reason < 1 or #reason > 256 then
+    return redis.error_reply('wallet: freeze reason of ' .. #reason .. ' bytes is not 1..256')
+  end
+  local state = redis.call('HMGET', account, 'balance', 'version', 'frozen')
+  if not state[1] then
+    return {'not_loaded'}
+  end
+  local version = tonumber(state[2])
+  local flag = op == 'freeze' and '1' or '0'
+  if (state[3] == '1' and '1' or '0') == flag then
+    return {'unchanged', version}
+  end
+  version = version + 1
+  local id = event(op, user, '', 0, tonumber(state[1]), version, now, reason)
+  redis.call('HSET', account, 'frozen', flag, 'freeze_reason', reason, 'freeze_time', now,
+    'version', version, 'updated', now)
+  return {'changed', version, id}
 end
 
 return redis.error_reply('wallet: unknown op ' .. tostring(op))

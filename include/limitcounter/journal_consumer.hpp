@@ -26,13 +26,18 @@ struct JournalEvent {
   std::string id;
   std::uint32_t partition = 0;
   std::string stream_id;
-  std::string type; ///< "deduct", "credit" or "rollback"
+  /// "deduct", "credit", "rollback", or "freeze" / "unfreeze" (`Wallet::freeze`: order
+  /// empty, amount 0, balance unchanged, `reason` set; deduplicate those by `id` or user +
+  /// version). A persister should fail (not skip) a type it does not know, so the event
+  /// waits, then is parked, instead of being lost.
+  std::string type;
   std::string user;
   std::string order;
   std::int64_t amount = 0;
   std::int64_t balance = 0; ///< after the change
   std::int64_t version = 0;
   TimePoint time;
+  std::string reason{}; ///< freeze / unfreeze: the operator's reason
 };
 
 /// Settings of a JournalConsumer.

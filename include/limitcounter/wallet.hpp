@@ -4,6 +4,7 @@
 // one script, so no deduction can exist without its event.
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <future>
@@ -36,6 +37,11 @@ struct AccountSnapshot {
   std::int64_t balance = 0;   ///< minor units; may be negative down to the threshold
   std::int64_t version = 0;   ///< increases with every change in the system of record
   std::int64_t threshold = 0; ///< the least balance a deduction may leave
+  /// The system of record has the account frozen, for this reason (a valid freeze reason,
+  /// see `Wallet::freeze`). A load can freeze the cached account but never unfreezes it:
+  /// only `Wallet::unfreeze` does, so a loader that does not know the flag cannot lift a
+  /// freeze. Empty: not frozen there.
+  std::string freeze_reason{};
 };
 
 /// A user's cached account.
@@ -44,6 +50,11 @@ struct Account {
   std::int64_t threshold = 0;
   std::int64_t version = 0;
   TimePoint updated;
+  bool frozen = false; ///< deductions are refused (`WalletResult::Status::frozen`)
+  /// The reason of the last freeze or unfreeze (or of the load that froze); empty if never.
+  std::string freeze_reason{};
+  TimePoint
+      freeze_changed{}; ///< when that was (the call's `at`, or the load's time); epoch if never
 };
 
 /// The outcome of `deduct` or `credit`.
@@ -52,12 +63,16 @@ struct WalletResult {
     ok,           ///< done now, or done before with this id (`replayed`): nothing moved twice
     insufficient, ///< balance - amount would fall below the threshold; nothing recorded
     not_loaded,   ///< the user is not cached and no loader could load it
+    /// the account is frozen (`Wallet::freeze`): a deduction is refused and not recorded
+    /// (its retry decides again, e.g. after `unfreeze`); `balance` and `version` as found
+    frozen,
   };
   Status status = Status::ok;
   bool replayed = false;
   std::int64_t balance = 0; ///< after the change (ok) or as found (insufficient)
   std::int64_t version = 0;
-  std::string event_id; ///< the journal event of the change (ok)
+  std::string event_id;        ///< the journal event of the change (ok)
+  std::string freeze_reason{}; ///< why the account is frozen (frozen)
 };
 
 /// One deduction of `Wallet::deduct_many`: the arguments of one `deduct` call.
@@ -136,7 +151,29 @@ public:
   RollbackResult rollback(const std::string& user, const std::string& order,
                           TimePoint at = Clock::now());
 
-  /// The cached account, if any.
+  /// Longest freeze reason, in bytes.
+  static constexpr std::size_t max_freeze_reason_bytes = 256;
+
+  /// Freezes the account: from the moment this script runs every `deduct` (and item of
+  /// `deduct_many`) of the user is refused with `WalletResult::Status::frozen`, checked
+  /// inside the deduction script, so no deduction that Redis runs after the freeze passes.
+  /// Credits and rollbacks still apply, and a retry of an order done before the freeze
+  /// still replays its first result. On a change the reason and `at` are kept with the
+  /// account (`account()`), the version goes up by one and a "freeze" journal event (order
+  /// empty, amount 0, the balance unchanged, `JournalEvent::reason`) is appended for the
+  /// persister. Idempotent: returns false and writes nothing if the account is frozen
+  /// already (the reason kept is the first one's), so a retry after Outcome::unknown is safe.
+  /// A user that is not cached is loaded through the loader first (a freeze must hold for an
+  /// account whatever the cache holds); throws not_found (Outcome::failed, nothing written)
+  /// if no loader has it, and the loader's failure as for `deduct`. `reason`: 1 to
+  /// `max_freeze_reason_bytes` bytes of valid UTF-8 without control characters, else
+  /// invalid_argument naming it, before anything is sent.
+  bool freeze(const std::string& user, const std::string& reason, TimePoint at = Clock::now());
+  /// Lifts a freeze; the same contract as `freeze` with an "unfreeze" event; returns false
+  /// and writes nothing if the account is not frozen.
+  bool unfreeze(const std::string& user, const std::string& reason, TimePoint at = Clock::now());
+
+  /// The cached account, if any, with its frozen flag and reason.
   std::optional<Account> account(const std::string& user);
 
   /// The user's orders not yet persisted whose time is before `now - older_than`.
@@ -161,6 +198,12 @@ public:
 
 private:
   WalletResult change(const char* op, const WalletOrder& order);
+  /// Runs the wallet script; if the user is not cached and a loader is set, loads the user
+  /// (see `load_missing`, whose Error it throws) and runs it once more.
+  Reply eval_loading(const std::string& user, const std::vector<std::string>& keys,
+                     const std::vector<std::string>& args);
+  /// `freeze` or `unfreeze` (`op`).
+  bool set_frozen(const char* op, const std::string& user, const std::string& reason, TimePoint at);
   /// The script call of one deduct or credit; throws on bad input.
   ScriptCall change_call(const char* op, const WalletOrder& order) const;
   std::vector<std::string> user_keys(const std::string& user, const std::string& order) const;

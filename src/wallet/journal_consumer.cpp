@@ -32,6 +32,8 @@ JournalEvent parse_event(std::uint32_t partition, const Reply& id, const Reply& 
       event.version = value.to_int64();
     } else if (name == "time") {
       event.time = TimePoint{std::chrono::milliseconds{value.to_int64()}};
+    } else if (name == "reason") {
+      event.reason = value.as_string();
     } else if (name == "stream_id") { // a dead letter: the id it had in the journal
       event.stream_id = value.as_string();
       event.id = std::to_string(partition) + "/" + event.stream_id;

@@ -16,6 +16,33 @@ std::string millis(TimePoint at) { return std::to_string(detail::unix_millis(at)
 void validate_user(const std::string& user) { validate_key_part("wallet user", user); }
 void validate_order(const std::string& order) { validate_key_part("wallet order", order, ":"); }
 
+// The reason goes into the account hash and the journal: bounded, and without control
+// characters so that a log or terminal shows it as written.
+void validate_freeze_reason(const std::string& user, const std::string& reason) {
+  const auto bad = [&](const std::string& problem) {
+    throw Error(errc::invalid_argument, "freeze reason " + detail::quote_for_message(reason) +
+                                            " of wallet " + user + " " + problem);
+  };
+  if (reason.empty()) {
+    bad("is empty");
+  }
+  if (reason.size() > Wallet::max_freeze_reason_bytes) {
+    bad("has " + std::to_string(reason.size()) + " bytes, more than " +
+        std::to_string(Wallet::max_freeze_reason_bytes));
+  }
+  for (std::size_t i = 0; i < reason.size();) {
+    const auto byte = static_cast<unsigned char>(reason[i]);
+    if (byte < 0x20 || byte == 0x7f) {
+      bad("has a control character");
+    }
+    const std::size_t length = byte < 0x80 ? 1 : detail::utf8_sequence_length(reason, i);
+    if (length == 0) {
+      bad("is not valid UTF-8");
+    }
+    i += length;
+  }
+}
+
 } // namespace
 
 Wallet::Wallet(Redis redis, WalletOptions options, Loader loader)
@@ -42,11 +69,14 @@ bool Wallet::load(const std::string& user, const AccountSnapshot& snapshot) {
                     " or threshold " + std::to_string(snapshot.threshold) + " is beyond 2^53");
   }
   detail::check_quantity("wallet " + user + " version", snapshot.version);
+  if (!snapshot.freeze_reason.empty()) {
+    validate_freeze_reason(user, snapshot.freeze_reason);
+  }
   // The order key is unused by load, but every call names the same keys (one slot).
-  const Reply reply =
-      redis_.eval(scripts::wallet, user_keys(user, "-"),
-                  {"load", std::to_string(snapshot.balance), std::to_string(snapshot.version),
-                   std::to_string(snapshot.threshold), millis(Clock::now())});
+  const Reply reply = redis_.eval(
+      scripts::wallet, user_keys(user, "-"),
+      {"load", std::to_string(snapshot.balance), std::to_string(snapshot.version),
+       std::to_string(snapshot.threshold), millis(Clock::now()), snapshot.freeze_reason});
   return reply.at(0).as_string() == "loaded";
 }
 
@@ -125,6 +155,11 @@ WalletResult decode_change(const char* op, const WalletOrder& order, const Reply
     result.status = WalletResult::Status::insufficient;
     result.balance = reply.at(1).to_int64();
     result.version = reply.at(2).to_int64();
+  } else if (status == "frozen") {
+    result.status = WalletResult::Status::frozen;
+    result.balance = reply.at(1).to_int64();
+    result.version = reply.at(2).to_int64();
+    result.freeze_reason = reply.at(3).as_string();
   } else if (status == "not_loaded") {
     result.status = WalletResult::Status::not_loaded;
   } else if (status == "rolled_back") {
@@ -152,16 +187,21 @@ WalletResult decode_change(const char* op, const WalletOrder& order, const Reply
 
 } // namespace
 
-WalletResult Wallet::change(const char* op, const WalletOrder& order) {
-  const ScriptCall call = change_call(op, order);
-  Reply reply = redis_.eval(*call.script, call.keys, call.args);
+Reply Wallet::eval_loading(const std::string& user, const std::vector<std::string>& keys,
+                           const std::vector<std::string>& args) {
+  Reply reply = redis_.eval(scripts::wallet, keys, args);
   if (is_not_loaded(reply) && loader_) {
-    if (auto error = load_missing(order.user)) {
+    if (auto error = load_missing(user)) {
       throw *error;
     }
-    reply = redis_.eval(*call.script, call.keys, call.args);
+    reply = redis_.eval(scripts::wallet, keys, args);
   }
-  return decode_change(op, order, reply);
+  return reply;
+}
+
+WalletResult Wallet::change(const char* op, const WalletOrder& order) {
+  const ScriptCall call = change_call(op, order);
+  return decode_change(op, order, eval_loading(order.user, call.keys, call.args));
 }
 
 WalletResult Wallet::deduct(const std::string& user, const std::string& order, std::int64_t amount,
@@ -224,18 +264,11 @@ std::vector<BatchResult<WalletResult>> Wallet::deduct_many(const std::vector<Wal
 RollbackResult Wallet::rollback(const std::string& user, const std::string& order, TimePoint at) {
   validate_user(user);
   validate_order(order);
-  const std::vector<std::string> keys = user_keys(user, order);
-  const std::vector<std::string> args{"rollback", user, order, millis(at),
-                                      std::to_string(options_.order_ttl.count())};
-  Reply reply = redis_.eval(scripts::wallet, keys, args);
-  if (is_not_loaded(reply) && loader_) {
-    // The order is done but its user was evicted: reload, then reverse (the script refuses
-    // a reload older than the order).
-    if (auto error = load_missing(user)) {
-      throw *error;
-    }
-    reply = redis_.eval(scripts::wallet, keys, args);
-  }
+  // An order done whose user was evicted is reversed after a reload (the script refuses a
+  // reload older than the order).
+  const Reply reply = eval_loading(
+      user, user_keys(user, order),
+      {"rollback", user, order, millis(at), std::to_string(options_.order_ttl.count())});
   const std::string& status = reply.at(0).as_string();
   if (status == "rolled_back") {
     return RollbackResult::rolled_back;
@@ -268,15 +301,53 @@ RollbackResult Wallet::rollback(const std::string& user, const std::string& orde
   throw Error(errc::protocol_error, "wallet rollback: " + reply.debug_string(), Outcome::unknown);
 }
 
+bool Wallet::set_frozen(const char* op, const std::string& user, const std::string& reason,
+                        TimePoint at) {
+  validate_user(user);
+  validate_freeze_reason(user, reason);
+  // A freeze must hold whatever the cache holds: a user not cached is loaded first.
+  const Reply reply = eval_loading(user, user_keys(user, "-"), {op, user, reason, millis(at)});
+  const std::string& status = reply.at(0).as_string();
+  if (status == "changed") {
+    return true;
+  }
+  if (status == "unchanged") {
+    return false;
+  }
+  if (status == "not_loaded") {
+    throw Error(errc::not_found,
+                std::string(op) + " of wallet " + user +
+                    ": the user is not cached and no loader has it",
+                Outcome::failed);
+  }
+  throw Error(errc::protocol_error, std::string("wallet ") + op + ": " + reply.debug_string(),
+              Outcome::unknown);
+}
+
+bool Wallet::freeze(const std::string& user, const std::string& reason, TimePoint at) {
+  return set_frozen("freeze", user, reason, at);
+}
+
+bool Wallet::unfreeze(const std::string& user, const std::string& reason, TimePoint at) {
+  return set_frozen("unfreeze", user, reason, at);
+}
+
 std::optional<Account> Wallet::account(const std::string& user) {
   validate_user(user);
   const Reply reply =
-      redis_.command({"HMGET", keys_.account(user), "balance", "threshold", "version", "updated"});
+      redis_.command({"HMGET", keys_.account(user), "balance", "threshold", "version", "updated",
+                      "frozen", "freeze_reason", "freeze_time"});
   if (reply.at(0).is_nil()) {
     return std::nullopt;
   }
-  return Account{reply.at(0).to_int64(), reply.at(1).to_int64(), reply.at(2).to_int64(),
-                 TimePoint{std::chrono::milliseconds{reply.at(3).to_int64()}}};
+  Account account{reply.at(0).to_int64(), reply.at(1).to_int64(), reply.at(2).to_int64(),
+                  TimePoint{std::chrono::milliseconds{reply.at(3).to_int64()}}};
+  account.frozen = !reply.at(4).is_nil() && reply.at(4).as_string() == "1";
+  if (!reply.at(5).is_nil()) {
+    account.freeze_reason = reply.at(5).as_string();
+    account.freeze_changed = TimePoint{std::chrono::milliseconds{reply.at(6).to_int64()}};
+  }
+  return account;
 }
 
 std::vector<std::string> Wallet::pending_orders(const std::string& user,

@@ -658,3 +658,224 @@ TEST_CASE_METHOD(
   CHECK_THROWS_AS(consumer.dead_letters(partition, 10, "x-1"), Error);
   CHECK_THROWS_AS(consumer.read(options.partitions), Error);
 }
+
+namespace {
+
+/// Every journal event of `user`, read and acknowledged by a persister.
+std::vector<JournalEvent> persist_all(Redis& redis, const WalletOptions& options,
+                                      const std::string& user) {
+  JournalConsumer persister(redis, options);
+  std::vector<JournalEvent> events;
+  const auto keep = [&](const std::vector<JournalEvent>& batch) {
+    for (const auto& event : batch) {
+      if (event.user == user) {
+        events.push_back(event);
+      }
+    }
+  };
+  while (persister.poll(keep) > 0) {
+  }
+  return events;
+}
+
+} // namespace
+
+TEST_CASE_METHOD(WalletFixture,
+                 "a frozen account refuses deductions; credits, rollbacks and replays apply",
+                 "[wallet][redis][freeze]") {
+  using Status = WalletResult::Status;
+  REQUIRE(wallet.load("ivy", AccountSnapshot{1'000, 1, 0}));
+  REQUIRE(wallet.deduct("ivy", "i-1", 100).status == Status::ok); // 900, version 2
+  CHECK_FALSE(wallet.unfreeze("ivy", "not frozen")); // nothing to lift: nothing written
+  CHECK(journal_length("ivy") == 1);
+
+  const limitcounter::TimePoint at{std::chrono::milliseconds{1'700'000'000'123}};
+  CHECK(wallet.freeze("ivy", "chargeback dispute #42", at));
+  auto account = wallet.account("ivy");
+  REQUIRE(account);
+  CHECK(account->frozen);
+  CHECK(account->freeze_reason == "chargeback dispute #42");
+  CHECK(account->freeze_changed == at);
+  CHECK(account->version == 3);
+  CHECK(account->balance == 900);
+  // idempotent: a second freeze changes nothing, the first reason stays
+  CHECK_FALSE(wallet.freeze("ivy", "another reason"));
+  CHECK(wallet.account("ivy")->freeze_reason == "chargeback dispute #42");
+  CHECK(wallet.account("ivy")->version == 3);
+
+  const WalletResult refused = wallet.deduct("ivy", "i-2", 50);
+  CHECK(refused.status == Status::frozen);
+  CHECK(refused.balance == 900);
+  CHECK(refused.freeze_reason == "chargeback dispute #42");
+  CHECK(redis.command({"EXISTS", wallet.keys().order("ivy", "i-2")}).as_integer() == 0);
+  // an order done before the freeze still replays its first result
+  const WalletResult replay = wallet.deduct("ivy", "i-1", 100);
+  CHECK((replay.status == Status::ok && replay.replayed && replay.balance == 900));
+
+  const auto batch = wallet.deduct_many({{"ivy", "i-3", 10}, {"ivy", "i-1", 100}});
+  REQUIRE(batch.size() == 2);
+  CHECK(std::get<WalletResult>(batch[0]).status == Status::frozen);
+  CHECK(std::get<WalletResult>(batch[1]).replayed);
+
+  CHECK(wallet.credit("ivy", "i-topup", 500).balance == 1'400);
+  CHECK(wallet.rollback("ivy", "i-1") == RollbackResult::rolled_back);
+  CHECK(wallet.account("ivy")->balance == 1'500);
+  CHECK(wallet.account("ivy")->frozen);
+
+  CHECK(wallet.unfreeze("ivy", "dispute won", at + 1s));
+  CHECK_FALSE(wallet.unfreeze("ivy", "dispute won"));
+  account = wallet.account("ivy");
+  CHECK_FALSE(account->frozen);
+  CHECK(account->freeze_reason == "dispute won");
+  CHECK(account->freeze_changed == at + 1s);
+  // the refused order was not recorded: its retry decides again
+  const WalletResult retried = wallet.deduct("ivy", "i-2", 50);
+  CHECK((retried.status == Status::ok && !retried.replayed && retried.balance == 1'450));
+
+  const std::vector<JournalEvent> events = persist_all(redis, options, "ivy");
+  std::vector<std::string> types;
+  for (const auto& event : events) {
+    types.push_back(event.type);
+  }
+  CHECK(types ==
+        std::vector<std::string>{"deduct", "freeze", "credit", "rollback", "unfreeze", "deduct"});
+  REQUIRE(events.size() == 6);
+  CHECK(events[1].reason == "chargeback dispute #42");
+  CHECK(events[1].order.empty());
+  CHECK(events[1].amount == 0);
+  CHECK(events[1].balance == 900);
+  CHECK(events[1].version == 3);
+  CHECK(events[1].time == at);
+  CHECK(events[4].reason == "dispute won");
+  CHECK(events[4].version == 6);
+  CHECK(events[0].reason.empty());
+  // acknowledging freeze events clears nothing else and leaves nothing pending
+  CHECK(wallet.pending_orders("ivy", 0ms).empty());
+  CHECK(wallet.compare("ivy", 1'450, 7).matches);
+}
+
+TEST_CASE_METHOD(WalletFixture, "freeze: bad reasons, users not cached, loads that freeze",
+                 "[wallet][redis][freeze]") {
+  REQUIRE(wallet.load("jo", AccountSnapshot{100, 1, 0}));
+  const auto before = all_keys();
+  const auto invalid = [](const std::string& part) {
+    return Catch::Predicate<Error>([part](const Error& e) {
+      return e.code() == errc::invalid_argument &&
+             std::string(e.what()).find(part) != std::string::npos;
+    });
+  };
+  CHECK_THROWS_MATCHES(wallet.freeze("jo", ""), Error, invalid("is empty"));
+  CHECK_THROWS_MATCHES(wallet.freeze("jo", std::string(257, 'r')), Error, invalid("257 bytes"));
+  CHECK_THROWS_MATCHES(wallet.freeze("jo", "two\nlines"), Error, invalid("two\\x0alines"));
+  CHECK_THROWS_MATCHES(wallet.freeze("jo", "bad \xff byte"), Error, invalid("not valid UTF-8"));
+  CHECK_THROWS_MATCHES(wallet.unfreeze("jo", ""), Error, invalid("is empty"));
+  CHECK_THROWS_MATCHES(wallet.freeze("j o", "why"), Error, invalid("j o"));
+  CHECK_THROWS_MATCHES(wallet.load("jo", AccountSnapshot{100, 2, 0, "x\ty"}), Error,
+                       invalid("x\\x09y"));
+  // not cached and no loader: not_found, nothing written
+  CHECK_THROWS_MATCHES(
+      wallet.freeze("nobody", "why"), Error,
+      Catch::Predicate<Error>([](const Error& e) { return e.code() == errc::not_found; }));
+  CHECK(all_keys() == before);
+  CHECK(wallet.freeze("jo", std::string(256, 'r')));        // the longest reason
+  CHECK(wallet.unfreeze("jo", "\xe8\xa7\xa3\xe5\x86\xbb")); // UTF-8 is fine
+
+  // not cached, with a loader: loaded first, then frozen (and a load never unfreezes)
+  Wallet loading(redis, options, [](const std::string& user) -> std::optional<AccountSnapshot> {
+    if (user == "kim") {
+      return AccountSnapshot{700, 4, 0};
+    }
+    if (user == "lou") {
+      return AccountSnapshot{700, 4, 0, "frozen in the database"};
+    }
+    return std::nullopt;
+  });
+  CHECK(loading.freeze("kim", "fraud check"));
+  CHECK(loading.account("kim")->balance == 700);
+  CHECK(loading.account("kim")->version == 5);
+  CHECK(loading.load("kim", AccountSnapshot{700, 9, 0})); // newer, says not frozen
+  CHECK(loading.account("kim")->frozen);
+  CHECK(loading.account("kim")->freeze_reason == "fraud check");
+  CHECK_THROWS_AS(loading.freeze("ghost", "why"), Error);
+  // the system of record has it frozen: a deduct of the uncached user loads it frozen
+  const WalletResult refused = loading.deduct("lou", "l-1", 1);
+  CHECK(refused.status == WalletResult::Status::frozen);
+  CHECK(refused.freeze_reason == "frozen in the database");
+  CHECK(loading.account("lou")->balance == 700);
+}
+
+TEST_CASE_METHOD(WalletFixture, "deducts racing a freeze never pass after it",
+                 "[wallet][redis][freeze][concurrency]") {
+  REQUIRE(wallet.load("max", AccountSnapshot{1'000'000, 1, 0}));
+  constexpr int threads_count = 8;
+  std::atomic<int> passed{0};
+  int unexpected = 0;
+  std::mutex mutex;
+  std::vector<std::int64_t> passed_versions;
+  std::vector<bool> passed_after_refusal(threads_count, false);
+  std::vector<bool> refused(threads_count, false);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < threads_count; ++t) {
+    threads.emplace_back([&, t] {
+      // until refused, and then a few more: none of those may pass
+      int after_refusal = 0;
+      for (int i = 0; i < 20'000 && after_refusal < 5; ++i) {
+        const std::string order = "m-" + std::to_string(t) + "-" + std::to_string(i);
+        std::vector<WalletResult> results;
+        if (i % 3 == 0) {
+          for (auto& item :
+               wallet.deduct_many({{"max", order + "a", 1}, {"max", order + "b", 1}})) {
+            results.push_back(std::get<WalletResult>(item));
+          }
+        } else {
+          results.push_back(wallet.deduct("max", order, 1));
+        }
+        const std::lock_guard<std::mutex> lock(mutex);
+        for (const WalletResult& result : results) {
+          if (result.status == WalletResult::Status::ok) {
+            ++passed;
+            passed_versions.push_back(result.version);
+            passed_after_refusal[t] = passed_after_refusal[t] || refused[t];
+          } else {
+            // Catch's assertions are not for threads: count, check after the join
+            unexpected += result.status == WalletResult::Status::frozen ? 0 : 1;
+            refused[t] = true;
+          }
+        }
+        after_refusal += refused[t] ? 1 : 0;
+      }
+    });
+  }
+  while (passed < 50) {
+    std::this_thread::yield();
+  }
+  REQUIRE(wallet.freeze("max", "racing"));
+  for (auto& thread : threads) {
+    thread.join();
+  }
+  const auto account = wallet.account("max");
+  CHECK(unexpected == 0);
+  for (int t = 0; t < threads_count; ++t) {
+    CHECK(refused[t]);
+    CHECK_FALSE(passed_after_refusal[t]);
+  }
+  // the freeze's version is the one after every deduction that passed: all came before it
+  std::int64_t freeze_version = 0;
+  std::size_t deducts = 0;
+  for (const auto& event : persist_all(redis, options, "max")) {
+    if (event.type == "freeze") {
+      freeze_version = event.version;
+    } else {
+      CHECK(event.type == "deduct");
+      CHECK(freeze_version == 0); // no deduct after the freeze in the journal
+      ++deducts;
+    }
+  }
+  CHECK(deducts == passed_versions.size());
+  CHECK(freeze_version == static_cast<std::int64_t>(passed_versions.size()) + 2);
+  for (const std::int64_t version : passed_versions) {
+    CHECK(version < freeze_version);
+  }
+  CHECK(account->balance == 1'000'000 - static_cast<std::int64_t>(passed_versions.size()));
+  CHECK(account->frozen);
+}
