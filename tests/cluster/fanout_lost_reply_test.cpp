@@ -1,0 +1,166 @@
+// A transaction spread over two cluster slots, with the reply of each step of its fan-out lost
+// in turn (the home record's begin and finish, each share, a void): the call says the outcome
+// is unknown, the step ran on its node, and the same id sent again finishes the transaction
+// with every shape counted exactly once.
+#include <catch2/catch.hpp>
+
+#include <functional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include <limitcounter/detail/lua_scripts.hpp>
+#include <limitcounter/limitcounter.hpp>
+
+#include "redis/key_slot.hpp"
+#include "support/fault_proxy.hpp"
+#include "support/probe.hpp"
+#include "support/redis_cluster.hpp"
+
+using namespace std::chrono_literals;
+using namespace limitcounter;
+using namespace limitcounter::testing;
+
+namespace {
+
+struct FanOut {
+  RedisCluster& cluster = shared_cluster();
+  ClusterFaultProxy proxies{cluster};
+  std::string prefix = unique_prefix() + "fan:";
+  Redis through{[this] {
+    RedisOptions options = proxies.options();
+    options.command_timeout = 300ms;
+    options.breaker_failures = 0;
+    return options;
+  }()};
+  Redis direct{cluster.options()};
+  LimitCounter limits{through, Calendar("UTC"), [this] {
+                        LimitCounterOptions options;
+                        options.key_prefix = prefix;
+                        return options;
+                      }()};
+  LimitCounter reader{direct, Calendar("UTC"), [this] {
+                        LimitCounterOptions options;
+                        options.key_prefix = prefix;
+                        return options;
+                      }()};
+
+  FanOut() {
+    REQUIRE(detail::key_slot("{dept}") != detail::key_slot("{merchant}"));
+    // a first EVALSHA answered NOSCRIPT did not run: lose the reply of a script that runs
+    for (RedisServer* node : cluster.nodes()) {
+      Redis node_direct(node->options());
+      for (const Script* script : scripts::all) {
+        node_direct.command({"SCRIPT", "LOAD", std::string(script->source)});
+      }
+    }
+  }
+
+  Transaction tx(const std::string& id, std::int64_t amount = 100) const {
+    return Transaction{id, {{"merchant", "m1"}, {"dept", "cmb"}}, amount};
+  }
+  Usage dept() { return reader.usage("dept", Dimension{"cmb"}, Period::day); }
+  Usage merchant() { return reader.usage("merchant", Dimension{"m1"}, Period::day); }
+
+  // The key whose script call a step sends: the home record, or the share of a shape.
+  std::string home(const std::string& id) const { return prefix + "tx:{" + id + "}"; }
+  std::string share(const std::string& shape, const std::string& id) const {
+    return prefix + "{" + shape + "}:tx:" + id;
+  }
+
+  // Loses the reply of the `nth` (1-based) script call on `key` from now on, on the node that
+  // serves it.
+  FaultProxy& lose_reply(const std::string& key, int nth = 1) {
+    FaultProxy& proxy = proxies.proxy_of(cluster.owner_of(detail::key_slot(key)));
+    if (nth > 1) {
+      proxy.add_rule({evalsha_with_key_prefix(key), Fault::forward, nth - 1});
+    }
+    proxy.add_rule({evalsha_with_key_prefix(key), Fault::drop_reply});
+    return proxy;
+  }
+};
+
+} // namespace
+
+TEST_CASE_METHOD(FanOut, "a lost reply at each step of an allowed fan-out: the retry finishes it",
+                 "[cluster][proxy][home]") {
+  limits.set_rules(
+      RuleSet()
+          .add(Rule("dept-day").where("dept").per(Period::day).max_amount(100'000))
+          .add(Rule("merchant-day").where("merchant").per(Period::day).max_amount(100'000)));
+  int counted = 0;
+  for (const auto& [name, step_key, nth] :
+       std::vector<std::tuple<std::string, std::function<std::string(const std::string&)>, int>>{
+           {"begin", [this](const std::string& id) { return home(id); }, 1},
+           {"dept share", [this](const std::string& id) { return share("dept", id); }, 1},
+           {"merchant share", [this](const std::string& id) { return share("merchant", id); }, 1},
+           {"finish", [this](const std::string& id) { return home(id); }, 2}}) {
+    INFO("the reply of the " << name << " is lost");
+    const std::string id = "allowed-" + std::to_string(counted);
+    const std::string key = step_key(id);
+    FaultProxy& proxy = lose_reply(key, nth);
+    const std::size_t lost_before = proxy.injected(Fault::drop_reply);
+    const Error lost = error_of([&] { limits.consume(tx(id)); });
+    CHECK(lost.outcome() == Outcome::unknown);
+    CHECK(proxy.injected(Fault::drop_reply) == lost_before + 1);
+    CHECK(direct.command({"EXISTS", key}).as_integer() == 1); // the step ran on its node
+
+    const Decision retry = limits.consume(tx(id));
+    CHECK(retry.allowed());
+    CHECK(limits.consume(tx(id)).replayed);
+    ++counted;
+    CHECK(dept() == Usage{counted, 100 * counted});
+    CHECK(merchant() == Usage{counted, 100 * counted});
+  }
+}
+
+TEST_CASE_METHOD(FanOut, "a lost reply of a void: the retry replays the denial and gives back",
+                 "[cluster][proxy][home]") {
+  limits.set_rules(
+      RuleSet()
+          .add(Rule("dept-day").where("dept").per(Period::day).max_amount(100'000))
+          .add(Rule("merchant-day").where("merchant").per(Period::day).max_amount(50)));
+  // the dept share counts (its first call), then is voided (its second): lose the void's reply
+  FaultProxy& proxy = lose_reply(share("dept", "denied"), 2);
+  const Error lost = error_of([&] { limits.consume(tx("denied")); });
+  CHECK(lost.outcome() == Outcome::unknown);
+  CHECK(proxy.injected(Fault::drop_reply) == 1);
+  CHECK(direct.command({"HGET", share("dept", "denied"), "state"}).as_string() == "voided");
+
+  const Decision retry = limits.consume(tx("denied"));
+  CHECK(retry.replayed);
+  CHECK_FALSE(retry.allowed());
+  REQUIRE(retry.denial);
+  CHECK(retry.denial->rule == "merchant-day");
+  CHECK(dept() == Usage{0, 0});
+  CHECK(merchant() == Usage{0, 0});
+}
+
+TEST_CASE_METHOD(FanOut,
+                 "confirm and refund with a lost share reply: the retry finishes the fan-out",
+                 "[cluster][proxy][home]") {
+  limits.set_rules(
+      RuleSet()
+          .add(Rule("dept-day").where("dept").per(Period::day).max_amount(100'000))
+          .add(Rule("merchant-day").where("merchant").per(Period::day).max_amount(100'000)));
+  REQUIRE(limits.reserve(tx("held", 300)).allowed());
+  // the merchant share's reply to the confirm is lost
+  lose_reply(share("merchant", "held"));
+  CHECK(error_of([&] { limits.confirm("held", 200); }).outcome() == Outcome::unknown);
+  CHECK(direct.command({"HGET", share("merchant", "held"), "state"}).as_string() == "confirmed");
+  const ConfirmResult confirmed = limits.confirm("held", 200);
+  CHECK(confirmed.already);
+  CHECK(confirmed.amount == 200);
+  CHECK(dept() == Usage{1, 200});
+  CHECK(merchant() == Usage{1, 200});
+
+  // the dept share's reply to the refund is lost (the refund's fan-out sends a catch-up confirm,
+  // then the refund)
+  lose_reply(share("dept", "held"), 2);
+  CHECK(error_of([&] { limits.refund("held", 50, "r1"); }).outcome() == Outcome::unknown);
+  const RefundResult refunded = limits.refund("held", 50, "r1");
+  CHECK(refunded.replayed);
+  CHECK(refunded.refunded_now == 50);
+  CHECK(dept() == Usage{1, 150});
+  CHECK(merchant() == Usage{1, 150});
+}
