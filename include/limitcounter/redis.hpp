@@ -30,8 +30,11 @@ struct RedisOptions {
   /// than `call_budget` has passed since the call started; back-off sleeps are cut to end by
   /// then. Must not be negative.
   std::chrono::milliseconds call_budget{0};
-  /// How long a caller waits for a free connection when all `pool_size` are busy.
-  std::chrono::milliseconds pool_wait_timeout{50};
+  /// How long a caller waits for a free connection when all `pool_size` are busy, then
+  /// pool_exhausted (not sent). Waiting sends nothing, so it is long by default: a burst of more
+  /// threads than connections queues for its turn instead of failing or being decided by a
+  /// failure policy on a healthy server.
+  std::chrono::milliseconds pool_wait_timeout{1000};
   std::size_t pool_size = 8;
   /// Consecutive infrastructure failures of one node (no connection, timeout, broken
   /// connection, a server that needs a password not given, a server still answering LOADING,

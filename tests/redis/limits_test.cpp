@@ -23,6 +23,7 @@ using limitcounter::LimitCounterOptions;
 using limitcounter::Metric;
 using limitcounter::Period;
 using limitcounter::Redis;
+using limitcounter::RedisOptions;
 using limitcounter::RefundResult;
 using limitcounter::Rule;
 using limitcounter::RuleSet;
@@ -259,6 +260,47 @@ TEST_CASE_METHOD(LimitsFixture, "a denied id replayed later stays denied",
   CHECK(replay.replayed);
   CHECK_FALSE(replay.allowed());
   CHECK(used("merchant", Dimension{"m1"}, Period::day, at) == Usage{});
+}
+
+TEST_CASE("64 threads share one Redis at default settings: they queue, none is refused a "
+          "connection",
+          "[limits][redis][concurrency]") {
+  const RedisOptions defaults;
+  RedisOptions options = test_options(); // the test server, with the library's own defaults
+  options.connect_timeout = defaults.connect_timeout;
+  options.command_timeout = defaults.command_timeout;
+  options.call_budget = defaults.call_budget;
+  options.pool_size = defaults.pool_size;
+  options.pool_wait_timeout = defaults.pool_wait_timeout;
+  Redis redis(options);
+  LimitCounterOptions limit_options;
+  limit_options.key_prefix = unique_prefix() + "trans:limit:";
+  limit_options.max_future_skew.reset();
+  LimitCounter limits(redis, limitcounter::Calendar(zone), limit_options);
+  limits.set_rules(
+      RuleSet().add(Rule("day").where("merchant").per(Period::day).max_count(1'000'000)));
+  std::atomic<int> exhausted{0};
+  std::atomic<int> allowed{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 64; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 100; ++i) {
+        Transaction tx{"q" + std::to_string(t) + "-" + std::to_string(i), {{"merchant", "m1"}}, 1};
+        tx.time = next_year_local(11, 11);
+        try {
+          allowed += limits.consume(tx).allowed() ? 1 : 0;
+        } catch (const Error& e) {
+          // a sanitizer build on two cores may time out: this test is about the pool
+          exhausted += e.code() == errc::pool_exhausted ? 1 : 0;
+        }
+      }
+    });
+  }
+  for (auto& thread : threads) {
+    thread.join();
+  }
+  CHECK(exhausted == 0);
+  CHECK(allowed > 0);
 }
 
 TEST_CASE_METHOD(LimitsFixture, "a per-transaction denial is recorded under its id",
