@@ -60,7 +60,9 @@ cluster_port() {
 # start_private_cluster N: N redis-server masters with cluster mode on, no persistence, joined
 # into one cluster that serves all 16384 slots. `redis-cli --cluster create` needs at least
 # 3 masters; for 1 or 2 the slots are split evenly with CLUSTER ADDSLOTSRANGE and the nodes
-# meet with CLUSTER MEET. Sets CLUSTER_PORTS and CLUSTER_PIDS.
+# meet with CLUSTER MEET. Each node announces 127.0.0.1: a node that never met another one
+# does not know its own address and answers CLUSTER SLOTS with an empty host.
+# Sets CLUSTER_PORTS and CLUSTER_PIDS.
 start_private_cluster() {
   local masters="$1" i port pid ready
   CLUSTER_DIR="$(mktemp -d "${TMPDIR:-/tmp}/limitcounter-bench-cluster.XXXXXX")"
@@ -68,7 +70,7 @@ start_private_cluster() {
     port="$(cluster_port)" || die "no free loopback port pair for a cluster node"
     redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no --daemonize no \
       --cluster-enabled yes --cluster-config-file "$CLUSTER_DIR/nodes-$port.conf" \
-      --cluster-node-timeout 2000 --dir "$CLUSTER_DIR" --logfile "" \
+      --cluster-node-timeout 2000 --cluster-announce-ip 127.0.0.1 --dir "$CLUSTER_DIR" --logfile "" \
       >"$CLUSTER_DIR/$port.log" 2>&1 &
     pid=$!
     CLUSTER_PIDS+=("$pid")
