@@ -2,6 +2,8 @@
 // script call, in the same run, and reports both and their ratio.
 //
 //   limitcounter_bench <redis-uri> [--json] [--millis N] [--only SUBSTRING]
+//   limitcounter_bench <redis-uri> --cluster <redis-cluster-uri> [--millis N]
+//     (the consume scenarios on the cluster next to the standalone server, see cluster.hpp)
 
 #include <cstring>
 #include <iostream>
@@ -13,6 +15,7 @@
 #include <limitcounter/detail/lua_scripts.hpp>
 #include <limitcounter/limitcounter.hpp>
 
+#include "cluster.hpp"
 #include "driver.hpp"
 #include "limit_counter/limit_codec.hpp"
 #include "limit_counter/rule_matching.hpp"
@@ -442,11 +445,14 @@ void server_time_per_rule(Bench& bench, lc::LimitCounter& limits, bool json) {
 
 int main(int argc, char** argv) try {
   if (argc < 2) {
-    std::cerr << "usage: limitcounter_bench <redis-uri> [--json] [--millis N] [--only SUBSTRING]\n";
+    std::cerr
+        << "usage: limitcounter_bench <redis-uri> [--json] [--millis N] [--only SUBSTRING]\n"
+           "       limitcounter_bench <redis-uri> --cluster <redis-cluster-uri> [--millis N]\n";
     return 2;
   }
   bool json = false;
   std::string only;
+  std::string cluster_uri;
   std::chrono::milliseconds duration{1000};
   for (int i = 2; i < argc; ++i) {
     if (std::strcmp(argv[i], "--json") == 0) {
@@ -455,7 +461,13 @@ int main(int argc, char** argv) try {
       duration = std::chrono::milliseconds{std::stoll(argv[++i])};
     } else if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc) {
       only = argv[++i];
+    } else if (std::strcmp(argv[i], "--cluster") == 0 && i + 1 < argc) {
+      cluster_uri = argv[++i];
     }
+  }
+  if (!cluster_uri.empty()) {
+    bench::run_cluster_comparison(argv[1], cluster_uri, duration, thread_count);
+    return 0;
   }
   lc::RedisOptions options = lc::RedisOptions::from_uri(argv[1]);
   options.command_timeout = 2000ms;

@@ -3,9 +3,118 @@
 # runs every scenario against it (library and raw hiredis in the same run), stops it.
 #
 #   scripts/bench.sh [--json] [--millis N] [--only SUBSTRING]
+#   scripts/bench.sh --cluster N [--millis N]
+#
+# --cluster N also starts a private Redis Cluster of N masters (no replicas) on free loopback
+# ports and runs the consume scenarios on it next to the standalone server, then the server
+# cost of a decision on each master (see docs/BENCHMARKS.md, "Redis Cluster").
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$LIMITCOUNTER_ROOT"
+
+MASTERS=""
+ARGS=()
+while [ $# -gt 0 ]; do
+  if [ "$1" = --cluster ]; then
+    [ $# -ge 2 ] || die "--cluster needs a number of masters"
+    MASTERS="$2"
+    [[ "$MASTERS" =~ ^[1-9][0-9]?$ ]] || die "--cluster: \"$MASTERS\" is not a number of masters (1 to 99)"
+    shift 2
+  else
+    ARGS+=("$1")
+    shift
+  fi
+done
+
+CLUSTER_PIDS=()
+CLUSTER_PORTS=()
+CLUSTER_DIR=""
+
+# stop_private_cluster: stops the nodes start_private_cluster started, by their pids.
+stop_private_cluster() {
+  local pid
+  for pid in "${CLUSTER_PIDS[@]}"; do
+    kill "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  done
+  CLUSTER_PIDS=()
+  if [ -n "$CLUSTER_DIR" ]; then
+    rm -rf "$CLUSTER_DIR"
+    CLUSTER_DIR=""
+  fi
+}
+
+# cluster_port: a free port whose cluster bus port (port + 10000) is free as well.
+cluster_port() {
+  local i port
+  for i in $(seq 1 50); do
+    port="$(free_port)" || return 1
+    if port_is_free $((port + 10000)); then
+      echo "$port"
+      return 0
+    fi
+  done
+  return 1
+}
+
+# start_private_cluster N: N redis-server masters with cluster mode on, no persistence, joined
+# into one cluster that serves all 16384 slots. `redis-cli --cluster create` needs at least
+# 3 masters; for 1 or 2 the slots are split evenly with CLUSTER ADDSLOTSRANGE and the nodes
+# meet with CLUSTER MEET. Each node announces 127.0.0.1: a node that never met another one
+# does not know its own address and answers CLUSTER SLOTS with an empty host.
+# Sets CLUSTER_PORTS and CLUSTER_PIDS.
+start_private_cluster() {
+  local masters="$1" i port pid ready
+  CLUSTER_DIR="$(mktemp -d "${TMPDIR:-/tmp}/limitcounter-bench-cluster.XXXXXX")"
+  for i in $(seq 0 $((masters - 1))); do
+    port="$(cluster_port)" || die "no free loopback port pair for a cluster node"
+    redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no --daemonize no \
+      --cluster-enabled yes --cluster-config-file "$CLUSTER_DIR/nodes-$port.conf" \
+      --cluster-node-timeout 2000 --cluster-announce-ip 127.0.0.1 --dir "$CLUSTER_DIR" --logfile "" \
+      >"$CLUSTER_DIR/$port.log" 2>&1 &
+    pid=$!
+    CLUSTER_PIDS+=("$pid")
+    CLUSTER_PORTS+=("$port")
+    for _ in $(seq 1 200); do
+      kill -0 "$pid" 2>/dev/null || { tail -n 20 "$CLUSTER_DIR/$port.log" >&2; die "cluster node on $port exited"; }
+      [ "$(redis-cli -p "$port" ping 2>/dev/null)" = PONG ] && break
+      sleep 0.05
+    done
+  done
+  if [ "$masters" -ge 3 ]; then
+    local create=()
+    for port in "${CLUSTER_PORTS[@]}"; do create+=("127.0.0.1:$port"); done
+    redis-cli --cluster create "${create[@]}" --cluster-replicas 0 --cluster-yes \
+      >"$CLUSTER_DIR/create.log" 2>&1 || { cat "$CLUSTER_DIR/create.log" >&2; die "redis-cli --cluster create failed"; }
+  else
+    local per=$((16384 / masters)) first last
+    for i in $(seq 0 $((masters - 1))); do
+      first=$((i * per))
+      last=$(( i == masters - 1 ? 16383 : (i + 1) * per - 1 ))
+      redis-cli -p "${CLUSTER_PORTS[$i]}" cluster addslotsrange "$first" "$last" >/dev/null
+      [ "$i" -eq 0 ] || redis-cli -p "${CLUSTER_PORTS[$i]}" cluster meet 127.0.0.1 "${CLUSTER_PORTS[0]}" >/dev/null
+    done
+  fi
+  for port in "${CLUSTER_PORTS[@]}"; do
+    ready=""
+    for _ in $(seq 1 400); do
+      local info
+      info="$(redis-cli -p "$port" cluster info 2>/dev/null || true)"
+      if [[ "$info" == *"cluster_state:ok"* && "$info" == *"cluster_known_nodes:$masters"* ]]; then
+        ready=yes
+        break
+      fi
+      sleep 0.05
+    done
+    [ -n "$ready" ] || die "the cluster node on $port did not reach cluster_state:ok"
+  done
+  echo "Redis Cluster of $masters master(s) (pids ${CLUSTER_PIDS[*]}) on ports ${CLUSTER_PORTS[*]}" >&2
+}
+
+stop_all() {
+  stop_private_cluster
+  stop_private_redis
+}
 
 ensure_packages "${BUILD_PACKAGES[@]}"
 section "building the benchmark driver (Release)" >&2
@@ -13,6 +122,13 @@ cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release -DLIMITCOUNTER_BUILD_BENCH=
   -DLIMITCOUNTER_BUILD_TESTS=OFF -DLIMITCOUNTER_BUILD_EXAMPLES=OFF >/dev/null
 cmake --build build-bench -j2 --target limitcounter_bench >&2
 
-trap stop_private_redis EXIT
+trap stop_all EXIT
 start_private_redis
-build-bench/bench/limitcounter_bench "redis://127.0.0.1:$REDIS_PORT" "$@"
+if [ -z "$MASTERS" ]; then
+  build-bench/bench/limitcounter_bench "redis://127.0.0.1:$REDIS_PORT" ${ARGS[@]+"${ARGS[@]}"}
+  exit 0
+fi
+start_private_cluster "$MASTERS"
+SEEDS="$(printf '127.0.0.1:%s,' "${CLUSTER_PORTS[@]}")"
+build-bench/bench/limitcounter_bench "redis://127.0.0.1:$REDIS_PORT" \
+  --cluster "redis-cluster://${SEEDS%,}" ${ARGS[@]+"${ARGS[@]}"}

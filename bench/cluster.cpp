@@ -1,0 +1,307 @@
+#include "cluster.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <memory>
+#include <stdexcept>
+
+#include <limitcounter/detail/lua_scripts.hpp>
+#include <limitcounter/limitcounter.hpp>
+
+#include "driver.hpp"
+#include "redis/key_slot.hpp"
+
+namespace bench {
+namespace {
+
+namespace lc = limitcounter;
+
+constexpr int rounds = 3;
+constexpr int cost_decisions = 3000;
+
+// Four shapes whose hash tags land on three different masters of a 3-master cluster (and
+// two by two on 2 masters): {merchant} slot 3791, {dept} 5618, {channel} 10328, {card} 11340.
+const char* const four_shapes[] = {"merchant", "dept", "channel", "card"};
+const lc::Period one_shape_periods[] = {lc::Period::day, lc::Period::month, lc::Period::hour,
+                                        lc::Period::minute};
+
+constexpr std::int64_t unlimited = 1'000'000'000'000'000;
+
+lc::RuleSet rules_of_four_shapes() {
+  lc::RuleSet rules;
+  for (const char* shape : four_shapes) {
+    rules.add(lc::Rule(std::string(shape) + "_day")
+                  .where(shape)
+                  .per(lc::Period::day)
+                  .max_amount(unlimited));
+  }
+  return rules;
+}
+
+lc::RuleSet rules_of_one_rule() {
+  lc::RuleSet rules;
+  rules.add(lc::Rule("merchant_day").where("merchant").per(lc::Period::day).max_amount(unlimited));
+  return rules;
+}
+
+lc::RuleSet rules_of_one_shape() {
+  lc::RuleSet rules;
+  for (const lc::Period period : one_shape_periods) {
+    rules.add(lc::Rule("merchant_" + std::string(lc::to_string(period)))
+                  .where("merchant")
+                  .per(period)
+                  .max_amount(unlimited));
+  }
+  return rules;
+}
+
+// A server the scenarios run on: the library's connection to it, and one direct connection
+// per master for INFO and CONFIG RESETSTAT.
+struct Target {
+  std::string name;
+  std::unique_ptr<lc::Redis> redis;
+  std::unique_ptr<lc::LimitCounter> limits;
+  std::vector<std::unique_ptr<lc::Redis>> masters;
+  std::vector<std::string> master_names;
+};
+
+Target make_target(const std::string& name, const std::string& uri, const std::string& nonce,
+                   int threads) {
+  Target target;
+  target.name = name;
+  lc::RedisOptions options = lc::RedisOptions::from_uri(uri);
+  options.command_timeout = std::chrono::milliseconds{2000};
+  options.pool_size = static_cast<std::size_t>(threads) * 2;
+  target.redis = std::make_unique<lc::Redis>(options);
+  lc::LimitCounterOptions counter_options;
+  counter_options.key_prefix = "bench:" + nonce + ":";
+  target.limits = std::make_unique<lc::LimitCounter>(*target.redis, lc::Calendar("Asia/Shanghai"),
+                                                     counter_options);
+  std::vector<std::string> addresses = options.cluster_seeds;
+  if (addresses.empty()) {
+    addresses.push_back(options.host + ":" + std::to_string(options.port));
+  }
+  for (const auto& address : addresses) {
+    auto node = std::make_unique<lc::Redis>("redis://" + address);
+    // Loaded beforehand so that the measured calls are EVALSHA only (no NOSCRIPT, no EVAL).
+    for (const auto& script : lc::scripts::all) {
+      node->command({"SCRIPT", "LOAD", std::string(script->source)});
+    }
+    target.masters.push_back(std::move(node));
+    target.master_names.push_back(address);
+  }
+  return target;
+}
+
+lc::Transaction transaction(const std::string& id, std::uint64_t i) {
+  lc::Transaction tx;
+  tx.id = id;
+  tx.attributes = {{"merchant", "m" + std::to_string(i % 50)},
+                   {"dept", "cmb"},
+                   {"channel", "Ali"},
+                   {"card", "c" + std::to_string(i % 1000)}};
+  tx.amount = 100;
+  return tx;
+}
+
+// Unique transaction ids across targets, rounds and threads of one run.
+std::string transaction_id(const std::string& nonce, std::uint64_t run, int thread,
+                           std::uint64_t i) {
+  return "c" + nonce.substr(nonce.size() - 6) + "-" + std::to_string(run) + "-" +
+         std::to_string(thread) + "-" + std::to_string(i);
+}
+
+struct ComparisonRow {
+  std::string scenario;
+  Measurement standalone;
+  Measurement cluster;
+};
+
+struct Comparison {
+  Target& standalone;
+  Target& cluster;
+  std::string nonce;
+  std::chrono::milliseconds duration;
+  int threads;
+  std::uint64_t runs = 0;
+  std::vector<ComparisonRow> rows;
+
+  Measurement once(Target& target, int thread_count) {
+    const std::uint64_t run = ++runs;
+    return measure(thread_count, duration / rounds, 1, [&](int t, std::uint64_t i) {
+      target.limits->consume(transaction(transaction_id(nonce, run, t, i), i));
+    });
+  }
+
+  // The two targets take turns, `rounds` times each; the best round of each counts, as in
+  // the standalone table, so that a pause of this shared machine hurts neither more.
+  void compare(const std::string& name, const lc::RuleSet& rules) {
+    standalone.limits->set_rules(rules);
+    cluster.limits->set_rules(rules);
+    for (const int thread_count : {1, threads}) {
+      ComparisonRow best{name + (thread_count == 1 ? "_sync" : "_threads"), {}, {}};
+      for (int round = 0; round < rounds; ++round) {
+        const Measurement alone = once(standalone, thread_count);
+        const Measurement spread = once(cluster, thread_count);
+        best.standalone = alone.ops_per_s > best.standalone.ops_per_s ? alone : best.standalone;
+        best.cluster = spread.ops_per_s > best.cluster.ops_per_s ? spread : best.cluster;
+      }
+      rows.push_back(best);
+    }
+  }
+};
+
+void print_comparison(const std::vector<ComparisonRow>& rows) {
+  std::printf("%-24s %13s %8s %8s %13s %8s %8s %7s\n", "scenario", "standalone/s", "p50 us",
+              "p99 us", "cluster/s", "p50 us", "p99 us", "ratio");
+  for (const auto& row : rows) {
+    std::printf("%-24s %13.0f %8.1f %8.1f %13.0f %8.1f %8.1f %7.3f\n", row.scenario.c_str(),
+                row.standalone.ops_per_s, row.standalone.p50_us, row.standalone.p99_us,
+                row.cluster.ops_per_s, row.cluster.p50_us, row.cluster.p99_us,
+                row.cluster.ops_per_s / row.standalone.ops_per_s);
+  }
+}
+
+// A number after `field` in an INFO text (0 when the field is absent).
+double info_number(const std::string& info, const std::string& field) {
+  const auto at = info.find(field);
+  return at == std::string::npos ? 0 : std::stod(info.substr(at + field.size()));
+}
+
+struct NodeCost {
+  double evalsha_calls = 0;
+  double evalsha_usec = 0;
+  double cpu_usec = 0; // used_cpu_user + used_cpu_sys
+};
+
+NodeCost read_cost(lc::Redis& node) {
+  const std::string stats = node.command({"INFO", "commandstats"}).as_string();
+  const auto evalsha = stats.find("cmdstat_evalsha:");
+  const std::string cpu = node.command({"INFO", "cpu"}).as_string();
+  NodeCost cost;
+  if (evalsha != std::string::npos) {
+    cost.evalsha_calls = info_number(stats.substr(evalsha), "calls=");
+    cost.evalsha_usec = info_number(stats.substr(evalsha), "usec=");
+  }
+  cost.cpu_usec =
+      (info_number(cpu, "used_cpu_user:") + info_number(cpu, "used_cpu_sys:")) * 1'000'000;
+  return cost;
+}
+
+// The counter shapes of `rules` whose slot a master serves ("all" on a standalone server).
+std::vector<std::string> shapes_per_master(Target& target, const lc::RuleSet& rules) {
+  std::vector<std::string> shapes(target.masters.size());
+  if (!target.redis->is_cluster()) {
+    shapes[0] = "all";
+    return shapes;
+  }
+  const lc::Reply slots = target.masters.front()->command({"CLUSTER", "SLOTS"});
+  for (const auto& rule : rules.rules()) {
+    const auto slot = lc::detail::key_slot(target.limits->keys().holds(rule.counter_name()));
+    for (const lc::Reply& range : slots.as_array()) {
+      if (range.at(0).as_integer() > slot || slot > range.at(1).as_integer()) {
+        continue;
+      }
+      const std::string owner =
+          range.at(2).at(0).as_string() + ":" + std::to_string(range.at(2).at(1).as_integer());
+      for (std::size_t m = 0; m < target.masters.size(); ++m) {
+        std::string& here = shapes[m];
+        if (target.master_names[m] == owner &&
+            here.find("{" + rule.counter_name() + "}") == std::string::npos) {
+          here += (here.empty() ? "" : ",") + ("{" + rule.counter_name() + "}");
+        }
+      }
+    }
+  }
+  return shapes;
+}
+
+// What each master spends per decision: EVALSHA calls and their usec (INFO commandstats,
+// after CONFIG RESETSTAT), and its process CPU time (used_cpu_user + used_cpu_sys). Three
+// rounds of `cost_decisions` sync decisions; the round with the least total CPU counts.
+void print_server_cost(Comparison& comparison, Target& target, const std::string& name,
+                       const lc::RuleSet& rules) {
+  target.limits->set_rules(rules);
+  std::vector<NodeCost> best;
+  double best_total = 1e300;
+  for (int round = 0; round < rounds; ++round) {
+    const std::uint64_t run = ++comparison.runs;
+    std::vector<NodeCost> before;
+    for (auto& node : target.masters) {
+      node->command({"CONFIG", "RESETSTAT"});
+      before.push_back(read_cost(*node));
+    }
+    for (std::uint64_t i = 0; i < cost_decisions; ++i) {
+      target.limits->consume(transaction(transaction_id(comparison.nonce, run, 0, i), i));
+    }
+    std::vector<NodeCost> per_decision;
+    double total = 0;
+    for (std::size_t m = 0; m < target.masters.size(); ++m) {
+      const NodeCost after = read_cost(*target.masters[m]);
+      per_decision.push_back({after.evalsha_calls / cost_decisions,
+                              after.evalsha_usec / cost_decisions,
+                              (after.cpu_usec - before[m].cpu_usec) / cost_decisions});
+      total += per_decision.back().cpu_usec;
+    }
+    if (total < best_total) {
+      best_total = total;
+      best = per_decision;
+    }
+  }
+  const auto shapes = shapes_per_master(target, rules);
+  NodeCost sum;
+  for (std::size_t m = 0; m < best.size(); ++m) {
+    std::printf("%-18s %-11s %-21s %-38s %8.2f %10.1f %10.1f\n", name.c_str(), target.name.c_str(),
+                target.master_names[m].c_str(), shapes[m].c_str(), best[m].evalsha_calls,
+                best[m].evalsha_usec, best[m].cpu_usec);
+    sum.evalsha_calls += best[m].evalsha_calls;
+    sum.evalsha_usec += best[m].evalsha_usec;
+    sum.cpu_usec += best[m].cpu_usec;
+  }
+  if (best.size() > 1) {
+    std::printf("%-18s %-11s %-21s %-38s %8.2f %10.1f %10.1f\n", name.c_str(), target.name.c_str(),
+                "all masters", "", sum.evalsha_calls, sum.evalsha_usec, sum.cpu_usec);
+  }
+}
+
+} // namespace
+
+void run_cluster_comparison(const std::string& standalone_uri, const std::string& cluster_uri,
+                            std::chrono::milliseconds duration, int threads) {
+  const std::string nonce = std::to_string(lc::Clock::now().time_since_epoch().count());
+  Target standalone = make_target("standalone", standalone_uri, nonce, threads);
+  Target cluster = make_target("cluster", cluster_uri, nonce, threads);
+  if (!cluster.redis->is_cluster()) {
+    throw std::invalid_argument("--cluster needs a redis-cluster:// URI, not \"" + cluster_uri +
+                                "\"");
+  }
+  Comparison comparison{standalone, cluster, nonce, duration, threads, 0, {}};
+  const lc::RuleSet four = rules_of_four_shapes();
+  const lc::RuleSet one = rules_of_one_shape();
+  comparison.compare("consume_4_shapes", four);
+  comparison.compare("consume_1_shape", one);
+
+  std::printf("Redis Cluster of %zu master(s) next to a standalone server; sync = 1 thread, "
+              "threads = %d threads; latency per call\n",
+              cluster.masters.size(), threads);
+  print_comparison(comparison.rows);
+
+  std::printf("\nserver cost per decision (%d sync decisions, best of %d rounds)\n", cost_decisions,
+              rounds);
+  std::printf("%-18s %-11s %-21s %-38s %8s %10s %10s\n", "scenario", "target", "master",
+              "counter slots it serves", "evalsha", "evalsha us", "cpu us");
+  for (auto* target : {&standalone, &cluster}) {
+    print_server_cost(comparison, *target, "consume_4_shapes", four);
+  }
+  for (auto* target : {&standalone, &cluster}) {
+    print_server_cost(comparison, *target, "consume_1_shape", one);
+  }
+  // One share's worth of work (one slot, one rule, its own record): what the home record's
+  // begin and finish add to a 4-shape decision is its total minus four of these.
+  for (auto* target : {&standalone, &cluster}) {
+    print_server_cost(comparison, *target, "consume_1_rule", rules_of_one_rule());
+  }
+}
+
+} // namespace bench
