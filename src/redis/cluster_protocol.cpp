@@ -16,7 +16,7 @@ bool parse_int(std::string_view text, int& value) {
 
 } // namespace
 
-std::vector<SlotRange> parse_cluster_slots(const Reply& reply) {
+std::vector<SlotRange> parse_cluster_slots(const Reply& reply, std::string_view asked_host) {
   std::vector<SlotRange> ranges;
   for (const Reply& entry : reply.as_array()) {
     const auto first = entry.at(0).as_integer();
@@ -26,8 +26,10 @@ std::vector<SlotRange> parse_cluster_slots(const Reply& reply) {
       throw Error(errc::protocol_error, "CLUSTER SLOTS has a bad range " + entry.debug_string(),
                   Outcome::failed);
     }
+    const std::string& host = master.at(0).as_string();
     ranges.push_back({static_cast<std::uint16_t>(first), static_cast<std::uint16_t>(last),
-                      master.at(0).as_string(), static_cast<int>(master.at(1).as_integer())});
+                      host.empty() ? std::string(asked_host) : host,
+                      static_cast<int>(master.at(1).as_integer())});
   }
   return ranges;
 }

@@ -457,7 +457,10 @@ private:
       ask_target = nullptr;
       const detail::ReplyKind kind = detail::classify(reply, cluster_);
       if (kind == detail::ReplyKind::redirect && policy.after_hop(Clock::now())) {
-        const auto redirect = detail::parse_redirect(reply.as_string());
+        auto redirect = detail::parse_redirect(reply.as_string());
+        if (redirect->host.empty()) {
+          redirect->host = pool.host(); // "the address you asked"
+        }
         const std::lock_guard<std::mutex> lock(nodes_mutex_);
         if (redirect->ask) {
           ask_target = &node_locked({redirect->host, redirect->port});
@@ -546,7 +549,8 @@ private:
       }
       try {
         auto lease = pool->acquire();
-        const auto ranges = detail::parse_cluster_slots(lease->run({"CLUSTER", "SLOTS"}));
+        const auto ranges =
+            detail::parse_cluster_slots(lease->run({"CLUSTER", "SLOTS"}), pool->host());
         pool->breaker().record_success();
         const std::lock_guard<std::mutex> lock(nodes_mutex_);
         if (slot_map_.assign(ranges, Clock::now())) {

@@ -17,16 +17,29 @@ TEST_CASE("CLUSTER SLOTS replies give the masters' ranges", "[cluster]") {
           {Reply::integer(5461), Reply::integer(16383),
            Reply::array({Reply::string("10.0.0.2"), Reply::integer(7001), Reply::string("id2")})}),
   });
-  const auto ranges = parse_cluster_slots(reply);
+  const auto ranges = parse_cluster_slots(reply, "10.9.9.9");
   REQUIRE(ranges.size() == 2);
   CHECK(ranges[0].first == 0);
   CHECK(ranges[0].last == 5460);
   CHECK(ranges[0].port == 7000);
   CHECK(ranges[1].host == "10.0.0.2");
-  CHECK_THROWS_AS(parse_cluster_slots(Reply::array(
-                      {Reply::array({Reply::integer(5), Reply::integer(2),
-                                     Reply::array({Reply::string("h"), Reply::integer(1)})})})),
-                  limitcounter::Error);
+  CHECK_THROWS_AS(
+      parse_cluster_slots(
+          Reply::array({Reply::array({Reply::integer(5), Reply::integer(2),
+                                      Reply::array({Reply::string("h"), Reply::integer(1)})})}),
+          "h"),
+      limitcounter::Error);
+}
+
+TEST_CASE("a CLUSTER SLOTS master with an empty host is the node that was asked", "[cluster]") {
+  // a node that never met another does not know its own IP and answers an empty endpoint
+  const Reply reply = Reply::array({Reply::array(
+      {Reply::integer(0), Reply::integer(16383),
+       Reply::array({Reply::string(""), Reply::integer(7000), Reply::string("id1")})})});
+  const auto ranges = parse_cluster_slots(reply, "127.0.0.1");
+  REQUIRE(ranges.size() == 1);
+  CHECK(ranges[0].host == "127.0.0.1");
+  CHECK(ranges[0].port == 7000);
 }
 
 TEST_CASE("MOVED and ASK redirections parse; other errors do not", "[cluster]") {
