@@ -3,13 +3,14 @@
 #
 #   main  RelWithDebInfo build in build/, every CTest label (unit, redis, cluster, fault,
 #         simulation, packaging); prints the simulation's seeds and figures
+#   docs  the API reference (scripts/docs.sh: Doxygen into build-docs/api/); fails on any warning
 #   asan  ASan+UBSan build in build-asan/, every label but packaging
 #   tsan  TSan build in build-tsan/, every label but packaging
 #   fuzz  libFuzzer targets (clang 14, ASan+UBSan) in build-fuzz/, LIMITCOUNTER_FUZZ_SECONDS each
 #
 #   scripts/test.sh                     all stages
-#   scripts/test.sh --quick             main only (no sanitizer builds, no fuzzing)
-#   scripts/test.sh --only main|asan|tsan|fuzz
+#   scripts/test.sh --quick             main and docs (no sanitizer builds, no fuzzing)
+#   scripts/test.sh --only main|docs|asan|tsan|fuzz
 #
 # Every redis-server a test starts, the test stops. Works from any directory.
 set -euo pipefail
@@ -17,15 +18,15 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$LIMITCOUNTER_ROOT"
 
-usage() { echo "usage: $0 [--quick | --only main|asan|tsan|fuzz]"; }
+usage() { echo "usage: $0 [--quick | --only main|docs|asan|tsan|fuzz]"; }
 
-stages=(main asan tsan fuzz)
+stages=(main docs asan tsan fuzz)
 case "${1:-}" in
   "") ;;
-  --quick) stages=(main) ;;
+  --quick) stages=(main docs) ;;
   --only)
     case "${2:-}" in
-      main | asan | tsan | fuzz) stages=("$2") ;;
+      main | docs | asan | tsan | fuzz) stages=("$2") ;;
       *) usage >&2; exit 2 ;;
     esac
     ;;
@@ -77,6 +78,10 @@ run_stage() {
       configure_build build -DCMAKE_BUILD_TYPE=RelWithDebInfo
       run_ctest build
       print_simulation build
+      ;;
+    docs)
+      # Its own section header; exits non-zero on any Doxygen warning.
+      scripts/docs.sh
       ;;
     asan)
       section "ASan + UBSan build: Debug in build-asan/, all labels but packaging"

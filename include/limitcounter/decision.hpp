@@ -34,12 +34,12 @@ struct Denial {
 
 /// Where one applicable window rule stands.
 struct RuleStatus {
-  std::string rule;
-  Period period;
-  std::string window_id;
-  TimePoint resets_at; ///< the window's end
-  std::optional<std::int64_t> max_count;
-  std::optional<std::int64_t> max_amount;
+  std::string rule;                       ///< the rule's name
+  Period period;                          ///< the rule's window length
+  std::string window_id;                  ///< the window's local-time id (see `Window::id`)
+  TimePoint resets_at;                    ///< the window's end
+  std::optional<std::int64_t> max_count;  ///< transactions per window (empty: no count limit)
+  std::optional<std::int64_t> max_amount; ///< minor units per window (empty: no amount limit)
   Usage used; ///< the counter after this transaction (allowed) or as found (denied)
 
   /// How many more transactions fit (empty when the rule has no count limit).
@@ -58,13 +58,14 @@ struct RuleStatus {
 
 /// The outcome of consume, reserve or check.
 struct Decision {
+  /// Whether the transaction may go ahead.
   enum class Verdict {
     allowed,   ///< every applicable rule had room; the counters moved (not for check)
     denied,    ///< a rule had no room (see `denial`); nothing moved
     cancelled, ///< the id was cancelled before it was reserved; nothing moved
   };
 
-  Verdict verdict = Verdict::allowed;
+  Verdict verdict = Verdict::allowed; ///< see `Verdict`
   /// True when the id had been decided before: this is that first decision, and nothing
   /// moved now. `state` then says where the transaction is now.
   bool replayed = false;
@@ -75,10 +76,12 @@ struct Decision {
   /// True when Redis could not answer and the rules' failure policy decided (allow or
   /// deny) without counting anything.
   bool degraded = false;
+  /// Which rule and limit denied (set when `verdict` is denied).
   std::optional<Denial> denial;
   /// Every applicable window rule, in rule-set order.
   std::vector<RuleStatus> rules;
 
+  /// `verdict == Verdict::allowed`.
   bool allowed() const noexcept { return verdict == Verdict::allowed; }
 };
 

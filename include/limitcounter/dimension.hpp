@@ -20,6 +20,7 @@ public:
 
   /// Throws `Error` (invalid_argument) naming the first bad part, or if there are no parts.
   Dimension(std::initializer_list<std::string_view> parts) { assign(parts.begin(), parts.end()); }
+  /// The same from a vector (e.g. parts read from a file); throws like the list form.
   explicit Dimension(const std::vector<std::string>& parts) { assign(parts.begin(), parts.end()); }
 
   /// The hash field: the parts joined with '+'.
@@ -27,7 +28,9 @@ public:
   /// The parts, in order.
   std::vector<std::string> parts() const;
 
+  /// Same parts in the same order (compares the fields).
   friend bool operator==(const Dimension& a, const Dimension& b) { return a.field_ == b.field_; }
+  /// Not `==`.
   friend bool operator!=(const Dimension& a, const Dimension& b) { return !(a == b); }
 
 private:

@@ -49,10 +49,14 @@ enum class Outcome {
 /// the failing server; `code()` says what kind of failure it is.
 class Error : public std::runtime_error {
 public:
+  /// `message` should name the bad value or the failing server; `outcome` says whether the
+  /// command behind the error ran.
   Error(errc code, const std::string& message, Outcome outcome = Outcome::not_sent)
       : std::runtime_error(message), code_(make_error_code(code)), outcome_(outcome) {}
 
+  /// The kind of failure, in the "limitcounter" category.
   const std::error_code& code() const noexcept { return code_; }
+  /// Whether Redis ran the command (see `Outcome`): decides if and how to retry.
   Outcome outcome() const noexcept { return outcome_; }
   /// True for caller errors (bad input, unknown id, conflict), false for infrastructure errors.
   bool is_input_error() const noexcept { return code_.value() < 100; }
@@ -64,4 +68,7 @@ private:
 
 } // namespace limitcounter
 
+/// \cond
+// Lets a std::error_code be built from an errc (and compared with one).
 template <> struct std::is_error_code_enum<limitcounter::errc> : std::true_type {};
+/// \endcond

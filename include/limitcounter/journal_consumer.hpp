@@ -24,25 +24,25 @@ struct JournalEvent {
   /// Stable across deliveries: "<partition>/<stream id>". Use it (or type + order) to make
   /// the database write idempotent.
   std::string id;
-  std::uint32_t partition = 0;
-  std::string stream_id;
+  std::uint32_t partition = 0; ///< the journal partition it was read from
+  std::string stream_id;       ///< its id in that partition's journal stream
   /// "deduct", "credit", "rollback", or "freeze" / "unfreeze" (`Wallet::freeze`: order
   /// empty, amount 0, balance unchanged, `reason` set; deduplicate those by `id` or user +
   /// version). A persister should fail (not skip) a type it does not know, so the event
   /// waits, then is parked, instead of being lost.
   std::string type;
-  std::string user;
-  std::string order;
-  std::int64_t amount = 0;
+  std::string user;         ///< the account's user
+  std::string order;        ///< the order id (empty for freeze / unfreeze)
+  std::int64_t amount = 0;  ///< minor units, > 0 (0 for freeze / unfreeze)
   std::int64_t balance = 0; ///< after the change
-  std::int64_t version = 0;
-  TimePoint time;
-  std::string reason{}; ///< freeze / unfreeze: the operator's reason
+  std::int64_t version = 0; ///< the account's version after the change
+  TimePoint time;           ///< when the wallet made the change (milliseconds)
+  std::string reason{};     ///< freeze / unfreeze: the operator's reason
 };
 
 /// Settings of a JournalConsumer.
 struct JournalConsumerOptions {
-  std::string group = "persister";
+  std::string group = "persister"; ///< the consumer group (a key part); created when first read
   std::string consumer = "persister-1"; ///< unique per process
   std::size_t batch = 100;              ///< events per partition per poll
   /// Events another consumer read but did not acknowledge for this long are taken over; a
@@ -55,15 +55,19 @@ struct JournalConsumerOptions {
 
 /// An event parked after `max_attempts` failed attempts (see `JournalConsumer::reject`).
 struct DeadLetter {
-  JournalEvent event;  ///< as it was in the journal (same `id` and `stream_id`)
-  std::string dead_id; ///< its id in the dead-letter stream (for paging)
-  std::int64_t attempts = 0;
-  std::string error; ///< the last failure's message (at most 1,000 bytes)
+  JournalEvent event;        ///< as it was in the journal (same `id` and `stream_id`)
+  std::string dead_id;       ///< its id in the dead-letter stream (for paging)
+  std::int64_t attempts = 0; ///< failed attempts before it was parked
+  std::string error;         ///< the last failure's message (at most 1,000 bytes)
 };
 
+/// Reads the wallet journal as consumer `consumer` of group `group` and hands the events
+/// to the host's persister (see the top of this header).
 class JournalConsumer {
 public:
   /// `wallet` must use the same prefix and partitions as the wallets writing the journal.
+  /// Sends nothing. Throws `Error` (invalid_argument) naming a bad group or consumer name, a
+  /// batch of 0, max_attempts of 0 or a negative claim_idle.
   JournalConsumer(Redis redis, const WalletOptions& wallet, JournalConsumerOptions options = {});
 
   /// The host's persister: write the events to the database, idempotently (by

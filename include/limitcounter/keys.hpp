@@ -54,6 +54,7 @@ public:
     }
   }
 
+  /// The number of partitions (1..1024).
   std::uint32_t partitions() const noexcept { return partitions_; }
   /// The partition of an owner (a user, a packet): stable_hash(owner) % partitions.
   std::uint32_t partition_of(std::string_view owner) const noexcept {
@@ -78,6 +79,7 @@ private:
 /// All windows of one counter share a slot, so one script updates day and month together.
 class CounterKeys {
 public:
+  /// The prefix when none is given.
   static constexpr std::string_view default_prefix = "trans:limit:";
 
   /// Throws `Error` (invalid_argument) naming a bad prefix.
@@ -147,6 +149,7 @@ public:
     return tagged_key(prefix_ + "sw:", tag, {});
   }
 
+  /// The key prefix given at construction.
   const std::string& prefix() const noexcept { return prefix_; }
 
 private:

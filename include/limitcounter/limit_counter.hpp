@@ -56,12 +56,12 @@ struct LimitCounterOptions {
 
 /// One add of `LimitCounter::add_many`: the arguments of one `add` call.
 struct AddRequest {
-  std::string counter;
-  Dimension dimension;
-  std::vector<Period> periods;
-  std::int64_t count = 1;
-  std::int64_t amount = 0;
-  TimePoint at = Clock::now();
+  std::string counter;         ///< the counter family, e.g. "channel"
+  Dimension dimension;         ///< what to count under it
+  std::vector<Period> periods; ///< one window each, no period twice
+  std::int64_t count = 1;      ///< transactions to add, in [0, 2^53)
+  std::int64_t amount = 0;     ///< minor units to add, in [0, 2^53)
+  TimePoint at = Clock::now(); ///< picks the windows
 };
 
 /// The outcome of `refund`.
@@ -131,6 +131,8 @@ enum class CancelResult {
 /// described at `Redis`.
 class LimitCounter {
 public:
+  /// Sends nothing and has no rules until `set_rules`. Windows are cut in `calendar`'s zone.
+  /// Throws `Error` (invalid_argument) for a bad key prefix or a negative window_grace.
   LimitCounter(Redis redis, Calendar calendar, LimitCounterOptions options = {});
 
   /// Adds `count` transactions and `amount` minor units to `dimension` of `counter` in the
@@ -161,14 +163,15 @@ public:
 
   /// One dimension of a window and what it holds.
   struct DimensionUsage {
-    Dimension dimension;
-    Usage usage;
+    Dimension dimension; ///< the dimension (the hash field, split)
+    Usage usage;         ///< its count and amount in the window
   };
   /// One page of `dimensions`.
   struct DimensionPage {
     Window window;                          ///< the window of `period` containing `at`
     std::vector<DimensionUsage> dimensions; ///< this page's dimensions, in no order
     std::string cursor;                     ///< pass it to the next call; "0" when done
+    /// The last page: `cursor` is "0".
     bool done() const noexcept { return cursor == "0"; }
   };
   /// Lists the dimensions counted in `counter`'s window of `period` containing `at`, a page at
@@ -298,7 +301,9 @@ public:
   std::vector<BatchResult<SlidingDecision>>
   hit_sliding_window_many(const std::vector<SlidingRequest>& requests);
 
+  /// The calendar given at construction.
   const Calendar& calendar() const noexcept { return calendar_; }
+  /// The key names this counter uses.
   const CounterKeys& keys() const noexcept { return keys_; }
 
 private:

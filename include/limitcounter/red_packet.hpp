@@ -20,7 +20,7 @@ namespace limitcounter {
 
 /// Settings of a RedPacketPool.
 struct RedPacketOptions {
-  std::string key_prefix = std::string(RedPacketKeys::default_prefix);
+  std::string key_prefix = std::string(RedPacketKeys::default_prefix); ///< see `RedPacketKeys`
   /// Payout-queue partitions; a packet's keys live with its partition (one cluster slot).
   /// Every process of the host must use the same number.
   std::uint32_t partitions = 16;
@@ -60,18 +60,19 @@ struct CreateResult {
 /// at most `RedPacketPool::max_display_bytes` bytes of valid UTF-8 without control characters;
 /// both may be empty.
 struct UserDisplay {
-  std::string nickname;
-  std::string avatar_url;
+  std::string nickname;   ///< the name shown
+  std::string avatar_url; ///< the picture shown
 };
 
 /// One grab of `grab_many`.
 struct GrabRequest {
-  std::string user_id;
-  UserDisplay display;
+  std::string user_id; ///< the grabber, a key part
+  UserDisplay display; ///< kept with the draw and the payout task
 };
 
 /// The answer to a grab.
 struct GrabResult {
+  /// What the grab did.
   enum class Status {
     granted,           ///< a packet was popped for this user; its payout is queued
     already,           ///< the user had won before: the same amount again, nothing moved
@@ -79,8 +80,8 @@ struct GrabResult {
     expired,           ///< past the expiry or closed (not counted as an attempt)
     too_many_attempts, ///< the user, who never won, reached the attempt cap
   };
-  Status status = Status::sold_out;
-  std::int64_t amount = 0; ///< for granted and already, minor units
+  Status status = Status::sold_out; ///< see `Status`
+  std::int64_t amount = 0;          ///< for granted and already, minor units
 };
 
 /// The answer to `close`.
@@ -101,14 +102,14 @@ struct CloseResult {
 
 /// One payout a worker must make.
 struct PayoutTask {
-  std::string packet_id;
-  std::string user_id;
-  std::int64_t amount = 0;
-  int attempt = 1; ///< 1 for the first try
-  std::uint32_t partition = 0;
-  std::uint64_t lease = 0; ///< guards ack and fail: a stale lease changes nothing
-  std::string nickname;    ///< the grabber's display data, as given to `grab`
-  std::string avatar_url;
+  std::string packet_id;       ///< the packet grabbed
+  std::string user_id;         ///< the grabber to pay
+  std::int64_t amount = 0;     ///< minor units, > 0
+  int attempt = 1;             ///< 1 for the first try
+  std::uint32_t partition = 0; ///< the payout-queue partition it was taken from
+  std::uint64_t lease = 0;     ///< guards ack and fail: a stale lease changes nothing
+  std::string nickname;        ///< the grabber's display data, as given to `grab`
+  std::string avatar_url;      ///< the grabber's avatar URL, as given to `grab`
   /// "<packet>:<user>": the same for every attempt, for the host's idempotent payout.
   std::string idempotency_key() const { return packet_id + ":" + user_id; }
 };
@@ -121,6 +122,8 @@ public:
   /// Longest nickname or avatar URL of `UserDisplay`, in bytes.
   static constexpr std::size_t max_display_bytes = 256;
 
+  /// Sends nothing. Throws `Error` (invalid_argument) for a bad prefix, partitions outside
+  /// 1..1024 or max_payout_attempts below 1.
   RedPacketPool(Redis redis, RedPacketOptions options = {});
 
   /// Stores the packet `packet_id` holding `amounts` (from `split`), in chunks of at most
@@ -147,6 +150,7 @@ public:
   /// user id or display field (before sending).
   GrabResult grab(const std::string& packet_id, const std::string& user_id,
                   TimePoint now = Clock::now());
+  /// The same, with the grabber's `display` (validated before sending).
   GrabResult grab(const std::string& packet_id, const std::string& user_id,
                   const UserDisplay& display, TimePoint now = Clock::now());
 
@@ -157,6 +161,7 @@ public:
   std::vector<BatchResult<GrabResult>> grab_many(const std::string& packet_id,
                                                  const std::vector<std::string>& user_ids,
                                                  TimePoint now = Clock::now());
+  /// The same, with each grabber's display data.
   std::vector<BatchResult<GrabResult>> grab_many(const std::string& packet_id,
                                                  const std::vector<GrabRequest>& requests,
                                                  TimePoint now = Clock::now());
@@ -204,6 +209,7 @@ public:
   /// The dead-lettered tasks of `partition`: "<packet>:<user>:<amount>:<attempts>".
   std::vector<std::string> dead_payouts(std::uint32_t partition);
 
+  /// The key names this pool uses.
   const RedPacketKeys& keys() const noexcept { return keys_; }
 
 private:

@@ -15,6 +15,7 @@ namespace limitcounter {
 /// partition N in [0, partitions). Default prefix `rp:`.
 class RedPacketKeys : public PartitionedKeys {
 public:
+  /// The prefix when none is given.
   static constexpr std::string_view default_prefix = "rp:";
 
   /// Throws `Error` (invalid_argument) for a bad prefix or a partition count outside 1..1024.

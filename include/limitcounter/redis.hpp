@@ -17,14 +17,14 @@ namespace limitcounter {
 
 /// How to reach Redis. Timeouts are per command and per connection attempt.
 struct RedisOptions {
-  std::string host = "127.0.0.1";
-  int port = 6379;
-  std::string unix_socket; ///< when set, used instead of host and port
-  std::string user;        ///< ACL user name; empty means the default user
-  std::string password;    ///< AUTH password; never logged nor put into error messages
-  int db = 0;              ///< SELECT index (standalone only)
-  std::chrono::milliseconds connect_timeout{100};
-  std::chrono::milliseconds command_timeout{50};
+  std::string host = "127.0.0.1"; ///< server name or address (standalone)
+  int port = 6379;                ///< server TCP port, 1..65535 (standalone)
+  std::string unix_socket;        ///< when set, used instead of host and port
+  std::string user;               ///< ACL user name; empty means the default user
+  std::string password;           ///< AUTH password; never logged nor put into error messages
+  int db = 0;                     ///< SELECT index (standalone only)
+  std::chrono::milliseconds connect_timeout{100}; ///< bound of one connection attempt; > 0
+  std::chrono::milliseconds command_timeout{50};  ///< bound of each wait to read or write; > 0
   /// The retry budget of one call (0: the same as `command_timeout`). A call re-sends a
   /// request that did not run (see "Retries and the time budget" at `Redis`) only while less
   /// than `call_budget` has passed since the call started; back-off sleeps are cut to end by
@@ -35,7 +35,7 @@ struct RedisOptions {
   /// threads than connections queues for its turn instead of failing or being decided by a
   /// failure policy on a healthy server.
   std::chrono::milliseconds pool_wait_timeout{1000};
-  std::size_t pool_size = 8;
+  std::size_t pool_size = 8; ///< connections per server (per node of a cluster); at least 1
   /// Consecutive infrastructure failures of one node (no connection, timeout, broken
   /// connection, a server that needs a password not given, a server still answering LOADING,
   /// BUSY, MASTERDOWN, TRYAGAIN or CLUSTERDOWN when the call's budget ran out) after which
@@ -79,9 +79,9 @@ struct RedisOptions {
 
 /// One command of a pipeline: the script and its KEYS[] and ARGV[].
 struct ScriptCall {
-  const Script* script = nullptr;
-  std::vector<std::string> keys;
-  std::vector<std::string> args;
+  const Script* script = nullptr; ///< the script to run; must outlive the call
+  std::vector<std::string> keys;  ///< its KEYS[]
+  std::vector<std::string> args;  ///< its ARGV[]
 };
 
 /// A handle to a pool of Redis connections. Copies share the pool; copy it
@@ -128,14 +128,17 @@ struct ScriptCall {
 /// as one failure for the circuit breaker, which opens after `breaker_failures` of them.
 class Redis {
 public:
+  /// Connects lazily: nothing is sent until the first call. Throws `Error`
+  /// (invalid_argument) naming a bad option (pool_size 0, a timeout not positive, a negative
+  /// budget or db, a bad port or cluster seed).
   explicit Redis(RedisOptions options);
   /// Same as `Redis(RedisOptions::from_uri(uri))`.
   explicit Redis(std::string_view uri);
   ~Redis();
-  Redis(const Redis&) = default;
-  Redis& operator=(const Redis&) = default;
-  Redis(Redis&&) noexcept = default;
-  Redis& operator=(Redis&&) noexcept = default;
+  Redis(const Redis&) = default;                ///< shares the pool
+  Redis& operator=(const Redis&) = default;     ///< shares the pool
+  Redis(Redis&&) noexcept = default;            ///< takes the pool over
+  Redis& operator=(Redis&&) noexcept = default; ///< takes the pool over
 
   /// Runs one command, e.g. `command({"HGETALL", key})`. An error reply is returned as a
   /// `Reply` of type error, not thrown, except the replies that say it did not run: LOADING,
@@ -162,6 +165,7 @@ public:
   /// was sent.
   std::vector<Reply> eval_pipeline(const std::vector<ScriptCall>& calls);
 
+  /// The options given at construction.
   const RedisOptions& options() const noexcept;
   /// True when connected to a Redis Cluster (seeds given).
   bool is_cluster() const noexcept { return !options().cluster_seeds.empty(); }

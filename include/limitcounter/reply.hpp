@@ -13,25 +13,34 @@ namespace limitcounter {
 /// One RESP2 reply. Arrays own their elements.
 class Reply {
 public:
+  /// The RESP2 reply kinds (a status is a simple string such as "OK").
   enum class Type { nil, integer, string, status, error, array };
 
   Reply() = default; ///< nil
+  /// An integer reply.
   static Reply integer(std::int64_t value) {
     Reply r(Type::integer);
     r.integer_ = value;
     return r;
   }
+  /// A bulk string reply.
   static Reply string(std::string value) { return Reply(Type::string, std::move(value)); }
+  /// A status (simple string) reply, e.g. "OK".
   static Reply status(std::string value) { return Reply(Type::status, std::move(value)); }
+  /// An error reply; `value` is its text (e.g. "ERR ...").
   static Reply error(std::string value) { return Reply(Type::error, std::move(value)); }
+  /// An array reply owning `elements`.
   static Reply array(std::vector<Reply> elements) {
     Reply r(Type::array);
     r.elements_ = std::move(elements);
     return r;
   }
 
+  /// The kind of reply.
   Type type() const noexcept { return type_; }
+  /// A nil reply (e.g. a missing key).
   bool is_nil() const noexcept { return type_ == Type::nil; }
+  /// An error reply; `as_string()` gives its text.
   bool is_error() const noexcept { return type_ == Type::error; }
 
   /// The integer of an integer reply. Throws `Error` (protocol_error) for any other type.

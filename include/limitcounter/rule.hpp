@@ -17,9 +17,10 @@ inline constexpr std::string_view any_value = "*";
 
 /// One attribute condition of a rule: `dept = cmb`, or `merchant = *` (any merchant).
 struct Condition {
-  std::string attribute;
-  std::string value; ///< an exact value, or "*" for any value
+  std::string attribute; ///< a transaction attribute the rule set knows, e.g. "dept"
+  std::string value;     ///< an exact value, or "*" for any value
 
+  /// True for "*" (any value).
   bool is_wildcard() const noexcept { return value == any_value; }
 };
 
@@ -47,6 +48,7 @@ enum class FailurePolicy {
 /// Amounts are minor units. Validation happens when the rule is added to a `RuleSet`.
 class Rule {
 public:
+  /// A window rule counts per period window; a per-transaction rule caps each amount.
   enum class Kind { window, per_transaction };
 
   /// `name` identifies the rule in decisions; a key part (letters, digits, '-', '_', ...).
@@ -94,15 +96,23 @@ public:
     return *this;
   }
 
+  /// The name given at construction.
   const std::string& name() const noexcept { return name_; }
+  /// The conditions, in the order `where` added them (the shape's order).
   const std::vector<Condition>& conditions() const noexcept { return conditions_; }
+  /// Window (the default) or per transaction.
   Kind kind() const noexcept { return kind_; }
   /// The window period of a window rule; empty for per-transaction rules and unfinished rules.
   std::optional<Period> period() const noexcept { return period_; }
+  /// Transactions per window; empty when not set.
   std::optional<std::int64_t> max_count() const noexcept { return max_count_; }
+  /// Minor units per window or per transaction; empty when not set.
   std::optional<std::int64_t> max_amount() const noexcept { return max_amount_; }
+  /// Whether `blocking()` was called (limits of 0 allowed).
   bool is_blocking() const noexcept { return blocking_; }
+  /// What the rule decides when Redis cannot answer; FailurePolicy::raise by default.
   FailurePolicy failure_policy() const noexcept { return failure_policy_; }
+  /// The share of each limit this node may allow alone under FailurePolicy::local (0 if unset).
   double local_share() const noexcept { return local_share_; }
   /// The counter name: the shape's attributes joined with '+', e.g. `channel+transType+dept`.
   std::string counter_name() const;
@@ -130,6 +140,8 @@ public:
     return {"merchant", "channel", "transType", "dept", "user", "card", "account"};
   }
 
+  /// An empty set whose rules may name `attributes`. Throws `Error` (invalid_argument) naming
+  /// an attribute that is not a valid key part.
   explicit RuleSet(std::vector<std::string> attributes = default_attributes());
 
   /// Validates `rule` and adds it. Throws `Error` (invalid_argument) naming the rule and the
@@ -139,7 +151,9 @@ public:
   /// as an existing rule.
   RuleSet& add(Rule rule);
 
+  /// The rules, in the order they were added.
   const std::vector<Rule>& rules() const noexcept { return rules_; }
+  /// The attributes given at construction.
   const std::vector<std::string>& attributes() const noexcept { return attributes_; }
   /// Whether `attribute` is one of the attributes this set knows.
   bool knows(std::string_view attribute) const noexcept;

@@ -24,6 +24,8 @@ namespace limitcounter {
 /// every node uses Redis's notion of time, which is one clock for all.
 class ServerClock {
 public:
+  /// Sends nothing: the first `now()` takes the first sample. `resample_every` is how long
+  /// an offset is used before the next `TIME`.
   explicit ServerClock(Redis redis,
                        std::chrono::milliseconds resample_every = std::chrono::seconds{60});
 

@@ -24,7 +24,7 @@ namespace limitcounter {
 
 /// Settings of a Wallet (and of its JournalConsumer: the same prefix and partitions).
 struct WalletOptions {
-  std::string key_prefix = std::string(WalletKeys::default_prefix);
+  std::string key_prefix = std::string(WalletKeys::default_prefix); ///< see `WalletKeys`
   /// Journal partitions (Redis Streams); a user's events always go to the same one. Every
   /// process of the host must use the same number.
   std::uint32_t partitions = 16;
@@ -46,11 +46,11 @@ struct AccountSnapshot {
 
 /// A user's cached account.
 struct Account {
-  std::int64_t balance = 0;
-  std::int64_t threshold = 0;
-  std::int64_t version = 0;
-  TimePoint updated;
-  bool frozen = false; ///< deductions are refused (`WalletResult::Status::frozen`)
+  std::int64_t balance = 0;   ///< minor units
+  std::int64_t threshold = 0; ///< the least balance a deduction may leave
+  std::int64_t version = 0;   ///< the loaded version, + 1 per change since
+  TimePoint updated;          ///< time of the last load or change (milliseconds)
+  bool frozen = false;        ///< deductions are refused (`WalletResult::Status::frozen`)
   /// The reason of the last freeze or unfreeze (or of the load that froze); empty if never.
   std::string freeze_reason{};
   TimePoint
@@ -59,6 +59,7 @@ struct Account {
 
 /// The outcome of `deduct` or `credit`.
 struct WalletResult {
+  /// What happened to the order.
   enum class Status {
     ok,           ///< done now, or done before with this id (`replayed`): nothing moved twice
     insufficient, ///< balance - amount would fall below the threshold; nothing recorded
@@ -67,10 +68,11 @@ struct WalletResult {
     /// (its retry decides again, e.g. after `unfreeze`); `balance` and `version` as found
     frozen,
   };
-  Status status = Status::ok;
+  Status status = Status::ok; ///< see `Status`
+  /// True when the order was done before: this is its first result, nothing moved now.
   bool replayed = false;
-  std::int64_t balance = 0; ///< after the change (ok) or as found (insufficient)
-  std::int64_t version = 0;
+  std::int64_t balance = 0;    ///< after the change (ok) or as found (insufficient)
+  std::int64_t version = 0;    ///< the account's version, like `balance`
   std::string event_id;        ///< the journal event of the change (ok)
   std::string freeze_reason{}; ///< why the account is frozen (frozen)
 };
@@ -101,6 +103,9 @@ public:
   /// Loads a missing user from the system of record; empty if the user does not exist.
   using Loader = std::function<std::optional<AccountSnapshot>(const std::string& user)>;
 
+  /// Sends nothing. Without a `loader`, only users cached by `load` can be used (`deduct`
+  /// of another answers not_loaded). Throws `Error` (invalid_argument) for a bad prefix, partitions
+  /// outside 1..1024 or an order_ttl that is not positive.
   explicit Wallet(Redis redis, WalletOptions options = {}, Loader loader = {});
 
   /// Caches `snapshot` unless a newer or equal version is cached: a stale load never
@@ -187,13 +192,16 @@ public:
 
   /// Whether the cached balance and version equal the system of record's.
   struct Comparison {
-    bool cached = false;
-    bool matches = false;
-    std::int64_t cached_balance = 0;
-    std::int64_t cached_version = 0;
+    bool cached = false;             ///< the user is cached in Redis
+    bool matches = false;            ///< cached, with the same balance and version
+    std::int64_t cached_balance = 0; ///< the cached balance (0 if not cached)
+    std::int64_t cached_version = 0; ///< the cached version (0 if not cached)
   };
+  /// Compares the cached account with the system of record's `balance` and `version`
+  /// (reconciliation); reads only.
   Comparison compare(const std::string& user, std::int64_t balance, std::int64_t version);
 
+  /// The key names this wallet uses.
   const WalletKeys& keys() const noexcept { return keys_; }
 
 private:

@@ -19,26 +19,35 @@ namespace limitcounter {
 /// prefix `wallet:`.
 class WalletKeys : public PartitionedKeys {
 public:
+  /// The prefix when none is given.
   static constexpr std::string_view default_prefix = "wallet:";
 
   /// Throws `Error` (invalid_argument) for a bad prefix or a partition count outside 1..1024.
   WalletKeys(std::string prefix, std::uint32_t partitions)
       : PartitionedKeys(std::move(prefix), partitions, 'j') {}
 
+  /// The user's account hash (balance, threshold, version, updated, frozen). Every `user`,
+  /// `order` and `group` given here must be a validated key part.
   std::string account(std::string_view user) const { return user_key(user, ":u:", {}); }
+  /// The record of one order of the user (type, amount, result, state): a retry replays it.
   std::string order(std::string_view user, std::string_view order) const {
     return user_key(user, ":o:", order);
   }
+  /// The user's orders not yet persisted: a sorted set, order -> time (ms).
   std::string user_pending(std::string_view user) const { return user_key(user, ":pending:", {}); }
+  /// The partition's journal stream.
   std::string journal(std::uint32_t partition) const { return key(partition, ":journal"); }
+  /// The partition's unpersisted orders: a sorted set, "<user>:<order>" -> time (ms).
   std::string pending(std::uint32_t partition) const { return key(partition, ":pending"); }
-  /// `group` must be a validated key part.
+  /// The ids the consumer group read but holds back behind an earlier event of their user.
   std::string journal_held(std::uint32_t partition, std::string_view group) const {
     return key(partition, std::string(":journal:held:").append(group));
   }
+  /// The group's failed attempts per stream id (a hash).
   std::string journal_failures(std::uint32_t partition, std::string_view group) const {
     return key(partition, std::string(":journal:failures:").append(group));
   }
+  /// The group's dead-letter stream.
   std::string dead_letters(std::uint32_t partition, std::string_view group) const {
     return key(partition, std::string(":journal:dead:").append(group));
   }
