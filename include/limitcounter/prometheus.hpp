@@ -74,11 +74,10 @@ public:
   /// event. Label values are escaped (backslash, double quote, newline).
   std::string render() const;
 
-  /// A family of series of one metric name (an implementation detail, public for the
-  /// source file only).
+private:
+  /// The series of one metric name (src/observability/prometheus_observer.cpp).
   class Family;
 
-private:
   std::unique_ptr<Family> decisions_;
   std::unique_ptr<Family> decision_seconds_;
   std::unique_ptr<Family> degraded_;
