@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <random>
+#include <variant>
 
 #include <limitcounter/detail/lua_scripts.hpp>
 
@@ -42,6 +43,54 @@ SlidingDecision decode_sliding(const Reply& reply, const SlidingRequest& request
   return decision;
 }
 
+// Runs one take or hit (`run` prepares and sends it) and reports it to `observer`, if any:
+// the verdict and latency, or the error, which is thrown on.
+template <typename Result, typename Run>
+Result observed(LimitObserver* observer, LimiterKind kind, std::string_view name, Run&& run) {
+  const TimePoint started = Clock::now();
+  try {
+    Result result = run();
+    if (observer) {
+      observer->on_limiter_decision(kind, name, result.allowed, Clock::now() - started);
+    }
+    return result;
+  } catch (const Error& e) {
+    if (observer) {
+      observer->on_error(e);
+    }
+    throw;
+  }
+}
+
+// A batch as `observed`: each item's verdict with the batch's latency, or its own error.
+template <typename Result, typename Request, typename Run>
+std::vector<BatchResult<Result>> observed_batch(LimitObserver* observer, LimiterKind kind,
+                                                const std::vector<Request>& requests,
+                                                std::string Request::*name, Run&& run) {
+  const TimePoint started = Clock::now();
+  std::vector<BatchResult<Result>> results;
+  try {
+    results = run();
+  } catch (const Error& e) {
+    if (observer) {
+      observer->on_error(e);
+    }
+    throw;
+  }
+  if (observer) {
+    const auto latency = Clock::now() - started;
+    for (std::size_t i = 0; i < results.size(); ++i) {
+      if (const auto* error = std::get_if<Error>(&results[i])) {
+        observer->on_error(*error);
+      } else {
+        observer->on_limiter_decision(kind, requests[i].*name, std::get<Result>(results[i]).allowed,
+                                      latency);
+      }
+    }
+  }
+  return results;
+}
+
 } // namespace
 
 ScriptCall LimitCounter::prepare_cap(const CapRequest& request, Window& window,
@@ -64,25 +113,31 @@ ScriptCall LimitCounter::prepare_cap(const CapRequest& request, Window& window,
 
 CapDecision LimitCounter::take_daily_cap(std::string_view cap, std::string_view subject,
                                          std::int64_t max_per_day, TimePoint at, std::int64_t n) {
-  const CapRequest request{std::string(cap), std::string(subject), max_per_day, at, n};
-  Window window;
-  const ScriptCall call = prepare_cap(request, window, Clock::now());
-  return decode_cap(redis_.eval(*call.script, call.keys, call.args), max_per_day,
-                    std::move(window));
+  return observed<CapDecision>(options_.observer.get(), LimiterKind::daily_cap, cap, [&] {
+    const CapRequest request{std::string(cap), std::string(subject), max_per_day, at, n};
+    Window window;
+    const ScriptCall call = prepare_cap(request, window, Clock::now());
+    return decode_cap(redis_.eval(*call.script, call.keys, call.args), max_per_day,
+                      std::move(window));
+  });
 }
 
 std::vector<BatchResult<CapDecision>>
 LimitCounter::take_daily_cap_many(const std::vector<CapRequest>& requests) {
-  const TimePoint now = Clock::now();
-  std::vector<Window> windows(requests.size());
-  std::vector<ScriptCall> calls;
-  calls.reserve(requests.size());
-  for (std::size_t i = 0; i < requests.size(); ++i) {
-    calls.push_back(prepare_cap(requests[i], windows[i], now));
-  }
-  return detail::run_batch<CapDecision>(redis_, calls, [&](std::size_t i, const Reply& reply) {
-    return decode_cap(reply, requests[i].max_per_day, std::move(windows[i]));
-  });
+  return observed_batch<CapDecision>(
+      options_.observer.get(), LimiterKind::daily_cap, requests, &CapRequest::cap, [&] {
+        const TimePoint now = Clock::now();
+        std::vector<Window> windows(requests.size());
+        std::vector<ScriptCall> calls;
+        calls.reserve(requests.size());
+        for (std::size_t i = 0; i < requests.size(); ++i) {
+          calls.push_back(prepare_cap(requests[i], windows[i], now));
+        }
+        return detail::run_batch<CapDecision>(
+            redis_, calls, [&](std::size_t i, const Reply& reply) {
+              return decode_cap(reply, requests[i].max_per_day, std::move(windows[i]));
+            });
+      });
 }
 
 ScriptCall LimitCounter::prepare_sliding(const SlidingRequest& request) const {
@@ -103,21 +158,28 @@ ScriptCall LimitCounter::prepare_sliding(const SlidingRequest& request) const {
 SlidingDecision LimitCounter::hit_sliding_window(std::string_view limiter, std::string_view subject,
                                                  std::int64_t max, std::chrono::milliseconds window,
                                                  TimePoint at) {
-  const SlidingRequest request{std::string(limiter), std::string(subject), max, window, at};
-  const ScriptCall call = prepare_sliding(request);
-  return decode_sliding(redis_.eval(*call.script, call.keys, call.args), request);
+  return observed<SlidingDecision>(
+      options_.observer.get(), LimiterKind::sliding_window, limiter, [&] {
+        const SlidingRequest request{std::string(limiter), std::string(subject), max, window, at};
+        const ScriptCall call = prepare_sliding(request);
+        return decode_sliding(redis_.eval(*call.script, call.keys, call.args), request);
+      });
 }
 
 std::vector<BatchResult<SlidingDecision>>
 LimitCounter::hit_sliding_window_many(const std::vector<SlidingRequest>& requests) {
-  std::vector<ScriptCall> calls;
-  calls.reserve(requests.size());
-  for (const auto& request : requests) {
-    calls.push_back(prepare_sliding(request));
-  }
-  return detail::run_batch<SlidingDecision>(redis_, calls, [&](std::size_t i, const Reply& reply) {
-    return decode_sliding(reply, requests[i]);
-  });
+  return observed_batch<SlidingDecision>(
+      options_.observer.get(), LimiterKind::sliding_window, requests, &SlidingRequest::limiter,
+      [&] {
+        std::vector<ScriptCall> calls;
+        calls.reserve(requests.size());
+        for (const auto& request : requests) {
+          calls.push_back(prepare_sliding(request));
+        }
+        return detail::run_batch<SlidingDecision>(
+            redis_, calls,
+            [&](std::size_t i, const Reply& reply) { return decode_sliding(reply, requests[i]); });
+      });
 }
 
 } // namespace limitcounter

@@ -4,6 +4,10 @@
 
 namespace limitcounter {
 
+std::string_view to_string(LimiterKind kind) noexcept {
+  return kind == LimiterKind::daily_cap ? "daily_cap" : "sliding_window";
+}
+
 void StreamObserver::on_decision(const Transaction& transaction, const Decision& decision,
                                  std::chrono::nanoseconds latency) {
   const std::lock_guard<std::mutex> lock(mutex_);
@@ -32,6 +36,15 @@ void StreamObserver::on_local_usage_reported(const std::string& key, const std::
   const std::lock_guard<std::mutex> lock(mutex_);
   out_ << "limitcounter local-usage-reported key=" << key << " field=" << field
        << " count=" << usage.count << " amount=" << usage.amount << '\n';
+}
+
+void StreamObserver::on_limiter_decision(LimiterKind kind, std::string_view name, bool allowed,
+                                         std::chrono::nanoseconds latency) {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  out_ << "limitcounter " << to_string(kind) << " name=" << name
+       << " verdict=" << (allowed ? "allowed" : "refused")
+       << " latency_us=" << std::chrono::duration_cast<std::chrono::microseconds>(latency).count()
+       << '\n';
 }
 
 } // namespace limitcounter

@@ -1,0 +1,95 @@
+#pragma once
+// PrometheusObserver: a LimitObserver that keeps counters and latency histograms in the
+// process and renders them in the Prometheus text exposition format 0.0.4, for the host to
+// serve on its own `GET /metrics` (see examples/metrics_server.cpp).
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <limitcounter/observer.hpp>
+
+namespace limitcounter {
+
+/// Counts what LimitCounter reports; `render()` gives the text a Prometheus server scrapes.
+///
+/// Metrics (every latency in seconds, Redis round trip included):
+/// - `limitcounter_decisions_total{op,verdict,rule}`: consume/reserve/check decisions. `op` is
+///   "check" for a check and "count" for a consume or reserve (the `on_decision` hook does
+///   not say which of the two); `verdict` is "allowed", "denied" or "cancelled"; `rule` the
+///   denying rule ("" when allowed or cancelled). Replays count too.
+/// - `limitcounter_decision_seconds{op}`: histogram of those decisions' latency.
+/// - `limitcounter_degraded_total`: decisions taken by a failure policy without Redis.
+/// - `limitcounter_replayed_total`: decisions that were replays of an earlier one (a retry).
+/// - `limitcounter_near_limit_total{rule}`: allowed transactions that left a window at or
+///   above `LimitCounterOptions::near_limit_fraction` of a limit of `rule`.
+/// - `limitcounter_errors_total{code,outcome}`: errors by `errc` name ("timeout", ...) and
+///   `Outcome` ("not_sent", "failed", "unknown").
+/// - `limitcounter_local_usage_reported_total`: local-fallback usage reports added to Redis.
+/// - `limitcounter_limiter_decisions_total{kind,name,verdict}`: daily-cap takes and
+///   sliding-window hits; `kind` "daily_cap" or "sliding_window", `name` the cap's or
+///   limiter's name, `verdict` "allowed" or "refused".
+/// - `limitcounter_limiter_decision_seconds{kind}`: histogram of their latency.
+///
+/// Labels hold rule, cap and limiter names and fixed words only: never a transaction id,
+/// subject, key or amount, so the number of series is bounded by the rule set and the
+/// caller's cap and limiter names. As a guard against a caller that builds names from
+/// data, a family keeps at most `max_series_per_family` label sets; events of further
+/// label sets are counted under the family's series whose every label is "_other_".
+///
+/// Wallets, red packets, payouts and the journal consumer report nothing here yet (their
+/// hooks are not part of LimitObserver).
+///
+/// Thread-safe. A hook takes a shared lock to find its series (an exclusive one only the
+/// first time a label set is seen) and adds with relaxed atomics: no I/O on the payment
+/// path, only the small strings of the lookup key. `render()` reads the atomics one by one, so
+/// a scrape concurrent with events may see a histogram's `_count` and `_sum` from slightly
+/// different instants, as with any Prometheus client.
+class PrometheusObserver final : public LimitObserver {
+public:
+  /// Upper bounds (seconds) of the latency histograms' buckets, `+Inf` besides: 100 us to
+  /// 1 s, as a Redis round trip is usually well under a millisecond.
+  static const std::vector<std::chrono::nanoseconds>& latency_buckets();
+
+  explicit PrometheusObserver(std::size_t max_series_per_family = 1000);
+  ~PrometheusObserver() override;
+  PrometheusObserver(const PrometheusObserver&) = delete;
+  PrometheusObserver& operator=(const PrometheusObserver&) = delete;
+
+  void on_decision(const Transaction& transaction, const Decision& decision,
+                   std::chrono::nanoseconds latency) override;
+  void on_near_limit(const Transaction& transaction, const RuleStatus& rule) override;
+  void on_error(const Error& error) override;
+  void on_local_usage_reported(const std::string& key, const std::string& field,
+                               const Usage& usage) override;
+  void on_limiter_decision(LimiterKind kind, std::string_view name, bool allowed,
+                           std::chrono::nanoseconds latency) override;
+
+  /// Every metric in the text exposition format 0.0.4 (serve it with the content type
+  /// `text/plain; version=0.0.4; charset=utf-8`): `# HELP` and `# TYPE` per family, then its
+  /// series sorted by label values; counters without labels are rendered at 0 before any
+  /// event. Label values are escaped (backslash, double quote, newline).
+  std::string render() const;
+
+private:
+  /// The series of one metric name (src/observability/prometheus_observer.cpp).
+  class Family;
+
+  std::unique_ptr<Family> decisions_;
+  std::unique_ptr<Family> decision_seconds_;
+  std::unique_ptr<Family> degraded_;
+  std::unique_ptr<Family> replayed_;
+  std::unique_ptr<Family> near_limit_;
+  std::unique_ptr<Family> errors_;
+  std::unique_ptr<Family> local_usage_reported_;
+  std::unique_ptr<Family> limiter_decisions_;
+  std::unique_ptr<Family> limiter_seconds_;
+};
+
+/// `value` escaped for a label value of the text format: `\` `"` and newline as `\\` `\"` `\n`.
+std::string escape_label_value(std::string_view value);
+
+} // namespace limitcounter
