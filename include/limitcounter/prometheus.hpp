@@ -54,6 +54,8 @@ public:
   /// 1 s, as a Redis round trip is usually well under a millisecond.
   static const std::vector<std::chrono::nanoseconds>& latency_buckets();
 
+  /// Keeps at most `max_series_per_family` label sets per metric family; events of further label
+  /// sets are counted under the label value "_other_" (a bound on cardinality).
   explicit PrometheusObserver(std::size_t max_series_per_family = 1000);
   ~PrometheusObserver() override;
   PrometheusObserver(const PrometheusObserver&) = delete;
