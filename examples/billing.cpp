@@ -81,6 +81,8 @@ void persist(Database& db, const std::vector<lc::JournalEvent>& events) {
     db.exec(set_account);
     if (event.type == "rollback") {
       db.exec("UPDATE orders SET state = 'rolled_back' WHERE id = '" + event.order + "'");
+    } else if (event.type == "freeze" || event.type == "unfreeze") {
+      // an account change without an order: the balance and version above are all it moves
     } else {
       db.exec("INSERT INTO orders VALUES ('" + event.order + "', '" + event.user + "', '" +
               event.type + "', " + std::to_string(event.amount) + ", 'done')");
