@@ -330,6 +330,8 @@ private:
   /// Whether `error` lets the failure policy decide: only when nothing was sent.
   bool policy_decides(const Error& error, const PreparedDecision& prepared) const;
   Decision decide_with_redis(std::string_view op, const Transaction& transaction);
+  Decision finish_one_slot(std::string_view op, const Transaction& transaction,
+                           const std::vector<std::string>& args, const Reply& reply);
   void report(const Transaction& transaction, const Decision& decision, TimePoint started) const;
   Decision decide_without_redis(std::string_view op, const Transaction& transaction,
                                 const PreparedDecision& prepared);

@@ -11,6 +11,17 @@
 
 namespace limitcounter::detail {
 
+std::string quoted_id(std::string_view transaction_id) {
+  return "transaction \"" + std::string(transaction_id) + "\"";
+}
+
+Error reused_id(std::string_view transaction_id) {
+  return Error(errc::conflict,
+               quoted_id(transaction_id) +
+                   " was already used with another operation, amount or attributes",
+               Outcome::failed);
+}
+
 std::vector<std::string_view> split(std::string_view text, char separator) {
   std::vector<std::string_view> parts;
   parts.reserve(static_cast<std::size_t>(std::count(text.begin(), text.end(), separator)) + 1);
@@ -236,10 +247,7 @@ Decision decode_decision(const Reply& reply, const std::vector<std::string>& cal
   }
   const std::string& head = items[0].as_string();
   if (head == "conflict") {
-    throw Error(errc::conflict,
-                "transaction " + std::string(transaction_id) +
-                    " was already used with another operation, amount or attributes",
-                Outcome::failed);
+    throw reused_id(transaction_id);
   }
   if (head == "overflow") {
     const auto counter = static_cast<std::size_t>(reply.at(1).to_int64());

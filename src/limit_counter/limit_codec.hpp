@@ -7,12 +7,19 @@
 
 #include <limitcounter/calendar.hpp>
 #include <limitcounter/decision.hpp>
+#include <limitcounter/error.hpp>
 #include <limitcounter/keys.hpp>
 #include <limitcounter/reply.hpp>
 #include <limitcounter/rule.hpp>
 #include <limitcounter/transaction.hpp>
 
 namespace limitcounter::detail {
+
+/// `transaction "<id>"`, as messages about a transaction name it.
+std::string quoted_id(std::string_view transaction_id);
+
+/// The error of an id sent again with another operation, amount or attributes.
+Error reused_id(std::string_view transaction_id);
 
 /// The parts of `text` between `separator`s (views into `text`; none for an empty text).
 std::vector<std::string_view> split(std::string_view text, char separator);

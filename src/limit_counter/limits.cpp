@@ -12,7 +12,7 @@
 namespace limitcounter {
 namespace {
 
-std::string quoted_id(const std::string& id) { return "transaction \"" + id + "\""; }
+using detail::quoted_id;
 
 [[noreturn]] void throw_unexpected(const Reply& reply, const std::string& what) {
   throw Error(errc::protocol_error, what + ": unexpected reply " + reply.debug_string(),
@@ -203,14 +203,13 @@ bool LimitCounter::policy_decides(const Error& error, const PreparedDecision& pr
 Decision LimitCounter::decide_with_redis(std::string_view op, const Transaction& transaction) {
   PreparedDecision prepared =
       prepare_decide(op, transaction, *rules_to_decide(op, transaction.id), Clock::now());
-  Decision decision;
+  std::optional<Decision> decision;
+  Reply reply;
   try {
-    decision = prepared.shares.empty()
-                   ? finish_decide(op, transaction, prepared.call.args,
-                                   run_limit(prepared.call.keys, prepared.call.args))
-                   : decide_in_shares(op, transaction, prepared);
-    if (decision.replayed && decision.state == "voided") {
-      decision = replay_voided(transaction); // decided over several slots, under other rules
+    if (prepared.shares.empty()) {
+      reply = run_limit(prepared.call.keys, prepared.call.args);
+    } else {
+      decision = decide_in_shares(op, transaction, prepared);
     }
   } catch (const Error& e) {
     if (!policy_decides(e, prepared)) {
@@ -221,10 +220,21 @@ Decision LimitCounter::decide_with_redis(std::string_view op, const Transaction&
     }
     return decide_without_redis(op, transaction, prepared);
   }
+  if (!decision) {
+    decision = finish_one_slot(op, transaction, prepared.call.args, reply);
+  }
   if (!local_->empty()) {
     report_local_usage();
   }
-  return decision;
+  return std::move(*decision);
+}
+
+// The decision of a call on one record; a replay that says "voided" is answered from the
+// home record (see `replay_voided`).
+Decision LimitCounter::finish_one_slot(std::string_view op, const Transaction& transaction,
+                                       const std::vector<std::string>& args, const Reply& reply) {
+  Decision decision = finish_decide(op, transaction, args, reply);
+  return decision.replayed && decision.state == "voided" ? replay_voided(transaction) : decision;
 }
 
 // Redis could not be reached (nothing was sent): the strictest failure policy of the
@@ -326,7 +336,7 @@ LimitCounter::consume_many(const std::vector<Transaction>& transactions) {
     for (const auto& transaction : transactions) {
       prepared.push_back(prepare_decide("consume", transaction, *rule_set, started));
       if (prepared.back().shares.empty()) {
-        calls.push_back(prepared.back().call);
+        calls.push_back(std::move(prepared.back().call));
       }
     }
   }
@@ -344,17 +354,15 @@ LimitCounter::consume_many(const std::vector<Transaction>& transactions) {
   for (std::size_t i = 0; i < transactions.size(); ++i) {
     const Transaction& transaction = transactions[i];
     try {
-      Decision decision;
+      const bool one_slot = prepared[i].shares.empty();
+      const std::size_t call = one_slot ? next_reply++ : 0;
+      std::optional<Decision> decision;
       try {
-        if (!prepared[i].shares.empty()) {
+        if (!one_slot) {
           decision = decide_in_shares("consume", transaction, prepared[i]);
           reached_redis = true;
-        } else {
-          const std::size_t call = next_reply++;
-          if (pipeline_error) {
-            throw *pipeline_error;
-          }
-          decision = finish_decide("consume", transaction, calls[call].args, replies.at(call));
+        } else if (pipeline_error) {
+          throw *pipeline_error;
         }
       } catch (const Error& e) {
         if (!policy_decides(e, prepared[i])) {
@@ -362,8 +370,11 @@ LimitCounter::consume_many(const std::vector<Transaction>& transactions) {
         }
         decision = decide_without_redis("consume", transaction, prepared[i]);
       }
-      report(transaction, decision, started);
-      results.emplace_back(std::move(decision));
+      if (!decision) {
+        decision = finish_one_slot("consume", transaction, calls[call].args, replies.at(call));
+      }
+      report(transaction, *decision, started);
+      results.emplace_back(std::move(*decision));
     } catch (const Error& e) {
       if (options_.observer) {
         options_.observer->on_error(e);

@@ -16,7 +16,7 @@
 namespace limitcounter {
 namespace {
 
-std::string quoted_id(const std::string& id) { return "transaction \"" + id + "\""; }
+using detail::quoted_id;
 
 std::string joined_lines(const std::vector<std::string>& lines) {
   std::string text;
@@ -95,10 +95,7 @@ Decision LimitCounter::decide_in_shares(std::string_view op, const Transaction& 
   const Reply begun = run_home(transaction.id, {"begin", fingerprint, joined_lines(plan), expiry});
   const std::string& status = begun.at(0).as_string();
   if (status == "conflict") {
-    throw Error(errc::conflict,
-                quoted_id(transaction.id) +
-                    " was already used with another operation, amount or attributes",
-                Outcome::failed);
+    throw detail::reused_id(transaction.id);
   }
   if (status == "cancelled") {
     Decision decision;

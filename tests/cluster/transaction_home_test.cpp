@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <thread>
+#include <variant>
 #include <vector>
 
 #include <limitcounter/limitcounter.hpp>
@@ -160,5 +161,10 @@ TEST_CASE_METHOD(SpreadLimits, "a denial replays with its denial, after the rule
   CHECK_FALSE(replay.allowed());
   REQUIRE(replay.denial);
   CHECK(replay.denial->rule == "merchant-day");
+  // a batch decides alike
+  const auto batch = limits.consume_many({tx("big")});
+  REQUIRE(std::holds_alternative<Decision>(batch.front()));
+  CHECK(std::get<Decision>(batch.front()).replayed);
+  CHECK_FALSE(std::get<Decision>(batch.front()).allowed());
   CHECK(dept() == Usage{0, 0});
 }
