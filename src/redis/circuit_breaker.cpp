@@ -53,39 +53,64 @@ bool CircuitBreaker::is_open() const {
   return open_;
 }
 
-bool BreakerTrail::enter(CircuitBreaker& breaker, Clock::time_point now) {
-  for (const Entry& entry : entries_) {
-    if (entry.breaker == &breaker) {
-      return true; // this call was let through already (perhaps as the probe)
+BreakerTrail::Entry* BreakerTrail::find(const CircuitBreaker& breaker) {
+  for (std::size_t i = 0; i < inline_size_; ++i) {
+    if (inline_[i].breaker == &breaker) {
+      return &inline_[i];
     }
+  }
+  for (Entry& entry : more_) {
+    if (entry.breaker == &breaker) {
+      return &entry;
+    }
+  }
+  return nullptr;
+}
+
+void BreakerTrail::add(Entry entry) {
+  if (inline_size_ < inline_.size()) {
+    inline_[inline_size_++] = entry;
+  } else {
+    more_.push_back(entry);
+  }
+}
+
+bool BreakerTrail::enter(CircuitBreaker& breaker, Clock::time_point now) {
+  if (find(breaker) != nullptr) {
+    return true; // this call was let through already (perhaps as the probe)
   }
   if (!breaker.allow(now)) {
     return false;
   }
-  entries_.push_back({&breaker, State::entered});
+  add({&breaker, State::entered});
   return true;
 }
 
 void BreakerTrail::mark(CircuitBreaker& breaker, State state) {
-  for (Entry& entry : entries_) {
-    if (entry.breaker == &breaker) {
-      entry.state = state;
-      return;
-    }
+  if (Entry* entry = find(breaker)) {
+    entry->state = state;
+    return;
   }
   // Not entered: the caller did not ask first. Count it anyway, so a failure is not lost.
-  entries_.push_back({&breaker, state});
+  add({&breaker, state});
 }
 
 void BreakerTrail::settle(Clock::time_point now) {
-  for (const Entry& entry : entries_) {
+  const auto report = [now](const Entry& entry) {
     switch (entry.state) {
     case State::failed: entry.breaker->record_failure(now); break;
     case State::answered: entry.breaker->record_success(); break;
     case State::entered: entry.breaker->release(); break;
     }
+  };
+  for (std::size_t i = 0; i < inline_size_; ++i) {
+    report(inline_[i]);
   }
-  entries_.clear();
+  for (const Entry& entry : more_) {
+    report(entry);
+  }
+  inline_size_ = 0;
+  more_.clear();
 }
 
 } // namespace limitcounter::detail

@@ -4,6 +4,7 @@
 // node then costs microseconds per call, not a timeout per call, and the other nodes of a
 // cluster are not affected. BreakerTrail is the breakers' side of one call.
 
+#include <array>
 #include <chrono>
 #include <mutex>
 #include <vector>
@@ -74,8 +75,14 @@ private:
     State state;
   };
   void mark(CircuitBreaker& breaker, State state);
+  Entry* find(const CircuitBreaker& breaker);
+  void add(Entry entry);
 
-  std::vector<Entry> entries_; // a call touches few nodes: a linear search is the fastest
+  // A call touches few nodes: they stay inline (no allocation on the hot path) and a linear
+  // search is the fastest; a pipeline over more nodes spills into `more_`.
+  std::array<Entry, 4> inline_{};
+  std::size_t inline_size_ = 0;
+  std::vector<Entry> more_;
 };
 
 } // namespace limitcounter::detail
