@@ -88,13 +88,13 @@ endforeach()
 # Threads is a public dependency (-pthread in Libs). A static library's own dependencies go
 # in Libs itself, not Libs.private: liblimitcounter.a cannot link without them, and a plain
 # `pkg-config --libs limitcounter` (no --static, as most Makefiles write it) must link the
-# default build. No public header includes hiredis, fmt or date, so a consumer needs their
+# default build. No public header includes hiredis, fmt, date or OpenSSL, so a consumer needs their
 # libraries only, no Cflags. (Requires would also pour hiredis.pc's Cflags,
 # -I/usr/include/hiredis -D_FILE_OFFSET_BITS=64, into every consumer's compile line; and
 # Debian's date-tz ships no .pc file.) A shared library has them linked in: Libs names
 # only -llimitcounter.
 if(LIMITCOUNTER_STATIC)
-  set(LIMITCOUNTER_PC_DEPENDENCY_LIBS " -lhiredis -lfmt -ldate-tz")
+  set(LIMITCOUNTER_PC_DEPENDENCY_LIBS " -lhiredis -lfmt -ldate-tz -lssl -lcrypto")
 else()
   set(LIMITCOUNTER_PC_DEPENDENCY_LIBS "")
 endif()

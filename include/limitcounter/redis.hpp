@@ -15,6 +15,32 @@
 
 namespace limitcounter {
 
+/// TLS for every connection (`rediss://`; see README, "TLS"). OpenSSL does the TLS; the
+/// server's certificate is verified by default. Checked when `Redis` is constructed: a file
+/// that cannot be read or a key that does not match its certificate throws `Error`
+/// (invalid_argument) naming the path; a field set while `enabled` is false throws too, so that
+/// a forgotten `enabled` never sends in plaintext. Not available over `unix_socket`.
+struct TlsOptions {
+  bool enabled = false; ///< connect with TLS (1.2 or newer); set by `rediss://`
+  /// PEM file of the CA certificates that may sign the server's certificate. With neither
+  /// `ca_file` nor `ca_dir`, the system's default CA store is used.
+  std::string ca_file;
+  std::string ca_dir; ///< directory of hashed PEM CA certificates (`openssl rehash`)
+  /// PEM client certificate (chain), for a server started with `tls-auth-clients yes`.
+  std::string cert_file;
+  /// PEM private key of `cert_file` (unencrypted); empty: read from `cert_file`. Needs `cert_file`.
+  std::string key_file;
+  /// The name sent as SNI and verified against the server's certificate (a DNS name or an IP
+  /// address). Empty: the host connected to (on a cluster, each node's host as the cluster names
+  /// it, so a certificate must then carry every node's address, or set this to a name that they
+  /// all carry).
+  std::string server_name;
+  /// Verify the server's certificate chain against the CAs and its name against
+  /// `server_name`; a failure is `Error` (connect_failed) naming the reason. Turn off only for
+  /// tests: without it, anyone on the path can read and change every request.
+  bool verify_peer = true;
+};
+
 /// How to reach Redis. Timeouts are per command and per connection attempt.
 struct RedisOptions {
   std::string host = "127.0.0.1"; ///< server name or address (standalone)
@@ -68,11 +94,16 @@ struct RedisOptions {
   /// money. Set this to true only to accept that risk (e.g. a cache-only deployment of counters
   /// you can afford to lose). The version is never waived.
   bool allow_evicting_server = false;
+  /// TLS for every connection, every cluster node included; off by default.
+  TlsOptions tls;
 
   /// Parses `redis://[user:password@]host[:port][/db]`, `redis://:password@host:port`,
   /// `redis://[::1]:6380`, `unix:///path/to/socket[?db=N]` and
-  /// `redis-cluster://[user:password@]host:port,host:port,...`. User and password may be
-  /// percent-encoded. Throws `Error` (invalid_argument) naming the part that is wrong; the
+  /// `redis-cluster://[user:password@]host:port,host:port,...`. `rediss://` and
+  /// `rediss-cluster://` are the same over TLS (`tls.enabled`), with optional query parameters
+  /// setting the other `tls` fields: `?ca_file=PATH&ca_dir=PATH&cert_file=PATH&key_file=PATH&`
+  /// `server_name=NAME&verify_peer=no` (values percent-decoded; write an `@` in a path as `%40`).
+  /// User and password may be percent-encoded. Throws `Error` (invalid_argument) naming the part that is wrong; the
   /// password is never echoed.
   static RedisOptions from_uri(std::string_view uri);
 };

@@ -3,24 +3,15 @@
 #include <cerrno>
 #include <system_error>
 
-#include <sys/socket.h>
-#include <sys/time.h>
-
 #include <hiredis/hiredis.h>
 
 #include "redis/resp.hpp"
 #include "redis/retry_policy.hpp"
 #include "redis/server_check.hpp"
+#include "redis/tls_transport.hpp"
 
 namespace limitcounter::detail {
 namespace {
-
-timeval to_timeval(std::chrono::milliseconds duration) {
-  timeval tv{};
-  tv.tv_sec = static_cast<decltype(tv.tv_sec)>(duration.count() / 1000);
-  tv.tv_usec = static_cast<decltype(tv.tv_usec)>((duration.count() % 1000) * 1000);
-  return tv;
-}
 
 // The one place where a hiredis reply becomes a Reply.
 Reply convert(const redisReply* reply) {
@@ -56,26 +47,16 @@ bool is_timeout_errno(int error_number) {
 } // namespace
 
 std::unique_ptr<Connection> Connection::open(const RedisOptions& options, const std::string& host,
-                                             int port) {
+                                             int port,
+                                             std::shared_ptr<const TlsContext> tls) {
   const bool over_socket = host.empty() && !options.unix_socket.empty();
   std::string peer = over_socket ? options.unix_socket : host + ":" + std::to_string(port);
-  const timeval connect_timeout = to_timeval(options.connect_timeout);
-  redisContext* context =
-      over_socket ? redisConnectUnixWithTimeout(options.unix_socket.c_str(), connect_timeout)
-                  : redisConnectWithTimeout(host.c_str(), port, connect_timeout);
-  if (context == nullptr) {
-    throw Error(errc::connect_failed, "cannot connect to Redis at " + peer + ": out of memory");
+  if (!tls) {
+    tls = make_tls_context(options);
   }
-  if (context->err != 0) {
-    const std::string reason = context->errstr;
-    redisFree(context);
-    throw Error(errc::connect_failed, "cannot connect to Redis at " + peer + ": " + reason);
-  }
-  std::unique_ptr<Connection> connection(new Connection(context, std::move(peer)));
-  // Sets SO_RCVTIMEO and SO_SNDTIMEO: a blocking read or write gives up with EAGAIN.
-  if (redisSetTimeout(context, to_timeval(options.command_timeout)) != REDIS_OK) {
-    throw Error(errc::connect_failed, "cannot set the command timeout on " + connection->peer_);
-  }
+  // Reads and writes then give up after command_timeout (SO_RCVTIMEO, SO_SNDTIMEO) with EAGAIN.
+  std::unique_ptr<Connection> connection(new Connection(
+      Transport::open(options, over_socket ? std::string() : host, port, peer, tls.get()), peer));
   // Runs the commands in one round trip; an error reply or any failure is connect_failed:
   // whatever happened, the caller's own command was not sent yet. `did_not_run` says which
   // error replies are returned instead of thrown.
@@ -95,7 +76,12 @@ std::unique_ptr<Connection> Connection::open(const RedisOptions& options, const 
       if (e.code() == errc::connect_failed) {
         throw;
       }
-      throw Error(errc::connect_failed, what + " on " + connection->peer_ + ": " + e.what());
+      // A TLS port drops a plaintext client's request without a byte of answer.
+      const bool maybe_tls_port = !tls && connection->transport_->bytes_received() == 0;
+      throw Error(errc::connect_failed,
+                  what + " on " + connection->peer_ + ": " + e.what() +
+                      (maybe_tls_port ? " (if it is a TLS port, use rediss:// or tls.enabled)"
+                                      : ""));
     }
   };
   const auto none = [](const Reply&) { return false; };
@@ -139,7 +125,14 @@ std::unique_ptr<Connection> Connection::open(const RedisOptions& options, const 
   return connection;
 }
 
-Connection::~Connection() { redisFree(context_); }
+Connection::Connection(std::unique_ptr<Transport> transport, std::string peer)
+    : transport_(std::move(transport)), reader_(redisReaderCreate()), peer_(std::move(peer)) {
+  if (reader_ == nullptr) {
+    throw Error(errc::connect_failed, "cannot connect to Redis at " + peer_ + ": out of memory");
+  }
+}
+
+Connection::~Connection() { redisReaderFree(reader_); }
 
 bool Connection::usable() {
   if (broken_) {
@@ -147,50 +140,54 @@ bool Connection::usable() {
   }
   // A server that closed this idle connection (restart, CLIENT KILL, idle timeout) left an
   // EOF in the socket: peek for it without blocking and without sending anything, so the
-  // command goes to a fresh connection instead and is known not to have run.
-  char byte = 0;
-  const ssize_t peeked = recv(context_->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-  if (peeked == 0 || (peeked < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-    broken_ = true;
-  }
-  // Unread bytes on an idle connection would be a stray reply: never trust it.
-  if (peeked > 0) {
+  // command goes to a fresh connection instead and is known not to have run. Unread bytes on
+  // an idle connection would be a stray reply: never trust it.
+  if (!transport_->idle_and_open()) {
     broken_ = true;
   }
   return !broken_;
 }
 
-// We write the request ourselves rather than through hiredis's output buffer, for three
-// reasons: send() with MSG_NOSIGNAL cannot raise SIGPIPE in the host process (hiredis
-// 0.14 uses write(), and a library must not make its host ignore SIGPIPE); we know
-// whether any byte left, which decides between "not sent" and "may have run"; and our own
-// RESP encoding into a reused buffer costs less than hiredis 0.14's sdscatfmt formatting.
-// hiredis's output buffer stays empty, so redisGetReply goes straight to reading.
+// We write the request ourselves (hiredis only parses replies), for two reasons: we know
+// whether any byte left, which decides between "not sent" and "may have run" (bytes_sent
+// counts TLS records too); and our own RESP encoding into a reused buffer costs less than
+// hiredis 0.14's sdscatfmt formatting. The transport never raises SIGPIPE.
 void Connection::send_request() {
   const char* data = request_.data();
   std::size_t left = request_.size();
-  bool sent_any = false;
+  const std::uint64_t sent_before = transport_->bytes_sent();
   while (left > 0) {
-    const ssize_t written = ::send(context_->fd, data, left, MSG_NOSIGNAL);
-    if (written < 0 && errno == EINTR) {
-      continue;
+    const IoResult written = transport_->write_some(data, left);
+    if (written.bytes == 0) {
+      fail_send(written.error_number != 0 ? written.error_number : EPIPE,
+                transport_->bytes_sent() == sent_before);
     }
-    if (written <= 0) {
-      fail_send(written < 0 ? errno : EPIPE, !sent_any);
-    }
-    sent_any = true;
-    data += written;
-    left -= static_cast<std::size_t>(written);
+    data += written.bytes;
+    left -= written.bytes;
   }
 }
 
 Reply Connection::read_reply() {
-  void* raw = nullptr;
-  if (redisGetReply(context_, &raw) != REDIS_OK || raw == nullptr) {
-    fail_read();
+  for (;;) {
+    void* raw = nullptr;
+    if (redisReaderGetReply(reader_, &raw) != REDIS_OK) {
+      broken_ = true;
+      throw Error(errc::protocol_error,
+                  "Redis at " + peer_ + " sent a reply that is not RESP (" + reader_->errstr +
+                      "); the command may have run",
+                  Outcome::unknown);
+    }
+    if (raw != nullptr) {
+      const std::unique_ptr<void, ReplyDeleter> reply(raw);
+      return convert(static_cast<const redisReply*>(raw));
+    }
+    char buffer[16 * 1024];
+    const IoResult read = transport_->read_some(buffer, sizeof(buffer));
+    if (read.bytes == 0) {
+      fail_read(read);
+    }
+    redisReaderFeed(reader_, buffer, read.bytes);
   }
-  const std::unique_ptr<void, ReplyDeleter> reply(raw);
-  return convert(static_cast<const redisReply*>(raw));
 }
 
 Reply Connection::run(const Argv& argv) {
@@ -243,16 +240,9 @@ void Connection::fail_send(int error_number, bool nothing_sent) {
               Outcome::unknown);
 }
 
-void Connection::fail_read() {
-  const int error_number = errno;
+void Connection::fail_read(const IoResult& result) {
   broken_ = true;
-  const std::string reason = context_->errstr;
-  // hiredis reports a socket timeout (SO_RCVTIMEO) as an I/O error with EAGAIN's text.
-  const bool timed_out = context_->err == REDIS_ERR_IO &&
-                         (is_timeout_errno(error_number) ||
-                          reason.find("temporarily unavailable") != std::string::npos ||
-                          reason.find("timed out") != std::string::npos);
-  if (timed_out) {
+  if (is_timeout_errno(result.error_number)) {
     throw Error(errc::timeout,
                 "Redis at " + peer_ +
                     " did not answer within the command timeout; the command "
@@ -262,9 +252,13 @@ void Connection::fail_read() {
   // The request was sent: whether the server ran it before the connection broke is
   // unknown, even when the server closed the connection (it may have run the command and
   // been killed before answering). Never retried here.
-  throw Error(context_->err == REDIS_ERR_PROTOCOL ? errc::protocol_error : errc::io_error,
-              "Redis connection to " + peer_ + " failed while waiting for a reply: " +
-                  (reason.empty() ? "connection closed" : reason) + "; the command may have run",
+  const std::string reason =
+      !result.reason.empty()      ? result.reason
+      : result.error_number != 0 ? std::system_category().message(result.error_number)
+                                  : "connection closed";
+  throw Error(errc::io_error,
+              "Redis connection to " + peer_ + " failed while waiting for a reply: " + reason +
+                  "; the command may have run",
               Outcome::unknown);
 }
 

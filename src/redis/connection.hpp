@@ -1,6 +1,7 @@
 #pragma once
-// One hiredis connection. Any I/O failure, timeout or protocol error breaks it for
-// good: its state is unknown, so it is never used again.
+// One connection to Redis: our own socket, plain or TLS (transport.hpp), with hiredis's reply
+// parser. Any I/O failure, timeout or protocol error breaks it for good: its state is
+// unknown, so it is never used again.
 
 #include <cstdint>
 #include <memory>
@@ -13,7 +14,9 @@
 #include <limitcounter/redis.hpp>
 #include <limitcounter/reply.hpp>
 
-struct redisContext;
+#include "redis/transport.hpp"
+
+struct redisReader;
 
 namespace limitcounter::detail {
 
@@ -32,7 +35,8 @@ public:
 class Connection {
 public:
   /// Connects to `host:port` (or `options.unix_socket` when `host` is empty and a socket is
-  /// set), then AUTH and SELECT as the options say, then checks the server once (INFO server
+  /// set), over TLS when `options.tls.enabled` (with `tls`, or a context made from the options
+  /// when it is null; see tls_transport.hpp), then AUTH and SELECT as the options say, then checks the server once (INFO server
   /// and memory in one round trip; see server_check.hpp): a Redis older than 7.0, or one that
   /// may evict keys (unless `options.allow_evicting_server`), is refused. Throws
   /// Error(connect_failed, not_sent), naming the server and what is wrong. A check answered
@@ -40,7 +44,8 @@ public:
   /// throw: the connection is returned broken (never pooled) and answers every command with
   /// that reply, unsent, so that the caller handles it as it would from a checked connection.
   static std::unique_ptr<Connection> open(const RedisOptions& options, const std::string& host,
-                                          int port);
+                                          int port,
+                                          std::shared_ptr<const TlsContext> tls = nullptr);
   ~Connection();
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
@@ -66,13 +71,14 @@ public:
   const std::string& peer() const noexcept { return peer_; }
 
 private:
-  Connection(redisContext* context, std::string peer) : context_(context), peer_(std::move(peer)) {}
+  Connection(std::unique_ptr<Transport> transport, std::string peer);
   void send_request();
   Reply read_reply();
   [[noreturn]] void fail_send(int error_number, bool nothing_sent);
-  [[noreturn]] void fail_read();
+  [[noreturn]] void fail_read(const IoResult& result);
 
-  redisContext* context_;
+  std::unique_ptr<Transport> transport_;
+  redisReader* reader_; // hiredis's RESP parser: bytes in, replies out
   std::string peer_;
   bool broken_ = false;
   std::uint64_t served_ = 0; // requests answered since AUTH/SELECT: > 0 means it was pooled

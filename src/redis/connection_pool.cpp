@@ -20,7 +20,7 @@ ConnectionPool::Lease ConnectionPool::acquire() {
       ++open_;
       lock.unlock();
       try {
-        return Lease(this, Connection::open(options_, host_, port_));
+        return Lease(this, Connection::open(options_, host_, port_, tls_));
       } catch (...) {
         lock.lock();
         --open_;

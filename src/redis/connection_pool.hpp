@@ -11,13 +11,17 @@
 
 #include "redis/circuit_breaker.hpp"
 #include "redis/connection.hpp"
+#include "redis/tls_transport.hpp"
 
 namespace limitcounter::detail {
 
 class ConnectionPool {
 public:
+  /// Throws Error(invalid_argument) for TLS options that cannot be used (see TlsContext): the
+  /// TLS files are read here, once for the node's connections.
   ConnectionPool(RedisOptions options, std::string host, int port)
       : options_(std::move(options)), host_(std::move(host)), port_(port),
+        tls_(make_tls_context(options_)),
         breaker_(options_.breaker_failures, options_.breaker_pause) {}
 
   /// A connection on loan; it goes back to the pool when the lease ends, unless broken.
@@ -61,6 +65,7 @@ private:
   RedisOptions options_;
   std::string host_;
   int port_;
+  std::shared_ptr<const TlsContext> tls_; // null without TLS
   CircuitBreaker breaker_;
   std::mutex mutex_;
   std::condition_variable returned_;

@@ -120,13 +120,52 @@ int parse_db_query(std::string_view query) {
   return parse_number(query.substr(3), "db", 0, 1 << 20);
 }
 
+// The query of a TCP URI: `key=value&...`, values percent-decoded. Every key sets a TLS option,
+// so it needs a TLS scheme (a query on redis:// would otherwise be ignored and send in clear).
+void parse_tls_query(std::string_view query, bool tls, RedisOptions& options) {
+  while (!query.empty()) {
+    const auto amp = query.find('&');
+    const std::string_view pair = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
+    const auto equals = pair.find('=');
+    const std::string_view key = pair.substr(0, equals);
+    const std::string value =
+        percent_decode(equals == std::string_view::npos ? std::string_view{} : pair.substr(equals + 1),
+                       "query");
+    std::string* field = key == "ca_file"       ? &options.tls.ca_file
+                         : key == "ca_dir"      ? &options.tls.ca_dir
+                         : key == "cert_file"   ? &options.tls.cert_file
+                         : key == "key_file"    ? &options.tls.key_file
+                         : key == "server_name" ? &options.tls.server_name
+                                                : nullptr;
+    if (field == nullptr && key != "verify_peer") {
+      bad_uri("unknown query parameter " + detail::quote_for_message(key) +
+              " (ca_file, ca_dir, cert_file, key_file, server_name, verify_peer)");
+    }
+    if (!tls) {
+      bad_uri("query parameter " + detail::quote_for_message(key) +
+              " is a TLS option: use rediss:// or rediss-cluster://");
+    }
+    if (equals == std::string_view::npos || value.empty()) {
+      bad_uri("query parameter " + detail::quote_for_message(key) + " has no value");
+    }
+    if (field != nullptr) {
+      *field = value;
+    } else if (value == "yes" || value == "no") {
+      options.tls.verify_peer = value == "yes";
+    } else {
+      bad_uri("verify_peer " + detail::quote_for_message(value) + " is not yes or no");
+    }
+  }
+}
+
 } // namespace
 
 RedisOptions RedisOptions::from_uri(std::string_view uri) {
   RedisOptions options;
   const auto scheme_end = uri.find("://");
   if (scheme_end == std::string_view::npos) {
-    bad_uri("missing scheme (redis://, unix:// or redis-cluster://)");
+    bad_uri("missing scheme (redis://, rediss://, unix://, redis-cluster:// or rediss-cluster://)");
   }
   const std::string_view scheme = uri.substr(0, scheme_end);
   std::string_view rest = uri.substr(scheme_end + 3);
@@ -147,19 +186,26 @@ RedisOptions RedisOptions::from_uri(std::string_view uri) {
     options.unix_socket = std::string(rest);
     return options;
   }
-  if (scheme != "redis" && scheme != "redis-cluster") {
+  const bool tls = scheme == "rediss" || scheme == "rediss-cluster";
+  const bool cluster = scheme == "redis-cluster" || scheme == "rediss-cluster";
+  if (scheme != "redis" && !cluster && !tls) {
     // Only a short, plain scheme is echoed: anything else may be a mangled secret.
     const bool plain = scheme.size() <= 16 &&
                        scheme.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789+-.") ==
                            std::string_view::npos;
     bad_uri("unsupported scheme" +
             (plain ? " " + detail::quote_for_message(scheme) : std::string()) +
-            " (redis://, unix:// or redis-cluster://)");
+            " (redis://, rediss://, unix://, redis-cluster:// or rediss-cluster://)");
   }
+  options.tls.enabled = tls;
 
   if (const auto at = rest.rfind('@'); at != std::string_view::npos) {
     parse_credentials(rest.substr(0, at), options);
     rest.remove_prefix(at + 1);
+  }
+  if (const auto question = rest.find('?'); question != std::string_view::npos) {
+    parse_tls_query(rest.substr(question + 1), tls, options);
+    rest = rest.substr(0, question);
   }
   std::string_view path;
   if (const auto slash = rest.find('/'); slash != std::string_view::npos) {
@@ -167,7 +213,7 @@ RedisOptions RedisOptions::from_uri(std::string_view uri) {
     rest = rest.substr(0, slash);
   }
 
-  if (scheme == "redis-cluster") {
+  if (cluster) {
     if (!path.empty()) {
       bad_uri("a cluster has no database number (found /" + std::string(path.substr(0, 16)) + ")");
     }
@@ -180,7 +226,7 @@ RedisOptions RedisOptions::from_uri(std::string_view uri) {
       rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
     }
     if (options.cluster_seeds.empty()) {
-      bad_uri("redis-cluster:// needs at least one host:port");
+      bad_uri(std::string(scheme) + ":// needs at least one host:port");
     }
     return options;
   }

@@ -45,6 +45,80 @@ TEST_CASE("Redis URIs parse into options", "[uri]") {
   CHECK(o.password == "pw");
 }
 
+TEST_CASE("rediss:// turns TLS on; its query sets the TLS files, server name and verification",
+          "[uri][tls]") {
+  auto o = RedisOptions::from_uri("redis://h:1");
+  CHECK_FALSE(o.tls.enabled);
+
+  o = RedisOptions::from_uri("rediss://u:p%3Fw@cache.example:6380/2");
+  CHECK(o.tls.enabled);
+  CHECK(o.tls.verify_peer);
+  CHECK(o.tls.ca_file.empty());
+  CHECK(o.password == "p?w");
+  CHECK(o.host == "cache.example");
+  CHECK(o.port == 6380);
+  CHECK(o.db == 2);
+
+  o = RedisOptions::from_uri("rediss://:pw@10.0.0.5:6380/1?ca_file=/etc/r/ca.pem&ca_dir=/etc/r/"
+                             "cas&cert_file=/etc/r/c%40t.pem&key_file=/etc/r/k.pem&server_name="
+                             "redis.internal&verify_peer=no");
+  CHECK(o.tls.enabled);
+  CHECK(o.host == "10.0.0.5");
+  CHECK(o.db == 1);
+  CHECK(o.tls.ca_file == "/etc/r/ca.pem");
+  CHECK(o.tls.ca_dir == "/etc/r/cas");
+  CHECK(o.tls.cert_file == "/etc/r/c@t.pem");
+  CHECK(o.tls.key_file == "/etc/r/k.pem");
+  CHECK(o.tls.server_name == "redis.internal");
+  CHECK_FALSE(o.tls.verify_peer);
+
+  o = RedisOptions::from_uri("rediss-cluster://h1:7000,h2:7001?ca_file=/ca.pem");
+  CHECK(o.tls.enabled);
+  CHECK(o.cluster_seeds == std::vector<std::string>{"h1:7000", "h2:7001"});
+  CHECK(o.tls.ca_file == "/ca.pem");
+}
+
+TEST_CASE("TLS files are checked when Redis is constructed, naming the path", "[uri][tls]") {
+  const std::vector<std::pair<std::string, std::string>> bad{
+      {"rediss://h:1?ca_file=/nonexistent/ca.pem",
+       "ca_file \"/nonexistent/ca.pem\" cannot be read (No such file or directory)"},
+      {"rediss://h:1?ca_dir=/nonexistent/cas", "ca_dir \"/nonexistent/cas\" is not a directory"},
+      {"rediss://h:1?ca_file=/etc/hostname", "ca_file \"/etc/hostname\" does not hold PEM CA"},
+      {"rediss://h:1?cert_file=/nonexistent/c.pem",
+       "cert_file \"/nonexistent/c.pem\" cannot be read"},
+      {"rediss://h:1?key_file=/k.pem", "key_file \"/k.pem\" is set without a cert_file"},
+      {"rediss-cluster://h:1?ca_file=/nonexistent/ca.pem", "ca_file \"/nonexistent/ca.pem\""},
+  };
+  for (const auto& [uri, needle] : bad) {
+    INFO(uri);
+    try {
+      Redis redis(uri);
+      FAIL("accepted");
+    } catch (const Error& e) {
+      CHECK(e.code() == errc::invalid_argument);
+      CHECK_THAT(e.what(), Catch::Contains(needle));
+    }
+  }
+  // A TLS option without TLS would silently connect in plaintext.
+  RedisOptions options;
+  options.tls.ca_file = "/etc/ssl/certs/ca-certificates.crt";
+  try {
+    Redis redis(options);
+    FAIL("accepted");
+  } catch (const Error& e) {
+    CHECK(e.code() == errc::invalid_argument);
+    CHECK_THAT(e.what(), Catch::Contains("enabled is false but other TLS options are set"));
+  }
+  options.tls.enabled = true;
+  options.unix_socket = "/tmp/redis.sock";
+  try {
+    Redis redis(options);
+    FAIL("accepted");
+  } catch (const Error& e) {
+    CHECK_THAT(e.what(), Catch::Contains("Redis serves TLS on a TCP port only"));
+  }
+}
+
 TEST_CASE("bad Redis URIs name the bad part and never the password", "[uri]") {
   const std::vector<std::pair<std::string, std::string>> bad{
       {"127.0.0.1:6379", "missing scheme"},
@@ -77,7 +151,13 @@ TEST_CASE("bad Redis URIs name the bad part and never the password", "[uri]") {
       {"unix://:Hunter2@relative.sock", "not absolute"},
       {"unix://:Hunter2@/tmp/r.sock?db=x", "db \"x\""},
       {"Hunter2://h:1", "unsupported scheme"},
-      {"rediss://u:Hunter2@h:1", "unsupported scheme \"rediss\""},
+      {"redis+tls://u:Hunter2@h:1", "unsupported scheme \"redis+tls\""},
+      {"redis://u:Hunter2@h:1?ca_file=/ca.pem", "\"ca_file\" is a TLS option: use rediss://"},
+      {"rediss://u:Hunter2@h:1?cafile=/ca.pem", "unknown query parameter \"cafile\""},
+      {"rediss://u:Hunter2@h:1?ca_file=", "\"ca_file\" has no value"},
+      {"rediss://u:Hunter2@h:1?verify_peer=maybe", "verify_peer \"maybe\" is not yes or no"},
+      {"rediss://u:Hunter2@h:1?ca_file=%zz", "percent-encoding in the query"},
+      {"rediss-cluster://u:Hunter2@?ca_file=/ca.pem", "rediss-cluster:// needs at least one"},
       {"u:Hunter2@h:6379", "missing scheme"},
   };
   for (const auto& [uri, needle] : bad) {
