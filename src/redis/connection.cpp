@@ -40,6 +40,13 @@ struct ReplyDeleter {
   void operator()(void* reply) const { freeReplyObject(reply); }
 };
 
+// A failed read or write in words: the transport's (TLS), else errno's.
+std::string describe(const IoResult& result) {
+  return !result.reason.empty()     ? result.reason
+         : result.error_number != 0 ? std::system_category().message(result.error_number)
+                                    : "connection closed";
+}
+
 bool is_timeout_errno(int error_number) {
   return error_number == EAGAIN || error_number == EWOULDBLOCK;
 }
@@ -159,8 +166,7 @@ void Connection::send_request() {
   while (left > 0) {
     const IoResult written = transport_->write_some(data, left);
     if (written.bytes == 0) {
-      fail_send(written.error_number != 0 ? written.error_number : EPIPE,
-                transport_->bytes_sent() == sent_before);
+      fail_send(written, transport_->bytes_sent() == sent_before);
     }
     data += written.bytes;
     left -= written.bytes;
@@ -220,10 +226,10 @@ std::vector<Reply> Connection::run_pipeline(const std::vector<Argv>& commands) {
   return replies;
 }
 
-void Connection::fail_send(int error_number, bool nothing_sent) {
+void Connection::fail_send(const IoResult& result, bool nothing_sent) {
   broken_ = true;
-  const bool timed_out = is_timeout_errno(error_number);
-  const std::string reason = std::system_category().message(error_number);
+  const bool timed_out = is_timeout_errno(result.error_number);
+  const std::string reason = describe(result);
   if (nothing_sent) {
     // send() failing before it took a byte means the server cannot have seen the request.
     const std::string message = "Redis connection to " + peer_ +
@@ -252,12 +258,9 @@ void Connection::fail_read(const IoResult& result) {
   // The request was sent: whether the server ran it before the connection broke is
   // unknown, even when the server closed the connection (it may have run the command and
   // been killed before answering). Never retried here.
-  const std::string reason =
-      !result.reason.empty()      ? result.reason
-      : result.error_number != 0 ? std::system_category().message(result.error_number)
-                                  : "connection closed";
   throw Error(errc::io_error,
-              "Redis connection to " + peer_ + " failed while waiting for a reply: " + reason +
+              "Redis connection to " + peer_ + " failed while waiting for a reply: " +
+                  describe(result) +
                   "; the command may have run",
               Outcome::unknown);
 }

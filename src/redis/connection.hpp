@@ -74,7 +74,7 @@ private:
   Connection(std::unique_ptr<Transport> transport, std::string peer);
   void send_request();
   Reply read_reply();
-  [[noreturn]] void fail_send(int error_number, bool nothing_sent);
+  [[noreturn]] void fail_send(const IoResult& result, bool nothing_sent);
   [[noreturn]] void fail_read(const IoResult& result);
 
   std::unique_ptr<Transport> transport_;

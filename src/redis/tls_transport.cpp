@@ -209,7 +209,14 @@ public:
     ERR_clear_error();
     std::size_t written = 0;
     const int result = SSL_write_ex(ssl_, data, size, &written);
-    return result == 1 ? IoResult{written, 0, {}} : failure(result);
+    if (result == 1) {
+      return {written, 0, {}};
+    }
+    IoResult failed = failure(result);
+    if (failed.error_number != EAGAIN && failed.reason.empty()) {
+      failed.reason = alert_before_close();
+    }
+    return failed;
   }
 
   IoResult read_some(char* data, std::size_t size) override {
@@ -228,6 +235,24 @@ public:
   }
 
 private:
+  // A server that refused the session sends an alert and closes: TLS 1.3 refuses a missing
+  // client certificate only after the client's handshake is done, so our first write meets
+  // the closed connection. The alert waits in the socket (a closed socket's read does not
+  // wait): its reason says why, where the write's errno says only "reset".
+  std::string alert_before_close() {
+    ERR_clear_error();
+    char byte = 0;
+    std::size_t read = 0;
+    const int result = SSL_read_ex(ssl_, &byte, 1, &read);
+    if (result != 1 && SSL_get_error(ssl_, result) == SSL_ERROR_SSL) {
+      std::string text;
+      const unsigned long code = take_error(text);
+      return "TLS: " + explain(code, text);
+    }
+    ERR_clear_error();
+    return {};
+  }
+
   // A failed read or write: the session is not used again (a connection breaks on any failure).
   IoResult failure(int result) {
     failed_ = true;

@@ -17,6 +17,8 @@
 
 #include <hiredis/hiredis.h>
 
+#include <limitcounter/error.hpp>
+
 namespace limitcounter::testing {
 namespace {
 
@@ -41,7 +43,7 @@ int free_loopback_port() {
   return port;
 }
 
-bool answers_ping(int port) {
+bool plain_server_answers_ping(int port) {
   timeval timeout{0, 200000};
   redisContext* context = redisConnectWithTimeout("127.0.0.1", port, timeout);
   if (context == nullptr) {
@@ -66,7 +68,14 @@ bool answers_ping(int port) {
 
 } // namespace
 
-RedisServer::RedisServer(std::vector<std::string> extra_args) : extra_args_(std::move(extra_args)) {
+RedisServer::RedisServer(std::vector<std::string> extra_args, TlsPort tls)
+    : RedisServer(std::move(extra_args), std::optional<TlsPort>(std::move(tls))) {}
+
+RedisServer::RedisServer(std::vector<std::string> extra_args)
+    : RedisServer(std::move(extra_args), std::optional<TlsPort>()) {}
+
+RedisServer::RedisServer(std::vector<std::string> extra_args, std::optional<TlsPort> tls)
+    : extra_args_(std::move(extra_args)), tls_(std::move(tls)) {
   for (int attempt = 0; attempt < 5; ++attempt) {
     port_ = free_loopback_port();
     if (port_ == 6379) {
@@ -82,6 +91,22 @@ RedisServer::RedisServer(std::vector<std::string> extra_args) : extra_args_(std:
   throw std::runtime_error("redis-server did not start on any free port");
 }
 
+bool RedisServer::answers_ping() const {
+  if (!tls_) {
+    return plain_server_answers_ping(port_);
+  }
+  // The library's own TLS connection (with its server check): up once it answers.
+  RedisOptions probe = options();
+  probe.connect_timeout = std::chrono::milliseconds(200);
+  probe.command_timeout = std::chrono::milliseconds(200);
+  probe.breaker_failures = 0;
+  try {
+    return !Redis(probe).command({"PING"}).is_error();
+  } catch (const Error&) {
+    return false;
+  }
+}
+
 RedisServer::~RedisServer() {
   if (pid_ > 0) {
     ::kill(pid_, SIGKILL);
@@ -93,7 +118,7 @@ RedisServer::~RedisServer() {
 void RedisServer::start() {
   std::vector<std::string> args{"redis-server",
                                 "--port",
-                                std::to_string(port_),
+                                tls_ ? "0" : std::to_string(port_),
                                 "--bind",
                                 "127.0.0.1",
                                 "--save",
@@ -106,6 +131,12 @@ void RedisServer::start() {
                                 "no",
                                 "--logfile",
                                 ""};
+  if (tls_) {
+    args.insert(args.end(), {"--tls-port", std::to_string(port_), "--tls-cert-file",
+                             tls_->cert_file, "--tls-key-file", tls_->key_file,
+                             "--tls-ca-cert-file", tls_->ca_file, "--tls-auth-clients",
+                             tls_->auth_clients ? "yes" : "no"});
+  }
   args.insert(args.end(), extra_args_.begin(), extra_args_.end());
   // Everything the child needs is built before fork(): between fork and exec a child of a
   // multi-threaded process may only make async-signal-safe calls (no malloc).
@@ -140,7 +171,7 @@ void RedisServer::start() {
   pid_ = child;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   while (std::chrono::steady_clock::now() < deadline) {
-    if (answers_ping(port_)) {
+    if (answers_ping()) {
       return;
     }
     int status = 0;
@@ -185,6 +216,14 @@ RedisOptions RedisServer::options() const {
   options.command_timeout = std::chrono::milliseconds(2000);
   options.pool_wait_timeout = std::chrono::milliseconds(5000);
   options.pool_size = 16;
+  if (tls_) {
+    options.tls.enabled = true;
+    options.tls.ca_file = tls_->ca_file;
+    if (tls_->auth_clients) {
+      options.tls.cert_file = tls_->client_cert_file;
+      options.tls.key_file = tls_->client_key_file;
+    }
+  }
   return options;
 }
 

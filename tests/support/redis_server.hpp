@@ -2,6 +2,7 @@
 // A private redis-server for tests: started on a free loopback port with no
 // persistence, stopped by its pid. Never port 6379.
 
+#include <optional>
 #include <string>
 #include <sys/types.h>
 #include <vector>
@@ -10,12 +11,26 @@
 
 namespace limitcounter::testing {
 
+/// A server that listens on its TLS port only (`--port 0`): the only way in is TLS.
+struct TlsPort {
+  std::string ca_file;   ///< CA of the client certificates (--tls-ca-cert-file)
+  std::string cert_file; ///< the server's certificate and key
+  std::string key_file;
+  bool auth_clients = false; ///< --tls-auth-clients: a client certificate is required
+  /// The client certificate and key that options() gives when `auth_clients`.
+  std::string client_cert_file;
+  std::string client_key_file;
+};
+
 class RedisServer {
 public:
   /// Starts `redis-server` (found on PATH) with `extra_args` appended to its command
   /// line, on a free port of 127.0.0.1; returns once it answers PING. Throws
   /// std::runtime_error if it does not come up within a few seconds.
   explicit RedisServer(std::vector<std::string> extra_args = {});
+  /// The same with its TLS port only; port() is that port, and options() connect over TLS
+  /// with `tls.ca_file` (and the client certificate when `tls.auth_clients`).
+  RedisServer(std::vector<std::string> extra_args, TlsPort tls);
   /// Kills the server by its pid (SIGKILL unless already stopped) and reaps it.
   ~RedisServer();
   RedisServer(const RedisServer&) = delete;
@@ -23,7 +38,7 @@ public:
 
   int port() const noexcept { return port_; }
   pid_t pid() const noexcept { return pid_; }
-  /// `redis://127.0.0.1:<port>`
+  /// `redis://127.0.0.1:<port>` (without TLS)
   std::string uri() const;
   /// Options for this server with generous test timeouts (a loaded CI machine).
   RedisOptions options() const;
@@ -36,8 +51,11 @@ public:
   void kill();
 
 private:
+  RedisServer(std::vector<std::string> extra_args, std::optional<TlsPort> tls);
   void start();
+  bool answers_ping() const;
   std::vector<std::string> extra_args_;
+  std::optional<TlsPort> tls_;
   int port_ = 0;
   pid_t pid_ = -1;
 };

@@ -1,0 +1,179 @@
+// TLS against a real redis-server listening on its TLS port only (`--port 0`, so the only way
+// in is TLS), with certificates the test makes with the openssl CLI (support/tls_certificates).
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include <limitcounter/limitcounter.hpp>
+
+#include "redis/connection.hpp"
+#include "support/probe.hpp"
+#include "support/redis_server.hpp"
+#include "support/tls_certificates.hpp"
+
+using namespace std::chrono_literals;
+using limitcounter::Calendar;
+using limitcounter::Decision;
+using limitcounter::errc;
+using limitcounter::Error;
+using limitcounter::LimitCounter;
+using limitcounter::Outcome;
+using limitcounter::Period;
+using limitcounter::Redis;
+using limitcounter::RedisOptions;
+using limitcounter::Rule;
+using limitcounter::RuleSet;
+using limitcounter::Transaction;
+using limitcounter::testing::command_calls;
+using limitcounter::testing::error_of;
+using limitcounter::testing::eventually;
+using limitcounter::testing::probe;
+using limitcounter::testing::probe_args;
+using limitcounter::testing::RedisServer;
+using limitcounter::testing::tls_certificates;
+using limitcounter::testing::TlsPort;
+using limitcounter::testing::unique_prefix;
+
+namespace {
+
+TlsPort tls_port(bool auth_clients = false) {
+  const auto& certs = tls_certificates();
+  TlsPort port;
+  port.ca_file = certs.ca_file();
+  port.cert_file = certs.server_cert_file();
+  port.key_file = certs.server_key_file();
+  port.auth_clients = auth_clients;
+  port.client_cert_file = certs.client_cert_file();
+  port.client_key_file = certs.client_key_file();
+  return port;
+}
+
+// The error of the first command through `options`: every connection failure is a
+// connect_failed that sent nothing.
+Error connect_error(const RedisOptions& options) {
+  Redis redis(options);
+  Error error = error_of([&] { redis.command({"PING"}); });
+  CHECK(error.code() == errc::connect_failed);
+  CHECK(error.outcome() == Outcome::not_sent);
+  return error;
+}
+
+} // namespace
+
+TEST_CASE("scripts and a consume run over TLS with the server's certificate verified", "[tls]") {
+  RedisServer server({}, tls_port());
+  RedisOptions options = server.options();
+  REQUIRE(options.tls.verify_peer);
+  Redis redis(options);
+  // The server has no plaintext port: this connection is TLS.
+  CHECK(redis.command({"CONFIG", "GET", "port"}).as_array()[1].as_string() == "0");
+  CHECK(redis.command({"CONFIG", "GET", "tls-port"}).as_array()[1].as_string() ==
+        std::to_string(server.port()));
+
+  const std::string key = unique_prefix() + "probe";
+  redis.eval(probe, {key}, probe_args());
+  CHECK(redis.command({"HGET", key, "f"}).as_string() == "1:10");
+
+  LimitCounter counter(redis, Calendar("UTC"));
+  counter.set_rules(RuleSet().add(Rule("day").where("merchant").per(Period::day).max_count(1)));
+  const Transaction tx{unique_prefix() + "order", {{"merchant", "m1"}}, 100};
+  CHECK(counter.consume(tx).allowed());
+  const Transaction second{unique_prefix() + "order", {{"merchant", "m1"}}, 100};
+  CHECK_FALSE(counter.consume(second).allowed());
+
+  // The server's name may be given apart from the host connected to (SNI and verification).
+  options.tls.server_name = "localhost";
+  CHECK(Redis(options).command({"PING"}).as_string() == "PONG");
+  // From the URI too.
+  CHECK(Redis("rediss://127.0.0.1:" + std::to_string(server.port()) +
+              "?ca_file=" + tls_certificates().ca_file())
+            .command({"PING"})
+            .as_string() == "PONG");
+}
+
+TEST_CASE("a server that requires a client certificate takes ours and refuses none, clearly",
+          "[tls]") {
+  RedisServer server({}, tls_port(true));
+  RedisOptions options = server.options();
+  REQUIRE_FALSE(options.tls.cert_file.empty());
+  CHECK(Redis(options).command({"PING"}).as_string() == "PONG");
+
+  options.tls.cert_file.clear();
+  options.tls.key_file.clear();
+  const Error error = connect_error(options);
+  CHECK_THAT(error.what(), Catch::Contains("127.0.0.1:" + std::to_string(server.port())));
+  CHECK_THAT(error.what(), Catch::Contains("the server requires a client certificate"));
+}
+
+TEST_CASE("a server certificate from an unknown CA is refused, naming the verification failure",
+          "[tls]") {
+  RedisServer server({}, tls_port());
+  RedisOptions options = server.options();
+  options.tls.ca_file = tls_certificates().other_ca_file();
+  const Error error = connect_error(options);
+  CHECK_THAT(error.what(), Catch::Contains("127.0.0.1:" + std::to_string(server.port())));
+  // The server sends its CA along: the chain ends in a root that is not ours.
+  CHECK_THAT(error.what(),
+             Catch::Contains("the server's certificate failed verification: ") &&
+                 (Catch::Contains("self-signed certificate in certificate chain") ||
+                  Catch::Contains("unable to get local issuer certificate")));
+
+  // Without verification (tests only), the same CA does not matter.
+  options.tls.verify_peer = false;
+  CHECK(Redis(options).command({"PING"}).as_string() == "PONG");
+}
+
+TEST_CASE("a server certificate for another name is refused, naming the name checked", "[tls]") {
+  RedisServer server({}, tls_port());
+  RedisOptions options = server.options();
+  options.tls.server_name = "wrong.example";
+  const Error error = connect_error(options);
+  CHECK_THAT(error.what(), Catch::Contains("failed verification: hostname mismatch"));
+  CHECK_THAT(error.what(), Catch::Contains("\"wrong.example\""));
+
+  // An address is checked against the certificate's IP names (127.0.0.1 only).
+  options.tls.server_name = "127.0.0.2";
+  CHECK_THAT(connect_error(options).what(), Catch::Contains("IP address mismatch"));
+}
+
+TEST_CASE("a TLS client at a plaintext port fails clearly, not by a hang", "[tls]") {
+  RedisServer server; // plaintext only
+  RedisOptions options = server.options();
+  options.tls.enabled = true;
+  options.tls.ca_file = tls_certificates().ca_file();
+  // A plaintext Redis reads the ClientHello as an inline command: it answers an error if a
+  // newline byte happens to be in it, else it waits for one, until the connect timeout.
+  options.connect_timeout = 500ms;
+  const Error error = connect_error(options);
+  CHECK_THAT(error.what(), Catch::Contains("over TLS"));
+  CHECK_THAT(error.what(), Catch::Contains("is it a plaintext port?"));
+}
+
+TEST_CASE("a plaintext client at the TLS port fails clearly, not by a hang", "[tls]") {
+  RedisServer server({}, tls_port());
+  RedisOptions options = server.options();
+  options.tls = {};
+  const Error error = connect_error(options);
+  CHECK_THAT(error.what(), Catch::Contains("127.0.0.1:" + std::to_string(server.port())));
+  CHECK_THAT(error.what(), Catch::Contains("if it is a TLS port, use rediss://"));
+}
+
+TEST_CASE("a reply lost over TLS is Outcome::unknown, and the command ran", "[tls][fault]") {
+  RedisServer server({"--enable-debug-command", "yes"}, tls_port());
+  RedisOptions options = server.options();
+  Redis admin(options);
+  options.command_timeout = 200ms;
+  auto connection = limitcounter::detail::Connection::open(options, options.host, options.port);
+  const std::string key = unique_prefix() + "ran";
+  // One TLS write: the server sleeps past our timeout, then runs the INCR whose reply is lost.
+  const Error error = error_of([&] {
+    connection->run_pipeline({{"DEBUG", "SLEEP", "0.5"}, {"INCR", key}});
+  });
+  CHECK(error.code() == errc::timeout);
+  CHECK(error.outcome() == Outcome::unknown);
+  CHECK(connection->broken());
+  // The server's side: it ran the command.
+  CHECK(eventually([&] { return !admin.command({"GET", key}).is_nil(); }));
+  CHECK(admin.command({"GET", key}).as_string() == "1");
+  CHECK(command_calls(admin, "incr") == 1);
+}
