@@ -9,7 +9,7 @@ export LIMITCOUNTER_ROOT
 # (Used by the scripts that source this file.)
 # shellcheck disable=SC2034
 BUILD_PACKAGES=(build-essential cmake pkg-config libhiredis-dev libfmt-dev libhowardhinnant-date-dev libyaml-cpp-dev
-                tzdata libsqlite3-dev redis-server redis-tools)
+                libssl-dev openssl tzdata libsqlite3-dev redis-server redis-tools)
 # shellcheck disable=SC2034
 TEST_PACKAGES=(catch2 libbenchmark-dev clang-14 libclang-rt-14-dev)
 # What scripts/docs.sh needs to build the API reference.

@@ -1,6 +1,6 @@
 #pragma once
 // Redis: the connection shared by every domain object. A thread-safe pool of
-// hiredis connections to one server (or, later, the nodes of a cluster).
+// connections (plain or TLS) to one server, or to each node of a cluster.
 
 #include <chrono>
 #include <cstdint>
@@ -103,8 +103,8 @@ struct RedisOptions {
   /// `rediss-cluster://` are the same over TLS (`tls.enabled`), with optional query parameters
   /// setting the other `tls` fields: `?ca_file=PATH&ca_dir=PATH&cert_file=PATH&key_file=PATH&`
   /// `server_name=NAME&verify_peer=no` (values percent-decoded; write an `@` in a path as `%40`).
-  /// User and password may be percent-encoded. Throws `Error` (invalid_argument) naming the part that is wrong; the
-  /// password is never echoed.
+  /// User and password may be percent-encoded. Throws `Error` (invalid_argument) naming the part
+  /// that is wrong; the password is never echoed.
   static RedisOptions from_uri(std::string_view uri);
 };
 

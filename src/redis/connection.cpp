@@ -54,8 +54,7 @@ bool is_timeout_errno(int error_number) {
 } // namespace
 
 std::unique_ptr<Connection> Connection::open(const RedisOptions& options, const std::string& host,
-                                             int port,
-                                             std::shared_ptr<const TlsContext> tls) {
+                                             int port, std::shared_ptr<const TlsContext> tls) {
   const bool over_socket = host.empty() && !options.unix_socket.empty();
   std::string peer = over_socket ? options.unix_socket : host + ":" + std::to_string(port);
   if (!tls) {
@@ -83,12 +82,13 @@ std::unique_ptr<Connection> Connection::open(const RedisOptions& options, const 
       if (e.code() == errc::connect_failed) {
         throw;
       }
-      // A TLS port drops a plaintext client's request without a byte of answer.
-      const bool maybe_tls_port = !tls && connection->transport_->bytes_received() == 0;
-      throw Error(errc::connect_failed,
-                  what + " on " + connection->peer_ + ": " + e.what() +
-                      (maybe_tls_port ? " (if it is a TLS port, use rediss:// or tls.enabled)"
-                                      : ""));
+      // A TLS port drops a plaintext client's request at once, without a byte of answer.
+      const bool maybe_tls_port =
+          !tls && e.code() != errc::timeout && connection->transport_->bytes_received() == 0;
+      throw Error(
+          errc::connect_failed,
+          what + " on " + connection->peer_ + ": " + e.what() +
+              (maybe_tls_port ? " (if it is a TLS port, use rediss:// or tls.enabled)" : ""));
     }
   };
   const auto none = [](const Reply&) { return false; };
@@ -260,8 +260,7 @@ void Connection::fail_read(const IoResult& result) {
   // been killed before answering). Never retried here.
   throw Error(errc::io_error,
               "Redis connection to " + peer_ + " failed while waiting for a reply: " +
-                  describe(result) +
-                  "; the command may have run",
+                  describe(result) + "; the command may have run",
               Outcome::unknown);
 }
 

@@ -36,11 +36,11 @@ class Connection {
 public:
   /// Connects to `host:port` (or `options.unix_socket` when `host` is empty and a socket is
   /// set), over TLS when `options.tls.enabled` (with `tls`, or a context made from the options
-  /// when it is null; see tls_transport.hpp), then AUTH and SELECT as the options say, then checks the server once (INFO server
-  /// and memory in one round trip; see server_check.hpp): a Redis older than 7.0, or one that
-  /// may evict keys (unless `options.allow_evicting_server`), is refused. Throws
-  /// Error(connect_failed, not_sent), naming the server and what is wrong. A check answered
-  /// with a reply that says "not now" (BUSY, LOADING, MASTERDOWN, ...) or NOAUTH does not
+  /// when it is null; see tls_transport.hpp), then AUTH and SELECT as the options say, then checks
+  /// the server once (INFO server and memory in one round trip; see server_check.hpp): a Redis
+  /// older than 7.0, or one that may evict keys (unless `options.allow_evicting_server`), is
+  /// refused. Throws Error(connect_failed, not_sent), naming the server and what is wrong. A check
+  /// answered with a reply that says "not now" (BUSY, LOADING, MASTERDOWN, ...) or NOAUTH does not
   /// throw: the connection is returned broken (never pooled) and answers every command with
   /// that reply, unsent, so that the caller handles it as it would from a checked connection.
   static std::unique_ptr<Connection> open(const RedisOptions& options, const std::string& host,

@@ -129,9 +129,8 @@ void parse_tls_query(std::string_view query, bool tls, RedisOptions& options) {
     query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
     const auto equals = pair.find('=');
     const std::string_view key = pair.substr(0, equals);
-    const std::string value =
-        percent_decode(equals == std::string_view::npos ? std::string_view{} : pair.substr(equals + 1),
-                       "query");
+    const std::string value = percent_decode(
+        equals == std::string_view::npos ? std::string_view{} : pair.substr(equals + 1), "query");
     std::string* field = key == "ca_file"       ? &options.tls.ca_file
                          : key == "ca_dir"      ? &options.tls.ca_dir
                          : key == "cert_file"   ? &options.tls.cert_file

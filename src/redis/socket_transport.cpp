@@ -100,8 +100,8 @@ std::unique_ptr<Socket> connect_socket(const RedisOptions& options, const std::s
                                std::to_string(sizeof(address.sun_path) - 1) + " bytes");
     }
     std::memcpy(address.sun_path, options.unix_socket.data(), options.unix_socket.size());
-    auto socket = connect_one(AF_UNIX, reinterpret_cast<const sockaddr*>(&address),
-                              sizeof(address), deadline, error_number);
+    auto socket = connect_one(AF_UNIX, reinterpret_cast<const sockaddr*>(&address), sizeof(address),
+                              deadline, error_number);
     if (!socket) {
       cannot_connect(peer, errno_text(error_number));
     }
@@ -195,8 +195,8 @@ void Socket::set_timeout(std::chrono::milliseconds timeout, const std::string& p
   tv.tv_usec = static_cast<decltype(tv.tv_usec)>((timeout.count() % 1000) * 1000);
   if (setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) != 0 ||
       setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) != 0) {
-    throw Error(errc::connect_failed, "cannot set the socket timeouts on " + peer + ": " +
-                                          errno_text(errno));
+    throw Error(errc::connect_failed,
+                "cannot set the socket timeouts on " + peer + ": " + errno_text(errno));
   }
 }
 

@@ -81,8 +81,7 @@ struct BioState {
 int bio_write(BIO* bio, const char* data, int size) {
   auto* state = static_cast<BioState*>(BIO_get_data(bio));
   BIO_clear_retry_flags(bio);
-  const IoResult result =
-      state->socket->send(data, static_cast<std::size_t>(size), *state->sent);
+  const IoResult result = state->socket->send(data, static_cast<std::size_t>(size), *state->sent);
   state->last_error = result.error_number;
   if (result.bytes == 0) {
     if (result.error_number == EAGAIN || result.error_number == EWOULDBLOCK) {
@@ -138,8 +137,7 @@ std::string explain(unsigned long code, const std::string& text) {
     return "the server requires a client certificate (tls.cert_file, tls.key_file): " + text;
   case SSL_R_SSLV3_ALERT_BAD_CERTIFICATE:
   case SSL_R_SSLV3_ALERT_CERTIFICATE_UNKNOWN:
-  case SSL_R_TLSV1_ALERT_UNKNOWN_CA:
-    return "the server refused the client certificate: " + text;
+  case SSL_R_TLSV1_ALERT_UNKNOWN_CA: return "the server refused the client certificate: " + text;
   default: return text;
   }
 }
@@ -180,8 +178,8 @@ public:
       reason = std::string("the server's certificate failed verification: ") +
                X509_verify_cert_error_string(verified);
       if (verified == X509_V_ERR_HOSTNAME_MISMATCH || verified == X509_V_ERR_IP_ADDRESS_MISMATCH) {
-        reason += " (the name checked is " + quote_for_message(name) +
-                  "; tls.server_name sets another)";
+        reason +=
+            " (the name checked is " + quote_for_message(name) + "; tls.server_name sets another)";
       }
     } else if (state_.first_byte >= 0 && state_.first_byte != 0x15 && state_.first_byte != 0x16) {
       // Neither a handshake (0x16) nor an alert (0x15) record: a plaintext Redis answered
@@ -194,12 +192,13 @@ public:
     } else if (kind == SSL_ERROR_SSL) {
       reason = "the TLS handshake failed: " + explain(code, text);
     } else {
-      reason = "the server closed the connection during the TLS handshake" +
-               (state_.last_error != 0
-                    ? " (" + std::system_category().message(state_.last_error) + ")"
-                    : std::string());
+      reason =
+          "the server closed the connection during the TLS handshake" +
+          (state_.last_error != 0 ? " (" + std::system_category().message(state_.last_error) + ")"
+                                  : std::string());
     }
-    throw Error(errc::connect_failed, "cannot connect to Redis at " + peer + " over TLS: " + reason);
+    throw Error(errc::connect_failed,
+                "cannot connect to Redis at " + peer + " over TLS: " + reason);
   }
 
   IoResult write_some(const char* data, std::size_t size) override {

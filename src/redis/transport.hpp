@@ -35,8 +35,7 @@ public:
   /// Reads and writes then wait at most `options.command_timeout`. Throws
   /// Error(connect_failed, not_sent) naming `peer` and the reason.
   static std::unique_ptr<Transport> open(const RedisOptions& options, const std::string& host,
-                                         int port, const std::string& peer,
-                                         const TlsContext* tls);
+                                         int port, const std::string& peer, const TlsContext* tls);
 
   /// Writes some of `data` (at least one byte on success).
   virtual IoResult write_some(const char* data, std::size_t size) = 0;

@@ -132,10 +132,10 @@ void RedisServer::start() {
                                 "--logfile",
                                 ""};
   if (tls_) {
-    args.insert(args.end(), {"--tls-port", std::to_string(port_), "--tls-cert-file",
-                             tls_->cert_file, "--tls-key-file", tls_->key_file,
-                             "--tls-ca-cert-file", tls_->ca_file, "--tls-auth-clients",
-                             tls_->auth_clients ? "yes" : "no"});
+    args.insert(args.end(),
+                {"--tls-port", std::to_string(port_), "--tls-cert-file", tls_->cert_file,
+                 "--tls-key-file", tls_->key_file, "--tls-ca-cert-file", tls_->ca_file,
+                 "--tls-auth-clients", tls_->auth_clients ? "yes" : "no"});
   }
   args.insert(args.end(), extra_args_.begin(), extra_args_.end());
   // Everything the child needs is built before fork(): between fork and exec a child of a

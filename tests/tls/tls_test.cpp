@@ -113,10 +113,9 @@ TEST_CASE("a server certificate from an unknown CA is refused, naming the verifi
   const Error error = connect_error(options);
   CHECK_THAT(error.what(), Catch::Contains("127.0.0.1:" + std::to_string(server.port())));
   // The server sends its CA along: the chain ends in a root that is not ours.
-  CHECK_THAT(error.what(),
-             Catch::Contains("the server's certificate failed verification: ") &&
-                 (Catch::Contains("self-signed certificate in certificate chain") ||
-                  Catch::Contains("unable to get local issuer certificate")));
+  CHECK_THAT(error.what(), Catch::Contains("the server's certificate failed verification: ") &&
+                               (Catch::Contains("self-signed certificate in certificate chain") ||
+                                Catch::Contains("unable to get local issuer certificate")));
 
   // Without verification (tests only), the same CA does not matter.
   options.tls.verify_peer = false;
