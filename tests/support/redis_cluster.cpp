@@ -22,7 +22,14 @@ std::string node_id(const RedisServer& node) { return run(node, {"CLUSTER", "MYI
 
 } // namespace
 
-RedisCluster::RedisCluster(int masters, int replicas_per_master) {
+RedisCluster::RedisCluster(int masters, int replicas_per_master)
+    : RedisCluster(masters, replicas_per_master, std::optional<TlsPort>()) {}
+
+RedisCluster::RedisCluster(int masters, int replicas_per_master, const TlsPort& tls)
+    : RedisCluster(masters, replicas_per_master, std::optional<TlsPort>(tls)) {}
+
+RedisCluster::RedisCluster(int masters, int replicas_per_master,
+                           const std::optional<TlsPort>& tls) {
   static int clusters = 0;
   directory_ =
       (std::filesystem::temp_directory_path() /
@@ -31,11 +38,25 @@ RedisCluster::RedisCluster(int masters, int replicas_per_master) {
   std::filesystem::create_directories(directory_);
   const int total = masters * (1 + replicas_per_master);
   std::string create = "redis-cli --cluster create";
+  if (tls) {
+    create = "redis-cli --tls --cacert '" + tls->ca_file + "' --cert '" + tls->cert_file +
+             "' --key '" + tls->key_file + "' --cluster create";
+  }
   for (int i = 0; i < total; ++i) {
-    nodes_.push_back(std::make_unique<RedisServer>(
-        std::vector<std::string>{"--cluster-enabled", "yes", "--cluster-config-file",
-                                 directory_ + "/nodes-" + std::to_string(i) + ".conf", "--dir",
-                                 directory_, "--cluster-node-timeout", "2000"}));
+    std::vector<std::string> args{"--cluster-enabled",
+                                  "yes",
+                                  "--cluster-config-file",
+                                  directory_ + "/nodes-" + std::to_string(i) + ".conf",
+                                  "--dir",
+                                  directory_,
+                                  "--cluster-node-timeout",
+                                  "2000"};
+    if (tls) {
+      args.insert(args.end(), {"--tls-cluster", "yes"});
+      nodes_.push_back(std::make_unique<RedisServer>(std::move(args), *tls));
+    } else {
+      nodes_.push_back(std::make_unique<RedisServer>(std::move(args)));
+    }
     create += " 127.0.0.1:" + std::to_string(nodes_.back()->port());
   }
   create += " --cluster-replicas " + std::to_string(replicas_per_master) + " --cluster-yes >" +

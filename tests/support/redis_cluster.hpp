@@ -15,6 +15,9 @@ public:
   /// Starts `masters` masters with `replicas_per_master` replicas each, creates the cluster
   /// and returns once every node reports cluster_state:ok. Throws std::runtime_error.
   explicit RedisCluster(int masters = 3, int replicas_per_master = 0);
+  /// The same with every node on its TLS port only, the cluster bus over TLS too
+  /// (`tls-cluster yes`); options() then connect over TLS.
+  RedisCluster(int masters, int replicas_per_master, const TlsPort& tls);
   ~RedisCluster();
   RedisCluster(const RedisCluster&) = delete;
   RedisCluster& operator=(const RedisCluster&) = delete;
@@ -34,6 +37,7 @@ public:
   void finish_migration(int slot, RedisServer& target) const;
 
 private:
+  RedisCluster(int masters, int replicas_per_master, const std::optional<TlsPort>& tls);
   std::string directory_;
   std::vector<std::unique_ptr<RedisServer>> nodes_;
 };

@@ -2,12 +2,15 @@
 // in is TLS), with certificates the test makes with the openssl CLI (support/tls_certificates).
 #include <catch2/catch.hpp>
 
+#include <set>
 #include <string>
 
 #include <limitcounter/limitcounter.hpp>
 
 #include "redis/connection.hpp"
+#include "redis/key_slot.hpp"
 #include "support/probe.hpp"
+#include "support/redis_cluster.hpp"
 #include "support/redis_server.hpp"
 #include "support/tls_certificates.hpp"
 
@@ -29,6 +32,7 @@ using limitcounter::testing::error_of;
 using limitcounter::testing::eventually;
 using limitcounter::testing::probe;
 using limitcounter::testing::probe_args;
+using limitcounter::testing::RedisCluster;
 using limitcounter::testing::RedisServer;
 using limitcounter::testing::tls_certificates;
 using limitcounter::testing::TlsPort;
@@ -175,4 +179,31 @@ TEST_CASE("a reply lost over TLS is Outcome::unknown, and the command ran", "[tl
   CHECK(eventually([&] { return !admin.command({"GET", key}).is_nil(); }));
   CHECK(admin.command({"GET", key}).as_string() == "1");
   CHECK(command_calls(admin, "incr") == 1);
+}
+
+TEST_CASE("a cluster over TLS: every node is verified by its own host", "[tls][cluster]") {
+  RedisCluster cluster(3, 0, tls_port());
+  RedisOptions options = cluster.options();
+  Redis redis(options);
+  REQUIRE(redis.is_cluster());
+  // Keys in every master's slots: the slot map (CLUSTER SLOTS, asked over TLS) names the TLS
+  // ports, and each node's connection verifies 127.0.0.1 against its certificate.
+  const std::string prefix = unique_prefix();
+  std::vector<limitcounter::ScriptCall> calls;
+  for (int i = 0; i < 12; ++i) {
+    calls.push_back({&probe, {prefix + std::to_string(i)}, probe_args()});
+  }
+  for (const auto& reply : redis.eval_pipeline(calls)) {
+    CHECK_FALSE(reply.is_error());
+  }
+  std::set<RedisServer*> owners;
+  for (int i = 0; i < 12; ++i) {
+    const std::string key = prefix + std::to_string(i);
+    CHECK(redis.command({"HGET", key, "f"}).as_string() == "1:10");
+    owners.insert(&cluster.owner_of(limitcounter::detail::key_slot(key)));
+  }
+  CHECK(owners.size() == 3);
+  // The same options apply to every node: a wrong name fails each of them.
+  options.tls.server_name = "wrong.example";
+  CHECK_THAT(connect_error(options).what(), Catch::Contains("hostname mismatch"));
 }
