@@ -212,7 +212,8 @@ public:
       return {written, 0, {}};
     }
     IoResult failed = failure(result);
-    if (failed.error_number != EAGAIN && failed.reason.empty()) {
+    if ((failed.error_number == ECONNRESET || failed.error_number == EPIPE) &&
+        failed.reason.empty()) {
       failed.reason = alert_before_close();
     }
     return failed;
