@@ -123,6 +123,46 @@ enum class CancelResult {
   recorded_unknown, ///< the id was unknown: recorded, so a later reserve of it is refused
 };
 
+/// An operator's correction of a counter (`LimitCounter::adjust`).
+struct CounterCorrection {
+  /// The idempotency id, a key part (':' allowed): a retry with the same id and content
+  /// applies nothing twice.
+  std::string id;
+  std::int64_t count = 0;  ///< transactions to add (negative: to remove), |count| < 2^53
+  std::int64_t amount = 0; ///< minor units to add (negative: to remove), |amount| < 2^53
+  std::string author;      ///< who corrects: 1 to 256 bytes of UTF-8, no control characters
+  std::string reason;      ///< why: 1 to 256 bytes of UTF-8, no control characters (required)
+};
+
+/// The outcome of `LimitCounter::adjust`.
+struct CorrectionResult {
+  Window window;         ///< the window corrected
+  Usage before;          ///< the dimension's usage before the correction
+  Usage after;           ///< and after it
+  std::string audit_id;  ///< the entry in the audit stream (`CounterKeys::audit`)
+  bool replayed = false; ///< the id was applied before: its first result, nothing moved now
+};
+
+/// A limits transaction's record as stored in Redis (`LimitCounter::transaction_record`).
+struct TransactionRecord {
+  /// consumed | denied | reserved | confirmed | cancelled | expired (a reservation that timed
+  /// out), voided (a share undone because another slot denied), pending (a cluster decision
+  /// under way), or tombstone (a cancel that came before its reserve).
+  std::string state;
+  std::int64_t amount = 0;   ///< consumed or held, minor units
+  std::int64_t refunded = 0; ///< given back so far
+  /// The first decision: verdict, denial, and each window rule with its window and the
+  /// counter's usage just after (allowed) or as found (denied). Empty for a tombstone.
+  std::optional<Decision> decision;
+  /// The refunds, refund id ("" for the full refund) -> amount given back.
+  std::vector<std::pair<std::string, std::int64_t>> refunds;
+  /// The counter window keys the transaction moved (of every share on a cluster).
+  std::vector<std::string> counter_keys;
+  std::optional<TimePoint> hold_expires; ///< a reservation's hold expiry
+  std::optional<TimePoint> expires_at;   ///< when the record expires (the replay horizon)
+  std::vector<std::string> records;      ///< the Redis keys read (home record first)
+};
+
 /// Counts transactions and amounts per dimension per period window, in Redis, in the
 /// calendar's time zone. Thread-safe; share one instance across threads.
 ///
@@ -195,6 +235,33 @@ public:
   /// without taking anything: the `used` of the last `take_daily_cap` of that day, 0 if none.
   /// Throws invalid_argument for a bad cap name or subject (nothing sent).
   CapUsage cap_usage(std::string_view cap, std::string_view subject, TimePoint at = Clock::now());
+
+  // ---- Operator calls (src/limit_counter/operations.cpp) ----
+
+  /// Corrects `dimension` of `counter` in the window of `period` containing `at` by
+  /// `correction.count` and `correction.amount` (either may be negative), and appends an
+  /// audit entry (id, counter, period, window, dimension, before and after as
+  /// "<count>:<amount>", author, reason, at = now in unix ms) to `keys().audit(counter)`, in
+  /// one script: the counter moves if and only if its entry is written. Idempotent by
+  /// `correction.id` for `record_min_ttl`: a retry (e.g. after Outcome::unknown) returns
+  /// the first result with `replayed`; the same id with other content throws conflict
+  /// (Outcome::failed). Throws invalid_argument for a bad counter, id, author or reason, both
+  /// deltas 0, or a total it would leave below 0; precision_overflow for a delta or total
+  /// past 2^53 - 1; window_closed for a window whose key has expired (as `add`). Nothing is
+  /// written when it throws. Counts it adds are not transactions: they have no record to
+  /// refund.
+  CorrectionResult adjust(std::string_view counter, const Dimension& dimension, Period period,
+                          const CounterCorrection& correction, TimePoint at = Clock::now());
+
+  /// The record of limits transaction `transaction_id` (reads only; nothing is replayed or
+  /// released): empty when Redis has none (never decided, or past its replay horizon). On a
+  /// Redis Cluster it reads the home record `<prefix>tx:{id}` and the share records of its
+  /// plan; a transaction whose counters share one slot has only a share record
+  /// `<prefix>{<counter>}:tx:<id>`, looked for under the counters of the rules in force and
+  /// of `counters`. Throws invalid_argument for a bad id or counter name (nothing sent).
+  std::optional<TransactionRecord>
+  transaction_record(const std::string& transaction_id,
+                     const std::vector<std::string>& counters = {});
 
   // ---- Limits (job 2 of docs/ARCHITECTURE.md) ----
 

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -114,6 +115,30 @@ struct PayoutTask {
   std::string idempotency_key() const { return packet_id + ":" + user_id; }
 };
 
+/// A packet as `RedPacketPool::status` reads it (for operators).
+struct PacketStatus {
+  std::int64_t total = 0;        ///< the amount split, minor units
+  std::int64_t count = 0;        ///< packets split
+  TimePoint expires_at;          ///< when grabbing ends
+  bool ready = false;            ///< every chunk is stored: grabbable until expiry or close
+  bool closed = false;           ///< closed (by `close` or `close_expired`)
+  std::int64_t packets_left = 0; ///< packets not grabbed (after a close: those it returned)
+  std::int64_t amount_left = 0;  ///< their sum, minor units (after a close: the leftover)
+  std::int64_t grabs = 0;        ///< users who won a packet
+  std::int64_t losing_users = 0; ///< users whose grabs won nothing (sold_out) so far
+  /// "creating" (not ready), "open", "expired" (past `expires_at`, not closed yet) or "closed",
+  /// as of the `now` given to `status`.
+  std::string state;
+};
+
+/// The outcome of `RedPacketPool::requeue_payout`.
+enum class RequeueResult {
+  requeued, ///< the dead-lettered task is back in its queue, due now, its attempts reset
+  not_dead, ///< no dead-lettered task of that packet and user (unknown, paid, queued, in
+            ///< flight, or requeued already, e.g. by this call whose reply was lost): nothing
+            ///< changed
+};
+
 /// Red packets in Redis. Thread-safe; share one instance.
 class RedPacketPool {
 public:
@@ -208,6 +233,21 @@ public:
 
   /// The dead-lettered tasks of `partition`: "<packet>:<user>:<amount>:<attempts>".
   std::vector<std::string> dead_payouts(std::uint32_t partition);
+
+  /// Moves the dead-lettered payout of `user_id` from `packet_id` back to its queue (an
+  /// operator's retry once the cause is fixed), in one script: due at `now`, attempts counted
+  /// from zero again; the lease number is kept, so the next take leases it anew and a worker
+  /// still holding an old lease cannot acknowledge it. The display data of a dead task is not
+  /// kept, so the requeued task has none. Idempotent: a second call answers not_dead and
+  /// changes nothing. Throws invalid_argument for a bad id (nothing sent).
+  RequeueResult requeue_payout(const std::string& packet_id, const std::string& user_id,
+                               TimePoint now = Clock::now());
+
+  /// The packet `packet_id` as it stands (reads only, one script, so the numbers are of one
+  /// moment); `now` decides "expired". Empty if the packet is unknown (never created, or
+  /// its keys outlived `retention`). Reading the amount left is O(packets left). Throws
+  /// invalid_argument for a bad id (nothing sent).
+  std::optional<PacketStatus> status(const std::string& packet_id, TimePoint now = Clock::now());
 
   /// The key names this pool uses.
   const RedPacketKeys& keys() const noexcept { return keys_; }

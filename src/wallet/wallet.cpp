@@ -7,6 +7,7 @@
 
 #include "shared/amount.hpp"
 #include "shared/batch.hpp"
+#include "shared/note.hpp"
 
 namespace limitcounter {
 namespace {
@@ -16,31 +17,9 @@ std::string millis(TimePoint at) { return std::to_string(detail::unix_millis(at)
 void validate_user(const std::string& user) { validate_key_part("wallet user", user); }
 void validate_order(const std::string& order) { validate_key_part("wallet order", order, ":"); }
 
-// The reason goes into the account hash and the journal: bounded, and without control
-// characters so that a log or terminal shows it as written.
+// The reason goes into the account hash and the journal (see validate_note).
 void validate_freeze_reason(const std::string& user, const std::string& reason) {
-  const auto bad = [&](const std::string& problem) {
-    throw Error(errc::invalid_argument, "freeze reason " + detail::quote_for_message(reason) +
-                                            " of wallet " + user + " " + problem);
-  };
-  if (reason.empty()) {
-    bad("is empty");
-  }
-  if (reason.size() > Wallet::max_freeze_reason_bytes) {
-    bad("has " + std::to_string(reason.size()) + " bytes, more than " +
-        std::to_string(Wallet::max_freeze_reason_bytes));
-  }
-  for (std::size_t i = 0; i < reason.size();) {
-    const auto byte = static_cast<unsigned char>(reason[i]);
-    if (byte < 0x20 || byte == 0x7f) {
-      bad("has a control character");
-    }
-    const std::size_t length = byte < 0x80 ? 1 : detail::utf8_sequence_length(reason, i);
-    if (length == 0) {
-      bad("is not valid UTF-8");
-    }
-    i += length;
-  }
+  detail::validate_note("freeze reason of wallet " + user, reason, Wallet::max_freeze_reason_bytes);
 }
 
 } // namespace
