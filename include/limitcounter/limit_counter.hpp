@@ -156,7 +156,8 @@ struct TransactionRecord {
   std::optional<Decision> decision;
   /// The refunds, refund id ("" for the full refund) -> amount given back.
   std::vector<std::pair<std::string, std::int64_t>> refunds;
-  /// The counter window keys the transaction moved (of every share on a cluster).
+  /// The counter window keys the transaction moved (of every share on a cluster; a share
+  /// voided because another slot denied gave back what it took and is left out).
   std::vector<std::string> counter_keys;
   std::optional<TimePoint> hold_expires; ///< a reservation's hold expiry
   std::optional<TimePoint> expires_at;   ///< when the record expires (the replay horizon)

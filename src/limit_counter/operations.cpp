@@ -133,8 +133,11 @@ LimitCounter::transaction_record(const std::string& transaction_id,
     for (std::size_t j = 0; j < pairs; ++j) {
       fields[reply.at(3 + 2 * j).as_string()] = reply.at(4 + 2 * j).as_string();
     }
-    for (const auto line : detail::split(fields["keys"], '\n')) {
-      record.counter_keys.emplace_back(line);
+    // A voided share gave back what it took: its keys are not the transaction's.
+    if (fields["state"] != "voided") {
+      for (const auto line : detail::split(fields["keys"], '\n')) {
+        record.counter_keys.emplace_back(line);
+      }
     }
     const bool home = fields.count("plan") > 0;
     if (home) {
