@@ -1,0 +1,206 @@
+// The shared rule store (include/limitcounter/rule_store.hpp) against a real Redis, standalone
+// and (redis_on_cluster) a cluster.
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include <limitcounter/limit_counter.hpp>
+#include <limitcounter/rule_store.hpp>
+#include <limitcounter/rules_file.hpp>
+
+#include "support/probe.hpp"
+#include "support/redis_server.hpp"
+#include "support/topology.hpp"
+
+using limitcounter::errc;
+using limitcounter::Error;
+using limitcounter::Period;
+using limitcounter::Redis;
+using limitcounter::Rule;
+using limitcounter::RuleChange;
+using limitcounter::RuleSet;
+using limitcounter::RuleStore;
+using limitcounter::RuleStoreOptions;
+using limitcounter::testing::error_of;
+using limitcounter::testing::keys_matching;
+using limitcounter::testing::test_options;
+using limitcounter::testing::unique_prefix;
+
+namespace {
+
+RuleSet day_limit(std::int64_t max_count, const std::string& name = "merchant-day") {
+  RuleSet rules;
+  rules.add(Rule(name).where("merchant").per(Period::day).max_count(max_count));
+  return rules;
+}
+
+// A store on a fresh prefix, and what its keys hold (the server's side of "nothing stored").
+struct StoreFixture {
+  std::string prefix = unique_prefix();
+  Redis redis{test_options()};
+  RuleStore store{redis, "router", RuleStoreOptions{prefix, 1000}};
+
+  std::vector<std::string> keys() const { return keys_matching(prefix + "*"); }
+};
+
+const RuleChange alice{"alice", "first limits"};
+
+} // namespace
+
+TEST_CASE("rule store: versions increase by one and each keeps its set", "[rule_store]") {
+  StoreFixture f;
+  CHECK_FALSE(f.store.current());
+  CHECK(f.store.current_version() == 0);
+  CHECK(f.store.put(day_limit(10), alice) == 1);
+  CHECK(f.store.put(day_limit(20), {"bob", "more"}) == 2);
+  const auto current = f.store.current();
+  REQUIRE(current);
+  CHECK(current->version == 2);
+  CHECK(current->author == "bob");
+  CHECK(current->action == "put");
+  CHECK(RuleStore::parse(*current).rules().at(0).max_count() == 20);
+  const auto first = f.store.get(1);
+  REQUIRE(first);
+  CHECK(RuleStore::parse(*first).rules().at(0).max_count() == 10);
+  CHECK_FALSE(f.store.get(3));
+  // Every key of the store is in one slot: {router}.
+  CHECK(f.keys() == std::vector<std::string>{
+                        f.prefix + "rules:{router}:current", f.prefix + "rules:{router}:history",
+                        f.prefix + "rules:{router}:v:1", f.prefix + "rules:{router}:v:2"});
+}
+
+TEST_CASE("rule store: history lists who, why and what, newest first", "[rule_store]") {
+  StoreFixture f;
+  f.store.put(day_limit(10), alice);
+  f.store.put_rule(Rule("user-day").where("user").per(Period::day).max_amount(500),
+                   {"bob", "users"});
+  f.store.delete_rule("merchant-day", {"carol", "no merchant cap"});
+  const auto history = f.store.history();
+  REQUIRE(history.size() == 3);
+  CHECK(history[0].version == 3);
+  CHECK(history[0].author == "carol");
+  CHECK(history[0].reason == "no merchant cap");
+  CHECK(history[0].action == "delete_rule");
+  CHECK(history[1].action == "put_rule");
+  CHECK(history[1].author == "bob");
+  CHECK(history[2].action == "put");
+  CHECK(history[2].reason == "first limits");
+  CHECK(history[0].yaml.empty());
+  CHECK(history[0].at >= history[2].at);
+  CHECK(f.store.history(1).size() == 1);
+  const RuleSet now = RuleStore::parse(*f.store.current());
+  REQUIRE(now.rules().size() == 1);
+  CHECK(now.rules()[0].name() == "user-day");
+}
+
+TEST_CASE("rule store: put_rule replaces a rule of the same name", "[rule_store]") {
+  StoreFixture f;
+  f.store.put(day_limit(10), alice);
+  CHECK(f.store.put_rule(Rule("merchant-day").where("merchant").per(Period::day).max_count(99),
+                         {"bob", "raise"}) == 2);
+  const RuleSet now = RuleStore::parse(*f.store.current());
+  REQUIRE(now.rules().size() == 1);
+  CHECK(now.rules()[0].max_count() == 99);
+}
+
+TEST_CASE("rule store: deleting an absent rule names it and stores nothing", "[rule_store]") {
+  StoreFixture f;
+  f.store.put(day_limit(10), alice);
+  const Error e = error_of([&] { f.store.delete_rule("nope", alice); });
+  CHECK(e.code() == errc::invalid_argument);
+  CHECK_THAT(e.what(), Catch::Contains("\"nope\""));
+  CHECK(f.store.current_version() == 1);
+}
+
+TEST_CASE("rule store: rollback stores the old content as a new version", "[rule_store]") {
+  StoreFixture f;
+  f.store.put(day_limit(10), alice);
+  f.store.put(day_limit(20), alice);
+  CHECK(f.store.rollback(1, {"dave", "20 was too many"}) == 3);
+  const auto current = f.store.current();
+  CHECK(current->action == "rollback:1");
+  CHECK(current->yaml == f.store.get(1)->yaml);
+  CHECK(RuleStore::parse(*current).rules().at(0).max_count() == 10);
+  const Error e = error_of([&] { f.store.rollback(9, alice); });
+  CHECK(e.code() == errc::not_found);
+  CHECK_THAT(e.what(), Catch::Contains("version 9"));
+  CHECK(f.store.current_version() == 3);
+}
+
+TEST_CASE("rule store: compare-and-set names both versions on a conflict", "[rule_store]") {
+  StoreFixture f;
+  CHECK(f.store.put(day_limit(10), alice, 0) == 1);
+  CHECK(f.store.put(day_limit(20), alice, 1) == 2);
+  const Error e = error_of([&] { f.store.put(day_limit(30), {"bob", "late"}, 1); });
+  CHECK(e.code() == errc::conflict);
+  CHECK_THAT(e.what(),
+             Catch::Contains("expected version 1") && Catch::Contains("current version is 2"));
+  CHECK(f.store.current_version() == 2);
+  CHECK(RuleStore::parse(*f.store.current()).rules().at(0).max_count() == 20);
+}
+
+TEST_CASE("rule store: a retry of a stored compare-and-set returns the version it stored",
+          "[rule_store]") {
+  // The reply of the first put was lost (Outcome::unknown): the caller retries the same put.
+  StoreFixture f;
+  CHECK(f.store.put(day_limit(10), alice, 0) == 1);
+  CHECK(f.store.put(day_limit(10), alice, 0) == 1);
+  CHECK(f.store.history().size() == 1);
+}
+
+TEST_CASE("rule store: a set that does not validate is refused and nothing is stored",
+          "[rule_store]") {
+  StoreFixture f;
+  f.store.put(day_limit(10), alice);
+  const auto before = f.keys();
+  const auto current_before = f.store.current();
+
+  SECTION("bad YAML") {
+    const Error e = error_of([&] {
+      f.store.put_yaml("format: 1\nrules:\n  - name: x\n    where: [merchant]\n    per: fortnight\n"
+                       "    max_count: 1\n",
+                       alice);
+    });
+    CHECK(e.code() == errc::invalid_argument);
+    CHECK_THAT(e.what(), Catch::Contains("fortnight"));
+  }
+  SECTION("a rule the set refuses") {
+    const Error e = error_of([&] {
+      f.store.put_rule(Rule("merchant-day-2").where("merchant").per(Period::day).max_count(5),
+                       alice);
+    });
+    CHECK(e.code() == errc::invalid_argument);
+  }
+  SECTION("a text over the size limit") {
+    const std::string huge(RuleStore::max_yaml_bytes + 1, '#');
+    const Error e = error_of([&] { f.store.put_yaml(huge, alice); });
+    CHECK(e.code() == errc::invalid_argument);
+    CHECK_THAT(e.what(), Catch::Contains(std::to_string(huge.size())));
+  }
+  CHECK(f.keys() == before);
+  CHECK(f.store.current_version() == 1);
+  CHECK(f.store.current()->yaml == current_before->yaml);
+  CHECK(f.store.history().size() == 1);
+}
+
+TEST_CASE("rule store: a bad name or option is refused naming it", "[rule_store]") {
+  Redis redis(test_options());
+  CHECK_THAT(error_of([&] { RuleStore(redis, "a{b}"); }).what(), Catch::Contains("a{b}"));
+  CHECK_THAT(error_of([&] {
+               RuleStore(redis, "r", RuleStoreOptions{"lc:", 0});
+             }).what(),
+             Catch::Contains("history_limit 0"));
+}
+
+TEST_CASE("rule store: the history keeps history_limit versions", "[rule_store]") {
+  StoreFixture f;
+  RuleStore small(f.redis, "small", RuleStoreOptions{f.prefix, 2});
+  for (int i = 1; i <= 4; ++i) {
+    small.put(day_limit(i), alice);
+  }
+  CHECK_FALSE(small.get(2)); // fell out with version 4
+  CHECK(small.get(3));
+  CHECK(small.get(4));
+  CHECK(error_of([&] { small.rollback(1, alice); }).code() == errc::not_found);
+}
