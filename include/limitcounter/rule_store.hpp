@@ -157,9 +157,9 @@ struct RuleFollowerOptions {
 };
 
 /// Keeps LimitCounters on the store's current version: a background thread that blocks on
-/// the store's history stream (`XREAD BLOCK poll_interval`, on a connection of its own) and
-/// reads `current` at each wake-up, so a new version wakes it at once and a lost notification
-/// only delays to the next poll.
+/// the store's history stream (`XREAD BLOCK`, on a connection of its own with pool_size 1) and
+/// reads `current` when an entry arrives and every `poll_interval`, so a new version wakes it
+/// at once and a lost notification only delays it to the next poll.
 ///
 /// Bound: while Redis answers, every counter runs on a put's version within
 /// `poll_interval + command_timeout` (of the store's Redis options) of the put (one wait cut
@@ -173,7 +173,8 @@ public:
   /// then follows. Throws invalid_argument for a null counter or a poll_interval <= 0.
   RuleFollower(RuleStore store, std::vector<std::shared_ptr<LimitCounter>> counters,
                RuleFollowerOptions options = {});
-  /// Stops and joins the thread: returns within about `poll_interval` + `command_timeout`.
+  /// Stops and joins the thread: returns within about min(`poll_interval`, 250 ms) +
+  /// `command_timeout` (the follower blocks on XREAD in slices of at most 250 ms).
   ~RuleFollower();
   RuleFollower(const RuleFollower&) = delete;
   RuleFollower& operator=(const RuleFollower&) = delete;
@@ -183,9 +184,10 @@ public:
 
 private:
   void run();
-  /// Waits for a history entry after `last_id_` (or the poll interval) on the follower's
-  /// connection.
-  void wait_for_change();
+  /// Waits for a history entry after `last_id_` on the follower's connection, at most
+  /// `until_poll` (and at most a short slice, so that the destructor is not kept waiting);
+  /// true when one came.
+  bool wait_for_change(std::chrono::milliseconds until_poll);
   /// Loads the current version and sets it on every counter if newer than the one in force;
   /// throws what loading or parsing throws.
   void swap_if_newer();

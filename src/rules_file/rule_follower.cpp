@@ -2,16 +2,26 @@
 // (include/limitcounter/rule_store.hpp).
 #include <limitcounter/rule_store.hpp>
 
+#include <algorithm>
+
 #include <limitcounter/key_part.hpp>
 
 namespace limitcounter {
 namespace {
 
+// The longest single XREAD block: a follower whose poll_interval is an hour still notices its
+// destructor within this (plus command_timeout), while a notification ends any block at once.
+constexpr std::chrono::milliseconds max_block{250};
+
+std::chrono::milliseconds block_slice(std::chrono::milliseconds poll_interval) {
+  return std::min(poll_interval, max_block);
+}
+
 // The follower's own connection: one connection, and a read timeout past the XREAD block so
 // that a quiet stream is a nil reply, not a timeout that discards the connection.
 Redis follower_redis(const RedisOptions& store_options, std::chrono::milliseconds poll_interval) {
   RedisOptions options = store_options;
-  options.command_timeout = store_options.command_timeout + poll_interval;
+  options.command_timeout = store_options.command_timeout + block_slice(poll_interval);
   options.pool_size = 1;
   return Redis(options);
 }
@@ -63,12 +73,14 @@ RuleFollower::~RuleFollower() {
     stop_ = true;
   }
   stop_changed_.notify_all();
-  thread_.join(); // a blocked XREAD returns within poll_interval
+  thread_.join(); // a blocked XREAD returns within its slice (max_block)
 }
 
 std::uint64_t RuleFollower::version() const { return version_; }
 
 void RuleFollower::run() {
+  using Steady = std::chrono::steady_clock;
+  Steady::time_point next_poll = Steady::now() + options_.poll_interval;
   for (;;) {
     {
       const std::lock_guard<std::mutex> lock(stop_mutex_);
@@ -77,35 +89,44 @@ void RuleFollower::run() {
       }
     }
     try {
-      wait_for_change();
-      // A notification or the poll: `current` decides either way, so a lost notification
-      // costs one poll_interval and a burst of puts one load.
-      swap_if_newer();
+      const auto until_poll =
+          std::chrono::duration_cast<std::chrono::milliseconds>(next_poll - Steady::now());
+      const bool notified = wait_for_change(until_poll);
+      if (notified || Steady::now() >= next_poll) {
+        // `current` decides either way, so a lost notification costs at most one
+        // poll_interval and a burst of puts one load.
+        swap_if_newer();
+        next_poll = Steady::now() + options_.poll_interval;
+      }
     } catch (const Error& e) {
       report(e);
-      // Redis away: wait a poll_interval (cut short by the destructor) instead of spinning.
+      // Redis away: wait a slice (cut short by the destructor) instead of spinning.
       std::unique_lock<std::mutex> lock(stop_mutex_);
-      stop_changed_.wait_for(lock, options_.poll_interval, [this] { return stop_; });
+      stop_changed_.wait_for(lock, block_slice(options_.poll_interval), [this] { return stop_; });
     }
   }
 }
 
-void RuleFollower::wait_for_change() {
-  const Reply reply =
-      Redis(store_.redis())
-          .command({"XREAD", "BLOCK", std::to_string(options_.poll_interval.count()), "STREAMS",
-                    store_.history_key(), last_id_});
+bool RuleFollower::wait_for_change(std::chrono::milliseconds until_poll) {
+  // Never 0 (XREAD BLOCK 0 waits forever), never past the slice (the destructor waits for it).
+  const auto block =
+      std::clamp(until_poll, std::chrono::milliseconds(1), block_slice(options_.poll_interval));
+  const Reply reply = Redis(store_.redis())
+                          .command({"XREAD", "BLOCK", std::to_string(block.count()), "STREAMS",
+                                    store_.history_key(), last_id_});
   if (reply.is_error()) {
     throw Error(errc::server_error, reply.as_string(), Outcome::failed);
   }
   if (reply.is_nil()) {
-    return; // the poll
+    return false;
   }
   // [[key, [[id, fields], ...]]]: remember the newest entry read.
   const auto& entries = reply.at(0).at(1).as_array();
-  if (!entries.empty()) {
-    last_id_ = entries.back().at(0).as_string();
+  if (entries.empty()) {
+    return false;
   }
+  last_id_ = entries.back().at(0).as_string();
+  return true;
 }
 
 void RuleFollower::swap_if_newer() {

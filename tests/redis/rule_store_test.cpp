@@ -2,6 +2,10 @@
 // and (redis_on_cluster) a cluster.
 #include <catch2/catch.hpp>
 
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -13,16 +17,25 @@
 #include "support/redis_server.hpp"
 #include "support/topology.hpp"
 
+using namespace std::chrono_literals;
+using limitcounter::Calendar;
+using limitcounter::Decision;
 using limitcounter::errc;
 using limitcounter::Error;
+using limitcounter::LimitCounter;
+using limitcounter::LimitCounterOptions;
 using limitcounter::Period;
 using limitcounter::Redis;
 using limitcounter::Rule;
 using limitcounter::RuleChange;
+using limitcounter::RuleFollower;
+using limitcounter::RuleFollowerOptions;
 using limitcounter::RuleSet;
 using limitcounter::RuleStore;
 using limitcounter::RuleStoreOptions;
+using limitcounter::Transaction;
 using limitcounter::testing::error_of;
+using limitcounter::testing::eventually;
 using limitcounter::testing::keys_matching;
 using limitcounter::testing::test_options;
 using limitcounter::testing::unique_prefix;
@@ -203,4 +216,131 @@ TEST_CASE("rule store: the history keeps history_limit versions", "[rule_store]"
   CHECK(small.get(3));
   CHECK(small.get(4));
   CHECK(error_of([&] { small.rollback(1, alice); }).code() == errc::not_found);
+}
+
+namespace {
+
+// Two counters of one fleet (same keys), each deciding by the rules it was given.
+struct FollowerFixture : StoreFixture {
+  std::vector<std::shared_ptr<LimitCounter>> counters{make_counter(), make_counter()};
+
+  std::shared_ptr<LimitCounter> make_counter() {
+    LimitCounterOptions options;
+    options.key_prefix = prefix + "lim:";
+    return std::make_shared<LimitCounter>(redis, Calendar("Asia/Shanghai"), options);
+  }
+  bool all_on(std::uint64_t version) const {
+    for (const auto& counter : counters) {
+      if (counter->rule_set_version() != version) {
+        return false;
+      }
+    }
+    return true;
+  }
+};
+
+Transaction payment(const std::string& id) {
+  Transaction t;
+  t.id = id;
+  t.attributes = {{"merchant", "m1"}};
+  t.amount = 100;
+  return t;
+}
+
+} // namespace
+
+TEST_CASE("rule follower: a put wakes it and both counters decide by the new version",
+          "[rule_store][follower]") {
+  FollowerFixture f;
+  f.store.put(day_limit(1), alice);
+  RuleFollowerOptions options;
+  options.poll_interval = 1h; // only the notification (XREAD) can swap within the test
+  RuleFollower follower(f.store, f.counters, options);
+  CHECK(follower.version() == 1);
+  REQUIRE(f.all_on(1));
+  const Decision first = f.counters[0]->consume(payment("p1"));
+  CHECK(first.allowed());
+  CHECK(first.rule_set_version == 1);
+  const Decision over = f.counters[1]->consume(payment("p2"));
+  CHECK_FALSE(over.allowed()); // max_count 1
+  CHECK(over.rule_set_version == 1);
+
+  CHECK(f.store.put(day_limit(5), {"bob", "raise"}) == 2);
+  REQUIRE(eventually([&] { return f.all_on(2); }));
+  CHECK(follower.version() == 2);
+  for (std::size_t i = 0; i < f.counters.size(); ++i) {
+    const auto& counter = f.counters[i];
+    const Decision decision = counter->consume(payment("p3-" + std::to_string(i)));
+    CHECK(decision.allowed()); // max_count 5 now
+    CHECK(decision.rule_set_version == 2);
+    CHECK(counter->check(payment("p4")).rule_set_version == 2);
+    CHECK(std::get<Decision>(counter->consume_many({payment("p5-" + std::to_string(i))}).at(0))
+              .rule_set_version == 2);
+  }
+  // A replay reports the version in force now.
+  CHECK(f.counters[0]->consume(payment("p1")).replayed);
+  CHECK(f.counters[0]->consume(payment("p1")).rule_set_version == 2);
+}
+
+TEST_CASE("rule follower: without a notification it swaps on its poll", "[rule_store][follower]") {
+  FollowerFixture f;
+  f.store.put(day_limit(1), alice);
+  RuleFollowerOptions options;
+  options.poll_interval = 100ms;
+  RuleFollower follower(f.store, f.counters, options);
+  REQUIRE(f.all_on(1));
+  // Version 2 written by hand, as a put whose XADD never reached the follower would leave it.
+  const std::size_t entries = f.store.history().size();
+  f.redis.command({"HSET", f.store.version_key(2), "yaml", limitcounter::to_yaml(day_limit(7)),
+                   "author", "hand", "reason", "lost notification", "action", "put", "at", "0"});
+  f.redis.command({"SET", f.store.current_key(), "2"});
+  CHECK(eventually([&] { return f.all_on(2); }));
+  CHECK(f.counters[0]->rules()->rules().at(0).max_count() == 7);
+  CHECK(f.store.history().size() == entries); // no notification was sent
+}
+
+TEST_CASE("rule follower: a version that does not parse is skipped and reported",
+          "[rule_store][follower]") {
+  FollowerFixture f;
+  f.store.put(day_limit(1), alice);
+  std::mutex mutex;
+  std::vector<std::string> errors;
+  RuleFollowerOptions options;
+  options.poll_interval = 100ms;
+  options.on_error = [&](const Error& e) {
+    const std::lock_guard<std::mutex> lock(mutex);
+    errors.emplace_back(e.what());
+  };
+  RuleFollower follower(f.store, f.counters, options);
+  f.redis.command({"HSET", f.store.version_key(2), "yaml", "rules: [", "author", "hand", "reason",
+                   "broken", "action", "put", "at", "0"});
+  f.redis.command({"SET", f.store.current_key(), "2"});
+  REQUIRE(eventually([&] {
+    const std::lock_guard<std::mutex> lock(mutex);
+    return !errors.empty();
+  }));
+  {
+    const std::lock_guard<std::mutex> lock(mutex);
+    CHECK_THAT(errors.front(), Catch::Contains("version 2"));
+  }
+  CHECK(f.all_on(1));
+  CHECK(follower.version() == 1);
+  // The next good version is taken.
+  CHECK(f.store.put(day_limit(3), alice) == 3);
+  CHECK(eventually([&] { return f.all_on(3); }));
+  const std::lock_guard<std::mutex> lock(mutex);
+  CHECK(errors.size() == 1); // reported once, not at every poll
+}
+
+TEST_CASE("rule follower: refuses an empty store, a null counter and a zero poll interval",
+          "[rule_store][follower]") {
+  FollowerFixture f;
+  CHECK(error_of([&] { RuleFollower(f.store, f.counters); }).code() == errc::not_found);
+  CHECK(f.counters[0]->rule_set_version() == 0);
+  f.store.put(day_limit(1), alice);
+  CHECK(error_of([&] { RuleFollower(f.store, {nullptr}); }).code() == errc::invalid_argument);
+  RuleFollowerOptions zero;
+  zero.poll_interval = 0ms;
+  CHECK_THAT(error_of([&] { RuleFollower(f.store, f.counters, zero); }).what(),
+             Catch::Contains("poll_interval 0"));
 }
