@@ -3,11 +3,19 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <limitcounter/limit_counter.hpp>
 #include <limitcounter/rule_store.hpp>
@@ -344,3 +352,123 @@ TEST_CASE("rule follower: refuses an empty store, a null counter and a zero poll
   CHECK_THAT(error_of([&] { RuleFollower(f.store, f.counters, zero); }).what(),
              Catch::Contains("poll_interval 0"));
 }
+
+TEST_CASE("a decision its failure policy made names the rule set version",
+          "[rule_store][standalone]") {
+  limitcounter::testing::RedisServer server;
+  const auto options = server.options();
+  server.kill(); // nothing is sent: the failure policy decides
+  LimitCounter counter(Redis(options), Calendar("Asia/Shanghai"));
+  RuleSet rules;
+  rules.add(Rule("m")
+                .where("merchant")
+                .per(Period::day)
+                .max_count(1)
+                .on_redis_failure(limitcounter::FailurePolicy::allow));
+  counter.set_rules(rules, 7);
+  CHECK(counter.rule_set_version() == 7);
+  const Decision decision = counter.consume(payment("degraded"));
+  CHECK(decision.degraded);
+  CHECK(decision.rule_set_version == 7);
+  counter.set_rules(rules); // rules set in code: version 0
+  CHECK(counter.consume(payment("degraded-2")).rule_set_version == 0);
+}
+
+#ifdef LIMITCOUNTER_RULE_FOLLOWER_PROBE
+extern char** environ;
+
+namespace {
+
+// The URI of the test topology, for a process of its own.
+std::string uri_of(const limitcounter::RedisOptions& options) {
+  if (options.cluster_seeds.empty()) {
+    return "redis://" + options.host + ":" + std::to_string(options.port);
+  }
+  std::string uri = "redis-cluster://";
+  for (const auto& seed : options.cluster_seeds) {
+    uri += (uri.back() == '/' ? "" : ",") + seed;
+  }
+  return uri;
+}
+
+// One rule_follower_probe process: its stdout read through a pipe, killed by pid at the end.
+class ProbeProcess {
+public:
+  explicit ProbeProcess(std::vector<std::string> args) {
+    int fds[2];
+    REQUIRE(pipe(fds) == 0);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
+    posix_spawn_file_actions_addclose(&actions, fds[0]);
+    posix_spawn_file_actions_addclose(&actions, fds[1]);
+    args.insert(args.begin(), LIMITCOUNTER_RULE_FOLLOWER_PROBE);
+    std::vector<char*> argv;
+    for (auto& arg : args) {
+      argv.push_back(arg.data());
+    }
+    argv.push_back(nullptr);
+    const int spawned = posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    close(fds[1]);
+    fd_ = fds[0];
+    REQUIRE(spawned == 0);
+    fcntl(fd_, F_SETFL, fcntl(fd_, F_GETFL) | O_NONBLOCK);
+  }
+  ~ProbeProcess() {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+    close(fd_);
+  }
+  ProbeProcess(const ProbeProcess&) = delete;
+  ProbeProcess& operator=(const ProbeProcess&) = delete;
+
+  /// Whether the process printed `line` so far (reads what is there, waits at most 10 ms).
+  bool printed(const std::string& line) {
+    pollfd ready{fd_, POLLIN, 0};
+    if (poll(&ready, 1, 10) > 0) {
+      char buffer[512];
+      const ssize_t n = read(fd_, buffer, sizeof buffer);
+      if (n > 0) {
+        output_.append(buffer, static_cast<std::size_t>(n));
+      }
+    }
+    return output_.find(line + "\n") != std::string::npos;
+  }
+  const std::string& output() const { return output_; }
+
+private:
+  pid_t pid_ = -1;
+  int fd_ = -1;
+  std::string output_;
+};
+
+} // namespace
+
+TEST_CASE("rule follower: two processes switch to a new version", "[rule_store][follower]") {
+  StoreFixture f;
+  f.store.put(day_limit(1), alice);
+  const auto poll_interval = 1000ms;
+  const std::vector<std::string> args{uri_of(test_options()), f.prefix, "router",
+                                      std::to_string(poll_interval.count())};
+  ProbeProcess first(args);
+  ProbeProcess second(args);
+  // Both follow version 1 before version 2 is put.
+  const auto wait_for = [&](const std::string& line, std::chrono::milliseconds limit) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    bool both = false;
+    while (!both && std::chrono::steady_clock::now() < deadline) {
+      both = first.printed(line) & second.printed(line); // (both read, no short cut)
+    }
+    return both;
+  };
+  REQUIRE(wait_for("version 1", 60s));
+  CHECK(f.store.put(day_limit(2), {"bob", "fleet"}) == 2);
+  // The documented bound is poll_interval + command_timeout; the deadline is 20 times that so
+  // that a loaded machine does not fail the test (no duration is asserted).
+  const auto bound = poll_interval + test_options().command_timeout;
+  const bool switched = wait_for("version 2", 20 * bound);
+  INFO("first: " << first.output() << "second: " << second.output());
+  CHECK(switched);
+}
+#endif
