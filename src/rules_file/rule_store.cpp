@@ -17,12 +17,12 @@ namespace {
               Outcome::unknown);
 }
 
-std::uint64_t to_version(const std::string& text, const std::string& what) {
+std::uint64_t to_unsigned(const std::string& text, const std::string& what) {
   std::uint64_t value = 0;
   const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (error != std::errc() || end != text.data() + text.size() || text.empty()) {
     throw Error(errc::protocol_error,
-                what + ": " + detail::quote_for_message(text) + " is not a version number",
+                what + ": " + detail::quote_for_message(text) + " is not a non-negative integer",
                 Outcome::failed);
   }
   return value;
@@ -47,7 +47,7 @@ RuleSetVersion decode_version(std::uint64_t version, const Reply& pairs) {
   result.action = field(pairs, "action");
   result.yaml = field(pairs, "yaml");
   const std::string at = field(pairs, "at");
-  result.at = TimePoint(std::chrono::milliseconds(at.empty() ? 0 : std::stoll(at)));
+  result.at = TimePoint(std::chrono::milliseconds(at.empty() ? 0 : to_unsigned(at, "time")));
   return result;
 }
 
@@ -242,7 +242,7 @@ std::uint64_t RuleStore::rollback(std::uint64_t version, const RuleChange& chang
 
 std::uint64_t RuleStore::current_version() const {
   const Reply reply = redis_.command({"GET", current_key()});
-  return reply.is_nil() ? 0 : to_version(reply.as_string(), current_key());
+  return reply.is_nil() ? 0 : to_unsigned(reply.as_string(), current_key());
 }
 
 std::optional<RuleSetVersion> RuleStore::current() const {
@@ -273,7 +273,7 @@ std::vector<RuleSetVersion> RuleStore::history(std::size_t limit) const {
       break;
     }
     const Reply& pairs = entry.at(1);
-    entries.push_back(decode_version(to_version(field(pairs, "version"), history_key()), pairs));
+    entries.push_back(decode_version(to_unsigned(field(pairs, "version"), history_key()), pairs));
   }
   return entries;
 }
