@@ -7,7 +7,8 @@
 -- state (consumed | denied | reserved | confirmed | cancelled | expired), amount (held or
 -- consumed), refunded, counted (1 while the transaction's count is in the counters),
 -- args (the counter and rule arguments of the first call, joined by newlines), keys (the
--- counter keys it moved, joined by newlines), reply (cmsgpack of the first reply), holds
+-- counter keys it moved, joined by newlines), at (when it was decided: ARGV[4] of the first
+-- call, ms), reply (cmsgpack of the first reply), holds
 -- (cmsgpack list of hold sets), hexp (hold expiry, ms), and per refund r:<refund id> (rf for
 -- the full refund).
 -- Counter field value: "<count>:<amount>", integers below 2^53.
@@ -257,7 +258,7 @@ local function decide()
   redis.call('HSET', record, 'fp', fingerprint, 'state', state, 'amount', ARGV[3], 'refunded', '0',
     'counted', allowed and '1' or '0', 'args', ARGV[9],
     'keys', allowed and c > 0 and table.concat(KEYS, '\n', 2 + h, 1 + h + c) or '',
-    'reply', cmsgpack.pack(reply))
+    'at', now, 'reply', cmsgpack.pack(reply))
   if allowed and op == 'reserve' then
     local holds = {}
     for i = 1, h do

@@ -159,6 +159,10 @@ struct TransactionRecord {
   /// The counter window keys the transaction moved (of every share on a cluster; a share
   /// voided because another slot denied gave back what it took and is left out).
   std::vector<std::string> counter_keys;
+  /// When it was decided (the deciding call's clock; the windows in `decision` say which
+  /// periods the transaction's own time fell in). Empty for a tombstone and for records
+  /// written before this field existed.
+  std::optional<TimePoint> decided_at;
   std::optional<TimePoint> hold_expires; ///< a reservation's hold expiry
   std::optional<TimePoint> expires_at;   ///< when the record expires (the replay horizon)
   std::vector<std::string> records;      ///< the Redis keys read (home record first)

@@ -139,6 +139,9 @@ LimitCounter::transaction_record(const std::string& transaction_id,
         record.counter_keys.emplace_back(line);
       }
     }
+    if (!record.decided_at) {
+      record.decided_at = time_of(fields["at"]); // a home has none: its first share's
+    }
     const bool home = fields.count("plan") > 0;
     if (home) {
       for (const auto share : detail::split(fields["plan"], '\n')) {

@@ -219,6 +219,7 @@ TEST_CASE_METHOD(CounterData, "limitctl tx shows a transaction's record, exit 1 
              Catch::Contains("\"rule\":\"merchant-day\",\"period\":\"day\",\"window\":\"" +
                              calendar.window(Period::day, at).id + "\""));
   CHECK_THAT(shown.out, Catch::Contains("{\"refund_id\":\"r1\",\"amount\":100}"));
+  CHECK_THAT(shown.out, Catch::Contains("\"decided_at\":\"20"));
 
   const Run absent = limitctl(with({"tx", "no-such-tx"}));
   CHECK(absent.code == 1);

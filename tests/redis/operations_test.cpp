@@ -153,6 +153,9 @@ TEST_CASE_METHOD(CounterFixture, "transaction_record reads state, amount, window
   CHECK(record->decision->rules[0].used == Usage{1, 700});
   CHECK(record->counter_keys.size() == 2);
   CHECK(record->expires_at);
+  REQUIRE(record->decided_at);
+  CHECK(*record->decided_at >= at - 1s);
+  CHECK(*record->decided_at <= Clock::now());
 
   const auto denied = counter.transaction_record("pay-2");
   REQUIRE(denied);

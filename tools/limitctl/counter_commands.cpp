@@ -185,6 +185,7 @@ void add_tx(CLI::App& app, Context& context) {
                      .set("state", record->state)
                      .set("amount", record->amount)
                      .set("refunded", record->refunded)
+                     .set("decided_at", time_json(record->decided_at))
                      .set("hold_expires", time_json(record->hold_expires))
                      .set("record_expires", time_json(record->expires_at))
                      .set("decision", record->decision ? decision_json(*record->decision) : Json())
