@@ -22,6 +22,7 @@
 #include <limitcounter/rules_file.hpp>
 
 #include "support/probe.hpp"
+#include "support/redis_cluster.hpp"
 #include "support/redis_server.hpp"
 #include "support/topology.hpp"
 
@@ -372,6 +373,69 @@ TEST_CASE("a decision its failure policy made names the rule set version",
   CHECK(decision.rule_set_version == 7);
   counter.set_rules(rules); // rules set in code: version 0
   CHECK(counter.consume(payment("degraded-2")).rule_set_version == 0);
+}
+
+namespace {
+
+// `field` (e.g. "calls", "rejected_calls") of `command` in a node's INFO commandstats.
+long long command_stat(const limitcounter::RedisOptions& node, const std::string& command,
+                       const std::string& field) {
+  const std::string stats = Redis(node).command({"INFO", "commandstats"}).as_string();
+  const auto line = stats.find("cmdstat_" + command + ":");
+  if (line == std::string::npos) {
+    return 0;
+  }
+  const auto at = stats.find(field + "=", line);
+  return at == std::string::npos ? 0 : std::stoll(stats.substr(at + field.size() + 1));
+}
+
+} // namespace
+
+TEST_CASE("a follower's XREAD goes straight to the node of the history key",
+          "[rule_store][router]") {
+  if (!limitcounter::testing::on_cluster()) {
+    SUCCEED("routing by key is a cluster matter");
+    return;
+  }
+  std::vector<limitcounter::RedisOptions> nodes;
+  for (const auto* node : limitcounter::testing::shared_cluster().nodes()) {
+    nodes.push_back(node->options());
+  }
+  // A node answers MOVED for a key it does not serve.
+  const auto owner = [&](const std::string& key) {
+    for (std::size_t i = 0; i < nodes.size(); ++i) {
+      if (!Redis(nodes[i]).command({"EXISTS", key}).is_error()) {
+        return i;
+      }
+    }
+    FAIL("no node serves " << key);
+    return nodes.size();
+  };
+  // A store whose history key is not on the node of the slot of "BLOCK", where routing by
+  // argv[1] sent the XREAD.
+  const std::string prefix = unique_prefix();
+  std::string history;
+  for (int i = 0; history.empty() || owner(history) == owner("BLOCK"); ++i) {
+    history = RuleStore(Redis(test_options()), "r" + std::to_string(i), {prefix, 10}).history_key();
+  }
+  const auto rejected = [&] {
+    long long total = 0;
+    for (const auto& node : nodes) {
+      total += command_stat(node, "xread", "rejected_calls");
+    }
+    return total;
+  };
+  const std::vector<std::string> xread{"XREAD", "BLOCK", "1", "STREAMS", history, "0-0"};
+  // The measure sees a misrouted XREAD: the node of "BLOCK" refuses it with MOVED.
+  const long long before_misrouted = rejected();
+  CHECK(Redis(nodes[owner("BLOCK")]).command(xread).is_error());
+  REQUIRE(rejected() == before_misrouted + 1);
+
+  const long long rejected_before = rejected();
+  const long long calls_before = command_stat(nodes[owner(history)], "xread", "calls");
+  CHECK(Redis(test_options()).command(xread).is_nil()); // no entry: the block times out
+  CHECK(rejected() == rejected_before);
+  CHECK(command_stat(nodes[owner(history)], "xread", "calls") == calls_before + 1);
 }
 
 #ifdef LIMITCOUNTER_RULE_FOLLOWER_PROBE
