@@ -332,7 +332,8 @@ private:
   Decision decide_with_redis(std::string_view op, const Transaction& transaction);
   Decision finish_one_slot(std::string_view op, const Transaction& transaction,
                            const std::vector<std::string>& args, const Reply& reply);
-  void report(const Transaction& transaction, const Decision& decision, TimePoint started) const;
+  void report(LimitOp op, const Transaction& transaction, const Decision& decision,
+              TimePoint started) const;
   Decision decide_without_redis(std::string_view op, const Transaction& transaction,
                                 const PreparedDecision& prepared);
   /// Adds what this node allowed on its own while Redis was away to the Redis counters.

@@ -183,7 +183,10 @@ Decision LimitCounter::decide(std::string_view op, const Transaction& transactio
   const TimePoint started = Clock::now();
   try {
     Decision decision = decide_with_redis(op, transaction);
-    report(transaction, decision, started);
+    report(op == "check"     ? LimitOp::check
+           : op == "reserve" ? LimitOp::reserve
+                             : LimitOp::consume,
+           transaction, decision, started);
     return decision;
   } catch (const Error& e) {
     if (options_.observer) {
@@ -301,12 +304,12 @@ void LimitCounter::report_local_usage() {
   local_->reported(arrived);
 }
 
-void LimitCounter::report(const Transaction& transaction, const Decision& decision,
+void LimitCounter::report(LimitOp op, const Transaction& transaction, const Decision& decision,
                           TimePoint started) const {
   if (!options_.observer) {
     return;
   }
-  options_.observer->on_decision(transaction, decision, Clock::now() - started);
+  options_.observer->on_decision(op, transaction, decision, Clock::now() - started);
   if (!decision.allowed()) {
     return;
   }
@@ -373,7 +376,7 @@ LimitCounter::consume_many(const std::vector<Transaction>& transactions) {
       if (!decision) {
         decision = finish_one_slot("consume", transaction, calls[call].args, replies.at(call));
       }
-      report(transaction, *decision, started);
+      report(LimitOp::consume, transaction, *decision, started);
       results.emplace_back(std::move(*decision));
     } catch (const Error& e) {
       if (options_.observer) {
