@@ -28,14 +28,18 @@ enum class LimiterKind {
 /// "daily_cap" or "sliding_window".
 std::string_view to_string(LimiterKind kind) noexcept;
 
-/// The LimitCounter call behind `LimitObserver::on_decision`.
+/// The LimitCounter call behind `LimitObserver::on_decision` (consume, reserve, check) or
+/// `LimitObserver::on_transition` (confirm, cancel, refund).
 enum class LimitOp {
   consume, ///< `LimitCounter::consume` and each item of `consume_many`
   reserve, ///< `LimitCounter::reserve`
   check,   ///< `LimitCounter::check` (a dry run)
+  confirm, ///< `LimitCounter::confirm`
+  cancel,  ///< `LimitCounter::cancel`
+  refund,  ///< `LimitCounter::refund`
 };
 
-/// "consume", "reserve" or "check".
+/// "consume", "reserve", "check", "confirm", "cancel" or "refund".
 std::string_view to_string(LimitOp op) noexcept;
 
 /// The Wallet call behind `LimitObserver::on_wallet_operation`.
@@ -85,10 +89,11 @@ std::string_view to_string(PayoutOp op) noexcept;
 /// packet and transaction ids are never passed except inside `Transaction` (do not make
 /// labels of them: their number is unbounded).
 ///
-/// A call that throws an `Error` is reported to `on_error` and, for wallets, red packets
-/// and payouts, also to its operation hook with the status "error" (so failures are counted
-/// per operation). In a `*_many` batch each item is reported with the latency of the whole
-/// batch (one round trip); a batch that throws as a whole is reported once.
+/// A call that throws an `Error` is reported to `on_error` and, for confirm, cancel,
+/// refund, wallets, red packets and payouts, also to its operation hook with the status
+/// "error" (so failures are counted per operation). In a `*_many` batch each item is reported with
+/// the latency of the whole batch (one round trip); a batch that throws as a whole is reported
+/// once.
 class LimitObserver {
 public:
   virtual ~LimitObserver() = default;
@@ -97,6 +102,12 @@ public:
   /// trip included.
   virtual void on_decision(LimitOp /*op*/, const Transaction& /*transaction*/,
                            const Decision& /*decision*/, std::chrono::nanoseconds /*latency*/) {}
+  /// Every confirm, cancel and refund that Redis answered, or that threw (`status` "error";
+  /// the Error goes to `on_error` too). `status` for confirm: "confirmed" or "already"; for
+  /// cancel: "cancelled", "already_ended" or "recorded_unknown" (see `CancelResult`); for
+  /// refund: "refunded" or "replayed" (this refund id was applied before).
+  virtual void on_transition(LimitOp /*op*/, std::string_view /*status*/,
+                             std::chrono::nanoseconds /*latency*/) {}
   /// An allowed transaction left a rule's window at or above `near_limit_fraction` of a limit.
   virtual void on_near_limit(const Transaction& /*transaction*/, const RuleStatus& /*rule*/) {}
   /// A call failed with `error` (thrown to the caller, turned into a degraded decision, or
@@ -156,6 +167,8 @@ public:
                                const Usage& usage) override;
   void on_limiter_decision(LimiterKind kind, std::string_view name, bool allowed,
                            std::chrono::nanoseconds latency) override;
+  void on_transition(LimitOp op, std::string_view status,
+                     std::chrono::nanoseconds latency) override;
   void on_wallet_operation(WalletOp op, std::string_view status,
                            std::chrono::nanoseconds latency) override;
   void on_red_packet_operation(RedPacketOp op, std::string_view status,

@@ -33,6 +33,10 @@ namespace limitcounter {
 ///   sliding-window hits; `kind` "daily_cap" or "sliding_window", `name` the cap's or
 ///   limiter's name, `verdict` "allowed" or "refused".
 /// - `limitcounter_limiter_decision_seconds{kind}`: histogram of their latency.
+/// - `limitcounter_transitions_total{op,status}`: confirm ("confirmed", "already"), cancel
+///   ("cancelled", "already_ended", "recorded_unknown") and refund ("refunded",
+///   "replayed"), "error" for a call that threw.
+/// - `limitcounter_transition_seconds{op}`: histogram of their latency.
 /// - `limitcounter_wallet_operations_total{op,status}`: wallet calls (`op` "deduct",
 ///   "deduct_many" per item, "credit", "rollback", "freeze", "unfreeze"; `status` as
 ///   `LimitObserver::on_wallet_operation` says, "error" for a call that threw).
@@ -83,6 +87,8 @@ public:
                                const Usage& usage) override;
   void on_limiter_decision(LimiterKind kind, std::string_view name, bool allowed,
                            std::chrono::nanoseconds latency) override;
+  void on_transition(LimitOp op, std::string_view status,
+                     std::chrono::nanoseconds latency) override;
   void on_wallet_operation(WalletOp op, std::string_view status,
                            std::chrono::nanoseconds latency) override;
   void on_red_packet_operation(RedPacketOp op, std::string_view status,
@@ -110,6 +116,8 @@ private:
   std::unique_ptr<Family> local_usage_reported_;
   std::unique_ptr<Family> limiter_decisions_;
   std::unique_ptr<Family> limiter_seconds_;
+  std::unique_ptr<Family> transitions_;
+  std::unique_ptr<Family> transition_seconds_;
   std::unique_ptr<Family> wallet_operations_;
   std::unique_ptr<Family> wallet_seconds_;
   std::unique_ptr<Family> red_packet_operations_;

@@ -13,6 +13,9 @@ std::string_view to_string(LimitOp op) noexcept {
   case LimitOp::consume: return "consume";
   case LimitOp::reserve: return "reserve";
   case LimitOp::check: return "check";
+  case LimitOp::confirm: return "confirm";
+  case LimitOp::cancel: return "cancel";
+  case LimitOp::refund: return "refund";
   }
   return "other";
 }
@@ -93,6 +96,11 @@ void StreamObserver::operation_line(std::string_view job, std::string_view op,
   out_ << "limitcounter " << job << " op=" << op << " status=" << status
        << " latency_us=" << std::chrono::duration_cast<std::chrono::microseconds>(latency).count()
        << '\n';
+}
+
+void StreamObserver::on_transition(LimitOp op, std::string_view status,
+                                   std::chrono::nanoseconds latency) {
+  operation_line("transition", to_string(op), status, latency);
 }
 
 void StreamObserver::on_wallet_operation(WalletOp op, std::string_view status,

@@ -254,6 +254,12 @@ PrometheusObserver::PrometheusObserver(std::size_t max_series_per_family) {
   limiter_seconds_ =
       family("limitcounter_limiter_decision_seconds",
              "Latency of daily cap takes and sliding window hits.", Type::histogram, {"kind"});
+  transitions_ =
+      family("limitcounter_transitions_total", "Confirms, cancels and refunds of transactions.",
+             Type::counter, {"op", "status"});
+  transition_seconds_ = family("limitcounter_transition_seconds",
+                               "Latency of confirm, cancel and refund, Redis round trip included.",
+                               Type::histogram, {"op"});
   wallet_operations_ = family("limitcounter_wallet_operations_total",
                               "Wallet deductions, credits, rollbacks, freezes and unfreezes.",
                               Type::counter, {"op", "status"});
@@ -319,6 +325,13 @@ void PrometheusObserver::on_limiter_decision(LimiterKind kind, std::string_view 
   limiter_seconds_->observe({kind_name}, latency);
 }
 
+void PrometheusObserver::on_transition(LimitOp op, std::string_view status,
+                                       std::chrono::nanoseconds latency) {
+  const std::string op_name(to_string(op));
+  transitions_->add({op_name, std::string(status)});
+  transition_seconds_->observe({op_name}, latency);
+}
+
 void PrometheusObserver::on_wallet_operation(WalletOp op, std::string_view status,
                                              std::chrono::nanoseconds latency) {
   const std::string op_name(to_string(op));
@@ -351,13 +364,26 @@ void PrometheusObserver::on_journal_lag(const JournalLag& lag) {
 
 std::string PrometheusObserver::render() const {
   std::string out;
-  for (const Family* family :
-       {decisions_.get(), decision_seconds_.get(), degraded_.get(), replayed_.get(),
-        near_limit_.get(), errors_.get(), local_usage_reported_.get(), limiter_decisions_.get(),
-        limiter_seconds_.get(), wallet_operations_.get(), wallet_seconds_.get(),
-        red_packet_operations_.get(), red_packet_seconds_.get(), payout_operations_.get(),
-        payout_seconds_.get(), payout_tasks_taken_.get(), journal_lag_.get(),
-        journal_pending_.get()}) {
+  for (const Family* family : {decisions_.get(),
+                               decision_seconds_.get(),
+                               degraded_.get(),
+                               replayed_.get(),
+                               near_limit_.get(),
+                               errors_.get(),
+                               local_usage_reported_.get(),
+                               limiter_decisions_.get(),
+                               limiter_seconds_.get(),
+                               transitions_.get(),
+                               transition_seconds_.get(),
+                               wallet_operations_.get(),
+                               wallet_seconds_.get(),
+                               red_packet_operations_.get(),
+                               red_packet_seconds_.get(),
+                               payout_operations_.get(),
+                               payout_seconds_.get(),
+                               payout_tasks_taken_.get(),
+                               journal_lag_.get(),
+                               journal_pending_.get()}) {
     family->render(out);
   }
   return out;

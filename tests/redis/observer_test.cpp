@@ -104,6 +104,12 @@ TEST_CASE_METHOD(ObserverFixture, "PrometheusObserver counts real decisions, cap
       limits.take_daily_cap("sms", "bad subject", 1), Error,
       Catch::Predicate<Error>([](const Error& e) { return e.code() == errc::invalid_argument; }));
 
+  // tx-1 is consumed: refunded (and again: a replay); tx-never is unknown.
+  CHECK(limits.refund("tx-1", 100, "r-1").refunded_now == 100);
+  CHECK(limits.refund("tx-1", 100, "r-1").replayed);
+  CHECK_THROWS_AS(limits.confirm("tx-never"), Error);
+  CHECK(limits.cancel("tx-never") == limitcounter::CancelResult::recorded_unknown);
+
   CHECK(has(R"(limitcounter_decisions_total{op="check",verdict="denied",rule="merchant-day"} 1)"));
   CHECK(has(R"(limitcounter_decisions_total{op="consume",verdict="allowed",rule=""} 2)"));
   CHECK(
@@ -113,6 +119,12 @@ TEST_CASE_METHOD(ObserverFixture, "PrometheusObserver counts real decisions, cap
   CHECK(has(R"(limitcounter_decision_seconds_count{op="consume"} 4)"));
   CHECK(has(R"(limitcounter_decision_seconds_count{op="reserve"} 1)"));
   CHECK(has(R"(limitcounter_decision_seconds_count{op="check"} 1)"));
+  CHECK(has(R"(limitcounter_transitions_total{op="refund",status="refunded"} 1)"));
+  CHECK(has(R"(limitcounter_transitions_total{op="refund",status="replayed"} 1)"));
+  CHECK(has(R"(limitcounter_transitions_total{op="confirm",status="error"} 1)"));
+  CHECK(has(R"(limitcounter_transitions_total{op="cancel",status="recorded_unknown"} 1)"));
+  CHECK(has(R"(limitcounter_transition_seconds_count{op="refund"} 2)"));
+  CHECK(has(R"(limitcounter_errors_total{code="not_found",outcome="failed"} 1)"));
   CHECK(has("limitcounter_replayed_total 1"));
   CHECK(has("limitcounter_degraded_total 0"));
   CHECK(has(R"(limitcounter_near_limit_total{rule="merchant-day"} 1)"));

@@ -58,6 +58,10 @@ limitcounter_local_usage_reported_total 0
 # TYPE limitcounter_limiter_decisions_total counter
 # HELP limitcounter_limiter_decision_seconds Latency of daily cap takes and sliding window hits.
 # TYPE limitcounter_limiter_decision_seconds histogram
+# HELP limitcounter_transitions_total Confirms, cancels and refunds of transactions.
+# TYPE limitcounter_transitions_total counter
+# HELP limitcounter_transition_seconds Latency of confirm, cancel and refund, Redis round trip included.
+# TYPE limitcounter_transition_seconds histogram
 # HELP limitcounter_wallet_operations_total Wallet deductions, credits, rollbacks, freezes and unfreezes.
 # TYPE limitcounter_wallet_operations_total counter
 # HELP limitcounter_wallet_operation_seconds Latency of wallet operations, Redis round trip included.
@@ -247,12 +251,15 @@ TEST_CASE("PrometheusObserver counts every event of concurrent threads", "[prome
                              "4000\n"));
 }
 
-TEST_CASE("PrometheusObserver renders wallet, red packet and payout operations by op and status",
+TEST_CASE("PrometheusObserver renders transitions, wallet, red packet and payout operations by op "
+          "and status",
           "[prometheus]") {
   using limitcounter::PayoutOp;
   using limitcounter::RedPacketOp;
   using limitcounter::WalletOp;
   PrometheusObserver observer;
+  observer.on_transition(limitcounter::LimitOp::refund, "refunded", 1ms);
+  observer.on_transition(limitcounter::LimitOp::confirm, "error", 1ms);
   observer.on_wallet_operation(WalletOp::deduct, "ok", 1ms);
   observer.on_wallet_operation(WalletOp::deduct, "insufficient", 2ms);
   observer.on_wallet_operation(WalletOp::deduct, "ok", 1ms);
@@ -270,6 +277,11 @@ TEST_CASE("PrometheusObserver renders wallet, red packet and payout operations b
         "limitcounter_wallet_operations_total{op=\"deduct\",status=\"insufficient\"} 1\n"
         "limitcounter_wallet_operations_total{op=\"deduct\",status=\"ok\"} 2\n"
         "limitcounter_wallet_operations_total{op=\"freeze\",status=\"changed\"} 1\n");
+  CHECK(family(text, "limitcounter_transitions_total") ==
+        "# HELP limitcounter_transitions_total Confirms, cancels and refunds of transactions.\n"
+        "# TYPE limitcounter_transitions_total counter\n"
+        "limitcounter_transitions_total{op=\"confirm\",status=\"error\"} 1\n"
+        "limitcounter_transitions_total{op=\"refund\",status=\"refunded\"} 1\n");
   CHECK_THAT(text,
              Catch::Contains("\nlimitcounter_wallet_operation_seconds_sum{op=\"deduct\"} 0.004\n"));
   CHECK_THAT(text, Catch::Contains("\nlimitcounter_red_packet_operations_total{op=\"grab\","
