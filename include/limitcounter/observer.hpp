@@ -91,9 +91,9 @@ std::string_view to_string(PayoutOp op) noexcept;
 ///
 /// A call that throws an `Error` is reported to `on_error` and, for confirm, cancel,
 /// refund, wallets, red packets and payouts, also to its operation hook with the status
-/// "error" (so failures are counted per operation). In a `*_many` batch each item is reported with
-/// the latency of the whole batch (one round trip); a batch that throws as a whole is reported
-/// once.
+/// "error" (so failures are counted per operation). In a `*_many` batch each item is
+/// reported with the latency of the whole batch (one round trip); a batch that throws as a
+/// whole is reported once.
 class LimitObserver {
 public:
   virtual ~LimitObserver() = default;

@@ -54,12 +54,13 @@ std::string_view to_string(PayoutOp op) noexcept {
 void StreamObserver::on_decision(LimitOp op, const Transaction& transaction,
                                  const Decision& decision, std::chrono::nanoseconds latency) {
   const std::lock_guard<std::mutex> lock(mutex_);
-  out_ << "limitcounter decision op=" << to_string(op) << " tx=" << transaction.id
+  // The op goes last, so the line begins as it did before the op was reported.
+  out_ << "limitcounter decision tx=" << transaction.id
        << " verdict=" << (decision.allowed() ? "allowed" : "denied")
        << (decision.denial ? " rule=" + decision.denial->rule : std::string())
        << (decision.replayed ? " replayed" : "") << (decision.degraded ? " degraded" : "")
        << " latency_us=" << std::chrono::duration_cast<std::chrono::microseconds>(latency).count()
-       << '\n';
+       << " op=" << to_string(op) << '\n';
 }
 
 void StreamObserver::on_near_limit(const Transaction& transaction, const RuleStatus& rule) {
