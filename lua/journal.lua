@@ -202,7 +202,7 @@ if op == 'lag' then
   end
   for _, group in ipairs(groups()) do
     if group['name'] == ARGV[2] then
-      -- lag is a null (false here) when entries were deleted inside the unread range
+      -- lag is a null (false here) when an XDEL left a gap Redis cannot count over
       return {group['lag'] or -1, group['pending']}
     end
   end

@@ -18,8 +18,8 @@ struct JournalLag {
   /// Events not yet delivered to any consumer of the group (Redis's `lag`). All the events
   /// of the partition's stream if the group was not created yet (the first `read` creates
   /// it, from the start of the stream); 0 if the stream does not exist. Empty when Redis
-  /// cannot tell: entries were deleted (XDEL) inside the unread range (the library never
-  /// deletes journal entries; an operator may).
+  /// cannot tell: an entry after the group's last read one was deleted (XDEL) while older
+  /// entries stay (the library never deletes journal entries; an operator may).
   std::optional<std::int64_t> unread;
   /// Events delivered to a consumer of the group and not acknowledged yet (Redis's
   /// `pending`): in a handler now, failed and waiting for their retry, or held back behind

@@ -46,6 +46,11 @@ auto report_to(LimitObserver* observer, RedPacketOp op) {
   };
 }
 
+// `run()`, reported to `observer` (if any) as one `op` call.
+template <typename Run> auto observed(LimitObserver* observer, RedPacketOp op, Run&& run) {
+  return detail::observed_call(observer, std::forward<Run>(run), report_to(observer, op));
+}
+
 // `run()`, reported to `observer` (if any) as one payout-queue `op` call whose status and
 // number of tasks `describe(result)` gives.
 template <typename Run, typename Describe>
@@ -94,10 +99,8 @@ std::vector<std::string> RedPacketPool::packet_keys(const std::string& packet_id
 CreateResult RedPacketPool::create(const std::string& packet_id,
                                    const std::vector<std::int64_t>& amounts,
                                    const PacketOptions& options) {
-  LimitObserver* observer = options_.observer.get();
-  return detail::observed_call(
-      observer, [&] { return run_create(packet_id, amounts, options); },
-      report_to(observer, RedPacketOp::create));
+  return observed(options_.observer.get(), RedPacketOp::create,
+                  [&] { return run_create(packet_id, amounts, options); });
 }
 
 CreateResult RedPacketPool::run_create(const std::string& packet_id,
@@ -215,14 +218,10 @@ GrabResult RedPacketPool::grab(const std::string& packet_id, const std::string& 
 
 GrabResult RedPacketPool::grab(const std::string& packet_id, const std::string& user_id,
                                const UserDisplay& display, TimePoint now) {
-  LimitObserver* observer = options_.observer.get();
-  return detail::observed_call(
-      observer,
-      [&] {
-        const ScriptCall call = grab_call(packet_id, GrabRequest{user_id, display}, now);
-        return detail::decode_grab(redis_.eval(*call.script, call.keys, call.args), packet_id);
-      },
-      report_to(observer, RedPacketOp::grab));
+  return observed(options_.observer.get(), RedPacketOp::grab, [&] {
+    const ScriptCall call = grab_call(packet_id, GrabRequest{user_id, display}, now);
+    return detail::decode_grab(redis_.eval(*call.script, call.keys, call.args), packet_id);
+  });
 }
 
 std::vector<BatchResult<GrabResult>>
@@ -257,16 +256,11 @@ RedPacketPool::grab_many(const std::string& packet_id, const std::vector<GrabReq
 }
 
 CloseResult RedPacketPool::close(const std::string& packet_id) {
-  LimitObserver* observer = options_.observer.get();
-  return detail::observed_call(
-      observer,
-      [&] {
-        validate_packet_id(packet_id);
-        return detail::decode_close(
-            redis_.eval(scripts::red_packet, packet_keys(packet_id), {"close", packet_id}),
-            packet_id);
-      },
-      report_to(observer, RedPacketOp::close));
+  return observed(options_.observer.get(), RedPacketOp::close, [&] {
+    validate_packet_id(packet_id);
+    return detail::decode_close(
+        redis_.eval(scripts::red_packet, packet_keys(packet_id), {"close", packet_id}), packet_id);
+  });
 }
 
 std::vector<std::pair<std::string, CloseResult>> RedPacketPool::close_expired(TimePoint now) {

@@ -324,6 +324,19 @@ TEST_CASE_METHOD(ObserverFixture,
   consumer.acknowledge(partition, consumer.read(partition));
   CHECK(consumer.lag(partition).unread == 0);
   CHECK(has(lag_line + "0"));
+  // An operator deletes an unread entry between two others: Redis can no longer count
+  // (deleting the first unread one leaves it countable), and says so.
+  for (const char* order : {"o-5", "o-6", "o-7"}) {
+    REQUIRE(wallet.deduct("alice", order, 10).status == WalletResult::Status::ok);
+  }
+  const limitcounter::Reply unread =
+      redis.command({"XRANGE", wallet.keys().journal(partition), "-", "+", "COUNT", "2"});
+  REQUIRE(unread.as_array().size() == 2);
+  REQUIRE(redis.command({"XDEL", wallet.keys().journal(partition), unread.at(1).at(0).as_string()})
+              .as_integer() == 1);
+  CHECK_FALSE(consumer.lag(partition).unread.has_value());
+  CHECK(has(lag_line + "NaN"));
+
   CHECK_THROWS_MATCHES(consumer.lag(2), Error, Catch::Predicate<Error>([](const Error& e) {
                          return e.code() == errc::invalid_argument;
                        }));
