@@ -202,7 +202,14 @@ public:
   /// counters belong to its shape and period, not to the rule. Until it is called,
   /// consume, reserve and check throw invalid_argument; an empty RuleSet set here allows
   /// every transaction (and records it) on purpose.
+  /// Same as `set_rules(rules, 0)`: rules set in code, without a version.
   void set_rules(RuleSet rules);
+  /// Replaces the rules as `set_rules(RuleSet)` does and names their version (e.g. of a
+  /// `RuleStore`): every Decision decided by them reports it in `rule_set_version`. The rules
+  /// and their version change together: no call decides by one with the other.
+  void set_rules(RuleSet rules, std::uint64_t version);
+  /// The version given with the rules in force (0 before `set_rules` or without a version).
+  std::uint64_t rule_set_version() const;
   /// The rules in force (empty before `set_rules`).
   std::shared_ptr<const RuleSet> rules() const;
 
@@ -325,8 +332,14 @@ private:
   Decision finish_decide(std::string_view op, const Transaction& transaction,
                          const std::vector<std::string>& args, const Reply& reply) const;
   Decision decide(std::string_view op, const Transaction& transaction);
+  /// A rule set and the version it was set with, swapped together.
+  struct RulesInForce {
+    RuleSet rules;
+    std::uint64_t version = 0;
+  };
   /// The rules to decide by; throws invalid_argument if `set_rules` was never called.
-  std::shared_ptr<const RuleSet> rules_to_decide(std::string_view op, const std::string& id) const;
+  std::shared_ptr<const RulesInForce> rules_to_decide(std::string_view op,
+                                                      const std::string& id) const;
   /// Whether `error` lets the failure policy decide: only when nothing was sent.
   bool policy_decides(const Error& error, const PreparedDecision& prepared) const;
   Decision decide_with_redis(std::string_view op, const Transaction& transaction);
@@ -388,7 +401,7 @@ private:
   LimitCounterOptions options_;
   CounterKeys keys_;
   mutable std::mutex rules_mutex_;
-  std::shared_ptr<const RuleSet> rules_;
+  std::shared_ptr<const RulesInForce> rules_;
   std::shared_ptr<detail::LocalLedger> local_;
 };
 

@@ -48,19 +48,29 @@ template <typename Run> auto observed(LimitObserver* observer, LimitOp op, Run&&
 
 } // namespace
 
-void LimitCounter::set_rules(RuleSet rules) {
-  auto fresh = std::make_shared<const RuleSet>(std::move(rules));
+void LimitCounter::set_rules(RuleSet rules) { set_rules(std::move(rules), 0); }
+
+void LimitCounter::set_rules(RuleSet rules, std::uint64_t version) {
+  // One object holds both, so a decision never pairs a set with another set's version.
+  auto fresh = std::make_shared<const RulesInForce>(RulesInForce{std::move(rules), version});
   const std::lock_guard<std::mutex> lock(rules_mutex_);
   rules_ = std::move(fresh);
 }
 
 std::shared_ptr<const RuleSet> LimitCounter::rules() const {
   const std::lock_guard<std::mutex> lock(rules_mutex_);
-  return rules_ ? rules_ : std::make_shared<const RuleSet>();
+  // (aliasing: the set keeps its RulesInForce alive)
+  return rules_ ? std::shared_ptr<const RuleSet>(rules_, &rules_->rules)
+                : std::make_shared<const RuleSet>();
 }
 
-std::shared_ptr<const RuleSet> LimitCounter::rules_to_decide(std::string_view op,
-                                                             const std::string& id) const {
+std::uint64_t LimitCounter::rule_set_version() const {
+  const std::lock_guard<std::mutex> lock(rules_mutex_);
+  return rules_ ? rules_->version : 0;
+}
+
+std::shared_ptr<const LimitCounter::RulesInForce>
+LimitCounter::rules_to_decide(std::string_view op, const std::string& id) const {
   const std::lock_guard<std::mutex> lock(rules_mutex_);
   if (!rules_) {
     // Deciding against no rules at all is a deployment mistake far more often than intent:
@@ -231,8 +241,8 @@ bool LimitCounter::policy_decides(const Error& error, const PreparedDecision& pr
 }
 
 Decision LimitCounter::decide_with_redis(std::string_view op, const Transaction& transaction) {
-  PreparedDecision prepared =
-      prepare_decide(op, transaction, *rules_to_decide(op, transaction.id), Clock::now());
+  const auto in_force = rules_to_decide(op, transaction.id);
+  PreparedDecision prepared = prepare_decide(op, transaction, in_force->rules, Clock::now());
   std::optional<Decision> decision;
   Reply reply;
   try {
@@ -248,11 +258,14 @@ Decision LimitCounter::decide_with_redis(std::string_view op, const Transaction&
     if (options_.observer) {
       options_.observer->on_error(e);
     }
-    return decide_without_redis(op, transaction, prepared);
+    decision = decide_without_redis(op, transaction, prepared);
+    decision->rule_set_version = in_force->version;
+    return std::move(*decision);
   }
   if (!decision) {
     decision = finish_one_slot(op, transaction, prepared.call.args, reply);
   }
+  decision->rule_set_version = in_force->version;
   if (!local_->empty()) {
     report_local_usage();
   }
@@ -361,10 +374,11 @@ LimitCounter::consume_many(const std::vector<Transaction>& transactions) {
   std::vector<PreparedDecision> prepared;
   prepared.reserve(transactions.size());
   std::vector<ScriptCall> calls;
+  std::shared_ptr<const RulesInForce> in_force;
   if (!transactions.empty()) {
-    const auto rule_set = rules_to_decide("consume", transactions.front().id);
+    in_force = rules_to_decide("consume", transactions.front().id);
     for (const auto& transaction : transactions) {
-      prepared.push_back(prepare_decide("consume", transaction, *rule_set, started));
+      prepared.push_back(prepare_decide("consume", transaction, in_force->rules, started));
       if (prepared.back().shares.empty()) {
         calls.push_back(std::move(prepared.back().call));
       }
@@ -403,6 +417,7 @@ LimitCounter::consume_many(const std::vector<Transaction>& transactions) {
       if (!decision) {
         decision = finish_one_slot("consume", transaction, calls[call].args, replies.at(call));
       }
+      decision->rule_set_version = in_force->version;
       report(LimitOp::consume, transaction, *decision, started);
       results.emplace_back(std::move(*decision));
     } catch (const Error& e) {
