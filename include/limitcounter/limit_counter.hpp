@@ -417,7 +417,14 @@ private:
   Decision decide_with_redis(std::string_view op, const Transaction& transaction);
   Decision finish_one_slot(std::string_view op, const Transaction& transaction,
                            const std::vector<std::string>& args, const Reply& reply);
-  void report(const Transaction& transaction, const Decision& decision, TimePoint started) const;
+  void report(LimitOp op, const Transaction& transaction, const Decision& decision,
+              TimePoint started) const;
+  /// `confirm`, `cancel` and `refund` without reporting to the observer.
+  ConfirmResult run_confirm(const std::string& transaction_id,
+                            std::optional<std::int64_t> final_amount);
+  CancelResult run_cancel(const std::string& transaction_id);
+  RefundResult run_refund(const std::string& transaction_id, std::optional<std::int64_t> amount,
+                          const std::string& refund_id);
   Decision decide_without_redis(std::string_view op, const Transaction& transaction,
                                 const PreparedDecision& prepared);
   /// Adds what this node allowed on its own while Redis was away to the Redis counters.

@@ -7,12 +7,14 @@
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include <limitcounter/batch.hpp>
 #include <limitcounter/calendar.hpp>
+#include <limitcounter/observer.hpp>
 #include <limitcounter/red_packet_keys.hpp>
 #include <limitcounter/red_packet_split.hpp>
 #include <limitcounter/redis.hpp>
@@ -33,6 +35,10 @@ struct RedPacketOptions {
   int max_payout_attempts = 5;
   /// Back-off after the first failed payout; doubles with every further failure.
   std::chrono::milliseconds payout_backoff{std::chrono::seconds{1}};
+  /// Hooks for metrics: every create, grab (each item of grab_many), close and payout-queue
+  /// call is reported to `observer->on_red_packet_operation` or `on_payout_operation`
+  /// (status and latency), its errors to `on_error` too; none by default.
+  std::shared_ptr<LimitObserver> observer{};
 };
 
 /// The rules of one packet at creation. They are part of the packet's content: a create
@@ -253,6 +259,9 @@ public:
   const RedPacketKeys& keys() const noexcept { return keys_; }
 
 private:
+  /// `create` without reporting to the observer.
+  CreateResult run_create(const std::string& packet_id, const std::vector<std::int64_t>& amounts,
+                          const PacketOptions& options);
   void check_partition(std::uint32_t partition) const;
   std::vector<std::string> packet_keys(const std::string& packet_id) const;
   ScriptCall grab_call(const std::string& packet_id, const GrabRequest& request,

@@ -8,6 +8,7 @@
 #include "limit_counter/rule_matching.hpp"
 #include "redis/key_slot.hpp"
 #include "shared/amount.hpp"
+#include "shared/observed.hpp"
 
 namespace limitcounter {
 namespace {
@@ -17,6 +18,32 @@ using detail::quoted_id;
 [[noreturn]] void throw_unexpected(const Reply& reply, const std::string& what) {
   throw Error(errc::protocol_error, what + ": unexpected reply " + reply.debug_string(),
               Outcome::unknown);
+}
+
+// The observer's status words (see `LimitObserver::on_transition`).
+std::string_view status_word(const ConfirmResult& result) {
+  return result.already ? "already" : "confirmed";
+}
+
+std::string_view status_word(CancelResult result) {
+  switch (result) {
+  case CancelResult::cancelled: return "cancelled";
+  case CancelResult::already_ended: return "already_ended";
+  case CancelResult::recorded_unknown: return "recorded_unknown";
+  }
+  return "other";
+}
+
+std::string_view status_word(const RefundResult& result) {
+  return result.replayed ? "replayed" : "refunded";
+}
+
+// `run()`, reported to `observer` (if any) as one `op` transition.
+template <typename Run> auto observed(LimitObserver* observer, LimitOp op, Run&& run) {
+  return detail::observed_call(
+      observer, std::forward<Run>(run), [observer, op](const auto* result, auto latency) {
+        observer->on_transition(op, result ? status_word(*result) : "error", latency);
+      });
 }
 
 } // namespace
@@ -193,7 +220,10 @@ Decision LimitCounter::decide(std::string_view op, const Transaction& transactio
   const TimePoint started = Clock::now();
   try {
     Decision decision = decide_with_redis(op, transaction);
-    report(transaction, decision, started);
+    report(op == "check"     ? LimitOp::check
+           : op == "reserve" ? LimitOp::reserve
+                             : LimitOp::consume,
+           transaction, decision, started);
     return decision;
   } catch (const Error& e) {
     if (options_.observer) {
@@ -314,12 +344,12 @@ void LimitCounter::report_local_usage() {
   local_->reported(arrived);
 }
 
-void LimitCounter::report(const Transaction& transaction, const Decision& decision,
+void LimitCounter::report(LimitOp op, const Transaction& transaction, const Decision& decision,
                           TimePoint started) const {
   if (!options_.observer) {
     return;
   }
-  options_.observer->on_decision(transaction, decision, Clock::now() - started);
+  options_.observer->on_decision(op, transaction, decision, Clock::now() - started);
   if (!decision.allowed()) {
     return;
   }
@@ -388,7 +418,7 @@ LimitCounter::consume_many(const std::vector<Transaction>& transactions) {
         decision = finish_one_slot("consume", transaction, calls[call].args, replies.at(call));
       }
       decision->rule_set_version = in_force->version;
-      report(transaction, *decision, started);
+      report(LimitOp::consume, transaction, *decision, started);
       results.emplace_back(std::move(*decision));
     } catch (const Error& e) {
       if (options_.observer) {
@@ -405,6 +435,12 @@ LimitCounter::consume_many(const std::vector<Transaction>& transactions) {
 
 ConfirmResult LimitCounter::confirm(const std::string& transaction_id,
                                     std::optional<std::int64_t> final_amount) {
+  return observed(options_.observer.get(), LimitOp::confirm,
+                  [&] { return run_confirm(transaction_id, final_amount); });
+}
+
+ConfirmResult LimitCounter::run_confirm(const std::string& transaction_id,
+                                        std::optional<std::int64_t> final_amount) {
   validate_key_part("transaction id", transaction_id, ":");
   if (final_amount) {
     detail::check_quantity(quoted_id(transaction_id) + " final amount", *final_amount);
@@ -449,6 +485,11 @@ ConfirmResult LimitCounter::confirm(const std::string& transaction_id,
 }
 
 CancelResult LimitCounter::cancel(const std::string& transaction_id) {
+  return observed(options_.observer.get(), LimitOp::cancel,
+                  [&] { return run_cancel(transaction_id); });
+}
+
+CancelResult LimitCounter::run_cancel(const std::string& transaction_id) {
   validate_key_part("transaction id", transaction_id, ":");
   const auto now = Clock::now();
   // An unknown id is recorded in every record it could have, so a later reserve of any
@@ -480,6 +521,13 @@ CancelResult LimitCounter::cancel(const std::string& transaction_id) {
 RefundResult LimitCounter::refund(const std::string& transaction_id,
                                   std::optional<std::int64_t> amount,
                                   const std::string& refund_id) {
+  return observed(options_.observer.get(), LimitOp::refund,
+                  [&] { return run_refund(transaction_id, amount, refund_id); });
+}
+
+RefundResult LimitCounter::run_refund(const std::string& transaction_id,
+                                      std::optional<std::int64_t> amount,
+                                      const std::string& refund_id) {
   validate_key_part("transaction id", transaction_id, ":");
   if (amount) {
     detail::check_quantity(quoted_id(transaction_id) + " refund amount", *amount, true);
