@@ -23,7 +23,10 @@ inline const std::vector<std::string>& required_commands() {
       "xreadgroup",
       // the wallet journal: ordered reads, dead letters, trimming (lua/journal.lua), dead
       // letters read directly
-      "xpending", "xclaim", "xrange", "xtrim", "xinfo|groups", "sadd", "srem", "sismember"};
+      "xpending", "xclaim", "xrange", "xtrim", "xinfo|groups", "sadd", "srem", "sismember",
+      // the operator calls behind limitctl: a transaction's record (lua/limit.lua inspect), a
+      // packet's status and a dead payout's requeue; `limitctl wallet journal-lag` sends XLEN
+      "hgetall", "pexpiretime", "hlen", "lrem", "xlen"};
   return commands;
 }
 
