@@ -95,15 +95,16 @@ bool RedisServer::answers_ping() const {
   if (!tls_) {
     return plain_server_answers_ping(port_);
   }
-  // The library's own TLS connection (with its server check): up once it answers.
+  // The library's own TLS connection (with its server check): up once it answers, NOAUTH
+  // from a server with requirepass included, as above.
   RedisOptions probe = options();
   probe.connect_timeout = std::chrono::milliseconds(200);
   probe.command_timeout = std::chrono::milliseconds(200);
   probe.breaker_failures = 0;
   try {
     return !Redis(probe).command({"PING"}).is_error();
-  } catch (const Error&) {
-    return false;
+  } catch (const Error& e) {
+    return std::strstr(e.what(), "NOAUTH") != nullptr;
   }
 }
 
