@@ -59,6 +59,26 @@ struct RedisOptions {
   /// constructed: one without a port, or with a bad one, throws `Error` (invalid_argument)
   /// naming it.
   std::vector<std::string> cluster_seeds;
+  /// Redis Sentinel: seed sentinels ("host:port", "[v6]:port") that monitor the master named
+  /// `sentinel_master`. When non-empty, `host`/`port`/`unix_socket` are unused: the first call
+  /// asks the sentinels in turn (`SENTINEL GET-MASTER-ADDR-BY-NAME`) and uses the address only
+  /// once that server answers `ROLE` as master; `user`, `password` and `db` apply to it. A
+  /// READONLY reply (the master was demoted: the command did not run), a refused or broken
+  /// connection or a timeout makes the library ask the sentinels again (at most once per
+  /// `sentinel_recheck`) and move to the new master, closing the connections to the old one.
+  /// A request answered READONLY is sent again to the new master within the call's budget, as
+  /// the other "did not run" replies are. No sentinel answering, or none knowing the name, is
+  /// Error(connect_failed, Outcome::not_sent) naming the master and what each sentinel said.
+  /// Sentinels are asked again only when something fails (no `+switch-master` subscription):
+  /// see the README's "Sentinel" section for what a failover can lose. Checked when `Redis` is
+  /// constructed: a bad seed, an empty name or cluster seeds as well throw invalid_argument.
+  std::vector<std::string> sentinels;
+  std::string sentinel_master; ///< the name the sentinels monitor (`sentinel monitor <name>`)
+  std::string
+      sentinel_password; ///< AUTH password of the sentinels (not of the master); never logged
+  /// The shortest time between two questions to the sentinels after a failure (many threads
+  /// that fail at once ask once). Must not be negative.
+  std::chrono::milliseconds sentinel_recheck{100};
   /// Every new connection (to each node of a cluster too) checks the server once, with
   /// `INFO server` and `INFO memory` in one round trip, and refuses it with `Error`
   /// (connect_failed, Outcome::not_sent) naming the server's version or policy when it is older
@@ -71,9 +91,11 @@ struct RedisOptions {
 
   /// Parses `redis://[user:password@]host[:port][/db]`, `redis://:password@host:port`,
   /// `redis://[::1]:6380`, `unix:///path/to/socket[?db=N]` and
-  /// `redis-cluster://[user:password@]host:port,host:port,...`. User and password may be
-  /// percent-encoded. Throws `Error` (invalid_argument) naming the part that is wrong; the
-  /// password is never echoed.
+  /// `redis-cluster://[user:password@]host:port,host:port,...` and
+  /// `redis-sentinel://[user:password@]host[:port],host[:port],.../master-name[/db][?db=N]`
+  /// (sentinel ports default to 26379; user and password are the master's, the sentinels' own
+  /// password is `sentinel_password`). User and password may be percent-encoded. Throws `Error`
+  /// (invalid_argument) naming the part that is wrong; the password is never echoed.
   static RedisOptions from_uri(std::string_view uri);
 };
 
@@ -169,6 +191,8 @@ public:
   const RedisOptions& options() const noexcept;
   /// True when connected to a Redis Cluster (seeds given).
   bool is_cluster() const noexcept { return !options().cluster_seeds.empty(); }
+  /// True when the master is found through Redis Sentinel (sentinels given).
+  bool is_sentinel() const noexcept { return !options().sentinels.empty(); }
 
   class Impl;
 
