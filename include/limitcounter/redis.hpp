@@ -70,12 +70,16 @@ struct RedisOptions {
   /// the other "did not run" replies are. No sentinel answering, or none knowing the name, is
   /// Error(connect_failed, Outcome::not_sent) naming the master and what each sentinel said.
   /// Sentinels are asked again only when something fails (no `+switch-master` subscription):
-  /// see the README's "Sentinel" section for what a failover can lose. Checked when `Redis` is
-  /// constructed: a bad seed, an empty name or cluster seeds as well throw invalid_argument.
+  /// see the README's "Sentinel" section for what a failover can lose. Asking is done by the
+  /// call that needs it and adds to its time: a new connection to one sentinel and one command
+  /// (`connect_timeout` + `command_timeout` at most), the ROLE check of the address it names (a
+  /// new connection there), and the next sentinels only while the call's budget lasts. Checked
+  /// when `Redis` is constructed: a bad seed, an empty name or cluster seeds as well throw
+  /// invalid_argument.
   std::vector<std::string> sentinels;
   std::string sentinel_master; ///< the name the sentinels monitor (`sentinel monitor <name>`)
-  std::string
-      sentinel_password; ///< AUTH password of the sentinels (not of the master); never logged
+  /// AUTH password of the sentinels (not of the master); never logged
+  std::string sentinel_password;
   /// The shortest time between two questions to the sentinels after a failure (many threads
   /// that fail at once ask once). Must not be negative.
   std::chrono::milliseconds sentinel_recheck{100};
@@ -111,11 +115,13 @@ struct ScriptCall {
 ///
 /// Errors: every function throws `Error`. `Error::outcome()` says whether the
 /// command was not sent, failed on the server, or may have run:
-/// - not sent (Outcome::not_sent): no connection (connect_failed), a server that
+/// - not sent (Outcome::not_sent): no connection (connect_failed; with `sentinels` also no
+///   sentinel naming a usable master), a server that
 ///   answers NOAUTH because it needs a password the options do not give (connect_failed;
 ///   the message names the server, never a password), no free connection within
 ///   `pool_wait_timeout` (pool_exhausted), a server still answering LOADING, BUSY,
-///   MASTERDOWN, TRYAGAIN or CLUSTERDOWN when the call's budget ran out (server_error, or
+///   MASTERDOWN, TRYAGAIN or CLUSTERDOWN (with `sentinels`, READONLY) when the call's budget ran
+///   out (server_error, or
 ///   cluster_down on a cluster), or the request could not be written at all. A pooled connection
 ///   that the server closed while it was idle is found before anything is sent (its socket shows
 ///   the EOF) and replaced; if it is only found because writing the request fails before a single
@@ -137,7 +143,10 @@ struct ScriptCall {
 /// says it did not run: LOADING, BUSY (a script runs; the server refused this command),
 /// MASTERDOWN, TRYAGAIN and CLUSTERDOWN after a back-off of 10 ms, 20 ms, 40 ms, ...;
 /// NOSCRIPT after loading the script; MOVED and ASK (at most 6 redirections); a stale
-/// pooled connection or a cluster node that refused the connection. Let T0 be the
+/// pooled connection or a cluster node that refused the connection; with `sentinels`, READONLY
+/// (a demoted master: sent to the master the sentinels name when asked again, or after a
+/// back-off as above while they still name this one) and a master that refused the connection
+/// (sent again if the sentinels name another). Let T0 be the
 /// moment the call starts and B its budget (`call_budget`, or `command_timeout` when that
 /// is 0). No request is sent again after T0 + B, and no back-off sleeps past it. So a call
 /// ends by T0 + B + one attempt, where one attempt waits at most `pool_wait_timeout` for a
@@ -164,8 +173,8 @@ public:
 
   /// Runs one command, e.g. `command({"HGETALL", key})`. An error reply is returned as a
   /// `Reply` of type error, not thrown, except the replies that say it did not run: LOADING,
-  /// BUSY, MASTERDOWN, TRYAGAIN, CLUSTERDOWN (retried; thrown once the call's budget is spent)
-  /// and NOAUTH (thrown at once), as described at `Redis`.
+  /// BUSY, MASTERDOWN, TRYAGAIN, CLUSTERDOWN, READONLY with `sentinels` (retried; thrown once
+  /// the call's budget is spent) and NOAUTH (thrown at once), as described at `Redis`.
   Reply command(const std::vector<std::string>& argv);
 
   /// Runs `script` with EVALSHA; if the server answers NOSCRIPT, loads the script and
