@@ -8,6 +8,7 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -282,4 +283,23 @@ TEST_CASE("sentinel: a killed master's refused connections make the library ask 
   CHECK(setup.master_port_named_by(0) == setup.first_replica().port());
   auto on_new_master = limits_on(Redis(setup.first_replica().options()), prefix);
   CHECK(day_usage(*on_new_master) == Usage{2, 300});
+}
+
+TEST_CASE("sentinel: the least-privilege ACL is enough to find the master (ROLE)", "[sentinel]") {
+  SentinelSetup setup;
+  const std::string prefix = unique_prefix();
+  std::vector<std::string> setuser{"ACL", "SETUSER", "lc-sentinel", "on", ">lc-pw"};
+  std::istringstream rules(limitcounter::least_privilege_acl({prefix}));
+  for (std::string rule; rules >> rule;) {
+    setuser.push_back(rule);
+  }
+  // ACLs are not replicated: a user must exist on every server that may become the master.
+  for (RedisServer* server : {&setup.first_master(), &setup.first_replica()}) {
+    REQUIRE(Redis(server->options()).command(setuser).as_string() == "OK");
+  }
+  RedisOptions options = setup.options();
+  options.user = "lc-sentinel";
+  options.password = "lc-pw";
+  auto limits = limits_on(Redis(options), prefix);
+  CHECK(limits->consume(payment("acl-1", 100)).allowed());
 }
