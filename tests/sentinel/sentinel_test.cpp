@@ -208,7 +208,9 @@ TEST_CASE("sentinel: a failover under load moves the library to the new master, 
   CHECK(SentinelSetup::role(setup.first_master()) == "slave");
   CHECK(SentinelSetup::role(setup.first_replica()) == "master");
   CHECK(setup.master_port_named_by(1) == setup.first_replica().port());
-  CHECK(retries > 0); // the held writes were felt
+  // The held writes were felt: timed out (the host retried them) or, released on the demoted
+  // master, refused with READONLY (the library sent them to the new master within their budget).
+  CHECK((retries > 0 || errors_answered(setup.first_master(), "READONLY") > 0));
 
   CHECK(failures == std::vector<std::string>{});
 
