@@ -43,8 +43,9 @@ public:
   /// answered with a reply that says "not now" (BUSY, LOADING, MASTERDOWN, ...) or NOAUTH does not
   /// throw: the connection is returned broken (never pooled) and answers every command with
   /// that reply, unsent, so that the caller handles it as it would from a checked connection.
+  /// `check_server` false skips that check: for a Redis Sentinel, which is no data server.
   static std::unique_ptr<Connection> open(const RedisOptions& options, const std::string& host,
-                                          int port,
+                                          int port, bool check_server = true,
                                           std::shared_ptr<const TlsContext> tls = nullptr);
   ~Connection();
   Connection(const Connection&) = delete;

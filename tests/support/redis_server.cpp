@@ -68,14 +68,21 @@ bool plain_server_answers_ping(int port) {
 
 } // namespace
 
-RedisServer::RedisServer(std::vector<std::string> extra_args, TlsPort tls)
-    : RedisServer(std::move(extra_args), std::optional<TlsPort>(std::move(tls))) {}
-
 RedisServer::RedisServer(std::vector<std::string> extra_args)
-    : RedisServer(std::move(extra_args), std::optional<TlsPort>()) {}
+    : RedisServer("redis-server", "", std::move(extra_args), std::nullopt) {}
 
-RedisServer::RedisServer(std::vector<std::string> extra_args, std::optional<TlsPort> tls)
-    : extra_args_(std::move(extra_args)), tls_(std::move(tls)) {
+RedisServer::RedisServer(std::vector<std::string> extra_args, TlsPort tls)
+    : RedisServer("redis-server", "", std::move(extra_args), std::move(tls)) {}
+
+RedisServer::RedisServer(std::string program, std::string config_file,
+                         std::vector<std::string> extra_args)
+    : RedisServer(std::move(program), std::move(config_file), std::move(extra_args), std::nullopt) {
+}
+
+RedisServer::RedisServer(std::string program, std::string config_file,
+                         std::vector<std::string> extra_args, std::optional<TlsPort> tls)
+    : program_(std::move(program)), config_file_(std::move(config_file)),
+      extra_args_(std::move(extra_args)), tls_(std::move(tls)) {
   for (int attempt = 0; attempt < 5; ++attempt) {
     port_ = free_loopback_port();
     if (port_ == 6379) {
@@ -117,7 +124,7 @@ RedisServer::~RedisServer() {
 }
 
 void RedisServer::start() {
-  std::vector<std::string> args{"redis-server",
+  std::vector<std::string> args{program_,
                                 "--port",
                                 tls_ ? "0" : std::to_string(port_),
                                 "--bind",
@@ -137,6 +144,9 @@ void RedisServer::start() {
                 {"--tls-port", std::to_string(port_), "--tls-cert-file", tls_->cert_file,
                  "--tls-key-file", tls_->key_file, "--tls-ca-cert-file", tls_->ca_file,
                  "--tls-auth-clients", tls_->auth_clients ? "yes" : "no"});
+  }
+  if (!config_file_.empty()) {
+    args.insert(args.begin() + 1, config_file_);
   }
   args.insert(args.end(), extra_args_.begin(), extra_args_.end());
   // Everything the child needs is built before fork(): between fork and exec a child of a
@@ -166,7 +176,7 @@ void RedisServer::start() {
       dup2(null_fd, STDOUT_FILENO);
       close(null_fd);
     }
-    execvp("redis-server", argv.data());
+    execvp(argv[0], argv.data());
     _exit(127);
   }
   pid_ = child;
@@ -178,11 +188,11 @@ void RedisServer::start() {
     int status = 0;
     if (waitpid(pid_, &status, WNOHANG) == pid_) {
       pid_ = -1;
-      throw std::runtime_error("redis-server exited at start (is it installed? port taken?)");
+      throw std::runtime_error(program_ + " exited at start (is it installed? port taken?)");
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  throw std::runtime_error("redis-server on port " + std::to_string(port_) + " did not answer");
+  throw std::runtime_error(program_ + " on port " + std::to_string(port_) + " did not answer");
 }
 
 void RedisServer::stop() {

@@ -31,6 +31,9 @@ public:
   /// The same with its TLS port only; port() is that port, and options() connect over TLS
   /// with `tls.ca_file` (and the client certificate when `tls.auth_clients`).
   RedisServer(std::vector<std::string> extra_args, TlsPort tls);
+  /// Starts `program` (e.g. "redis-sentinel") with `config_file` as its first argument (it
+  /// must be writable: a sentinel rewrites it), then the arguments above and `extra_args`.
+  RedisServer(std::string program, std::string config_file, std::vector<std::string> extra_args);
   /// Kills the server by its pid (SIGKILL unless already stopped) and reaps it.
   ~RedisServer();
   RedisServer(const RedisServer&) = delete;
@@ -51,9 +54,12 @@ public:
   void kill();
 
 private:
-  RedisServer(std::vector<std::string> extra_args, std::optional<TlsPort> tls);
+  RedisServer(std::string program, std::string config_file, std::vector<std::string> extra_args,
+              std::optional<TlsPort> tls);
   void start();
   bool answers_ping() const;
+  std::string program_ = "redis-server";
+  std::string config_file_;
   std::vector<std::string> extra_args_;
   std::optional<TlsPort> tls_;
   int port_ = 0;
