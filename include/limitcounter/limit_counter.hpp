@@ -44,15 +44,17 @@ struct ExhaustedPlace;
 /// (by the transaction's time), at `set_rules`, and at any refund, cancel or confirm that this
 /// LimitCounter runs (whatever its outcome). While this process holds a reservation on a
 /// counter (until its reservation_timeout), that counter's denials are not cached: the hold's
-/// expiry would free room. Per-transaction rules, checks (`check` does not release expired
-/// holds), replays and degraded decisions are never cached. A cached denial is marked
+/// expiry would free room. Denials by per-transaction rules, by `check` (which does not
+/// release expired holds), replays and degraded decisions are never remembered (a `check` may
+/// still be answered from an entry a consume or reserve left). A cached denial is marked
 /// `Decision::cached` and writes nothing in Redis (see there for what it means for retries);
 /// a call of this process that ended Outcome::unknown is retried in Redis, not from the cache.
 struct ExhaustedCacheOptions {
   bool enabled = false; ///< off by default: every decision goes to Redis
   /// How long a denial Redis gave is reused at most; > 0.
   std::chrono::milliseconds max_staleness{1000};
-  /// Entries kept at most (each about 200 bytes); the oldest makes room; >= 1.
+  /// Denials kept at most; the oldest makes room; >= 1. It bounds as well the counters this
+  /// process holds reservations on and the ids whose outcome is unknown that the cache tracks.
   std::size_t max_entries = 10'000;
 };
 
