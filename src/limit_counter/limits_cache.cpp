@@ -19,14 +19,19 @@ void LimitCounter::consult_cache(std::string_view op, const Transaction& transac
         exhausted_->generation() - (rules_ && &rules_->rules == &rules ? 0 : 1);
   }
   prepared.places.reserve(window_rules.size());
+  const TimePoint now = Clock::now();
+  bool closed = false;
   for (const Rule* rule : window_rules) {
     const Window window = calendar_.window(*rule->period(), transaction.time);
     prepared.places.push_back(detail::exhausted_place(
         rule->name(), window.id, detail::dimension_field(*rule, transaction), window.end));
+    closed = closed || window.end + options_.window_grace <= now;
   }
-  auto denial =
-      exhausted_->lookup(prepared.places, transaction.id, transaction.amount, transaction.time,
-                         Clock::now(), std::chrono::steady_clock::now());
+  if (closed) {
+    return; // window_closed is for the call to throw, not a denial to give
+  }
+  auto denial = exhausted_->lookup(prepared.places, transaction.id, transaction.amount,
+                                   transaction.time, now, std::chrono::steady_clock::now());
   if (!denial) {
     return;
   }
