@@ -583,7 +583,7 @@ int main(int argc, char** argv) try {
       cap_scenario(bench, defaults, true);
     }
   }
-  if (wanted("exhausted")) {
+  if (wanted("exhausted_cache_off") || wanted("exhausted_cache_on")) {
     exhausted_scenarios(bench, counter_options);
   }
   if (wanted("wallet_deduct")) {
