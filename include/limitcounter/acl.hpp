@@ -13,14 +13,16 @@ inline const std::vector<std::string>& required_commands() {
       // sent directly
       "evalsha", "script|load", "hget", "hmget", "hscan", "zrangebyscore", "lrange", "time",
       "select", "ping",
+      // sent by the cluster sweep (LimitCounter::finish_interrupted) to every master
+      "scan",
       // sent once per new connection: the server check (INFO server, INFO memory)
       "info",
       // sent by the cluster router: the slot map, and the redirection of a migrating slot
       "cluster|slots", "asking",
       // called by lua/*.lua
-      "hset", "hdel", "hincrby", "exists", "del", "pexpire", "pexpireat", "zadd", "zrem", "zcard",
-      "zrange", "zscore", "zremrangebyscore", "lpop", "rpush", "xadd", "xack", "xgroup|create",
-      "xreadgroup",
+      "hset", "hdel", "hincrby", "hgetall", "exists", "del", "pexpire", "pexpireat", "zadd", "zrem",
+      "zcard", "zrange", "zscore", "zremrangebyscore", "lpop", "rpush", "xadd", "xack",
+      "xgroup|create", "xreadgroup",
       // the wallet journal: ordered reads, dead letters, trimming (lua/journal.lua), dead
       // letters read directly
       "xpending", "xclaim", "xrange", "xtrim", "xinfo|groups", "sadd", "srem", "sismember"};

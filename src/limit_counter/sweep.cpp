@@ -74,10 +74,12 @@ bool changed(const Reply& reply) {
 
 std::vector<InterruptedFanOut> LimitCounter::finish_interrupted(std::chrono::seconds older_than,
                                                                 std::size_t max) {
-  if (older_than.count() < 0) {
+  // in ms, a number the script holds exactly
+  constexpr std::chrono::seconds longest{9'007'199'254'740};
+  if (older_than.count() < 0 || older_than > longest) {
     throw Error(errc::invalid_argument, "finish_interrupted: older_than " +
                                             std::to_string(older_than.count()) +
-                                            "s must not be negative");
+                                            "s is not in [0, 2^53 ms)");
   }
   if (max == 0) {
     throw Error(errc::invalid_argument, "finish_interrupted: max 0 would finish nothing");

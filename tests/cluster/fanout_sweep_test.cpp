@@ -175,8 +175,10 @@ TEST_CASE_METHOD(Sweep, "the sweep finishes fan-outs nobody retried; a second sw
   CHECK(limits.cancel("abandoned") == CancelResult::already_ended);
 }
 
-TEST_CASE_METHOD(Sweep, "the sweep refuses a negative age and a max of 0",
+TEST_CASE_METHOD(Sweep, "the sweep refuses a negative or huge age and a max of 0",
                  "[cluster][home][sweep]") {
   CHECK_THROWS_WITH(sweeper.finish_interrupted(-1s), Catch::Contains("-1s"));
+  CHECK_THROWS_WITH(sweeper.finish_interrupted(std::chrono::seconds(9'007'199'254'741)),
+                    Catch::Contains("9007199254741s"));
   CHECK_THROWS_WITH(sweeper.finish_interrupted(0s, 0), Catch::Contains("max 0"));
 }
