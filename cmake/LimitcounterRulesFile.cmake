@@ -9,7 +9,8 @@ find_package(yaml-cpp REQUIRED) # Debian: libyaml-cpp-dev; its imported target i
 file(GLOB LIMITCOUNTER_RULES_FILE_SOURCES CONFIGURE_DEPENDS
      "${PROJECT_SOURCE_DIR}/src/rules_file/*.cpp")
 add_library(limitcounter_rules_file ${LIMITCOUNTER_RULES_FILE_SOURCES}
-            "${PROJECT_SOURCE_DIR}/include/limitcounter/rules_file.hpp")
+            "${PROJECT_SOURCE_DIR}/include/limitcounter/rules_file.hpp"
+            "${PROJECT_SOURCE_DIR}/include/limitcounter/rule_store.hpp")
 add_library(limitcounter::rules_file ALIAS limitcounter_rules_file)
 set_target_properties(limitcounter_rules_file PROPERTIES
   EXPORT_NAME rules_file
@@ -17,6 +18,8 @@ set_target_properties(limitcounter_rules_file PROPERTIES
   POSITION_INDEPENDENT_CODE ON)
 # The public header includes only <limitcounter/rule.hpp>: yaml-cpp stays private.
 target_link_libraries(limitcounter_rules_file PUBLIC limitcounter PRIVATE yaml-cpp)
+# The rule store runs lua/rule_store_put.lua: the scripts header generated for the core.
+target_include_directories(limitcounter_rules_file PRIVATE "${PROJECT_BINARY_DIR}/generated")
 limitcounter_set_warnings(limitcounter_rules_file)
 
 if(LIMITCOUNTER_INSTALL)

@@ -31,6 +31,10 @@
 --   failed): those still pending join the held set, so they go as soon as the failed event
 --   is handed out again or parked.
 --   Reply: number of events held.
+-- op lag: KEYS[1] journal stream; ARGV[2] group. Reads only.
+--   Reply: {unread, pending}: the group's `lag` and `pending` of XINFO GROUPS (unread -1 when
+--   Redis cannot tell); {XLEN, 0} if the group does not exist yet (the first read creates it
+--   from the start of the stream); {0, 0} if the stream does not exist.
 -- Trimming (after ack and fail): XTRIM MINID to the oldest entry some group still needs:
 --   its smallest pending id, else the entry after its last delivered id.
 
@@ -49,13 +53,22 @@ local function before(a, b)
   return a_ms < b_ms or (a_ms == b_ms and a_seq < b_seq)
 end
 
-local function trim()
-  local oldest_needed = nil
+-- The stream's consumer groups (XINFO GROUPS), each as a table of its fields.
+local function groups()
+  local found = {}
   for _, info in ipairs(redis.call('XINFO', 'GROUPS', journal)) do
     local group = {}
     for i = 1, #info, 2 do
       group[info[i]] = info[i + 1]
     end
+    found[#found + 1] = group
+  end
+  return found
+end
+
+local function trim()
+  local oldest_needed = nil
+  for _, group in ipairs(groups()) do
     local needed
     if tonumber(group['pending']) > 0 then
       needed = redis.call('XPENDING', journal, group['name'])[2]
@@ -181,6 +194,19 @@ if op == 'hold' then
     count = count + (is_pending(ARGV[2], ARGV[i]) and redis.call('SADD', KEYS[2], ARGV[i]) or 0)
   end
   return count
+end
+
+if op == 'lag' then
+  if redis.call('EXISTS', journal) == 0 then
+    return {0, 0}
+  end
+  for _, group in ipairs(groups()) do
+    if group['name'] == ARGV[2] then
+      -- lag is a null (false here) when an XDEL left a gap Redis cannot count over
+      return {group['lag'] or -1, group['pending']}
+    end
+  end
+  return {redis.call('XLEN', journal), 0}
 end
 
 return redis.error_reply('journal: unknown op ' .. tostring(op))

@@ -7,7 +7,8 @@
 -- state (consumed | denied | reserved | confirmed | cancelled | expired), amount (held or
 -- consumed), refunded, counted (1 while the transaction's count is in the counters),
 -- args (the counter and rule arguments of the first call, joined by newlines), keys (the
--- counter keys it moved, joined by newlines), reply (cmsgpack of the first reply), holds
+-- counter keys it moved, joined by newlines), at (when it was decided: ARGV[4] of the first
+-- call, ms), reply (cmsgpack of the first reply), holds
 -- (cmsgpack list of hold sets), hexp (hold expiry, ms), and per refund r:<refund id> (rf for
 -- the full refund).
 -- Counter field value: "<count>:<amount>", integers below 2^53.
@@ -64,6 +65,11 @@
 -- op void:    KEYS[1] record (of one slot's share of a transaction that another slot denied)
 --   Gives back what this share took and marks it voided: its replays then report the state.
 --   Reply: {"voided"} | {"already"} | {"unknown"} | {"bad_state", state}
+-- op inspect: KEYS[1] a transaction's record of any kind (this script's, a home record of
+--   lua/transaction_home.lua, a tombstone); reads only, for operators.
+--   Reply: {"missing"} | {"record", expiry (unix ms, -1 for none), n, then n field/value pairs
+--           (every field but fp, reply and holds, which are binary or internal), then the items
+--           of the first reply (none for a home record or a tombstone)}
 
 local op = ARGV[1]
 local record = KEYS[1]
@@ -252,7 +258,7 @@ local function decide()
   redis.call('HSET', record, 'fp', fingerprint, 'state', state, 'amount', ARGV[3], 'refunded', '0',
     'counted', allowed and '1' or '0', 'args', ARGV[9],
     'keys', allowed and c > 0 and table.concat(KEYS, '\n', 2 + h, 1 + h + c) or '',
-    'reply', cmsgpack.pack(reply))
+    'at', now, 'reply', cmsgpack.pack(reply))
   if allowed and op == 'reserve' then
     local holds = {}
     for i = 1, h do
@@ -380,6 +386,31 @@ local function void()
   return {'voided'}
 end
 
+local function inspect()
+  local fields = redis.call('HGETALL', record)
+  if #fields == 0 then
+    return {'missing'}
+  end
+  local reply = {'record', redis.call('PEXPIRETIME', record), 0}
+  local first
+  for i = 1, #fields, 2 do
+    local name = fields[i]
+    if name == 'reply' then
+      first = fields[i + 1]
+    elseif name ~= 'fp' and name ~= 'holds' then
+      reply[#reply + 1] = name
+      reply[#reply + 1] = fields[i + 1]
+      reply[3] = reply[3] + 1
+    end
+  end
+  if first then
+    for _, item in ipairs(cmsgpack.unpack(first)) do
+      reply[#reply + 1] = item
+    end
+  end
+  return reply
+end
+
 if op == 'consume' or op == 'reserve' or op == 'check' then
   return decide()
 elseif op == 'refund' then
@@ -390,5 +421,7 @@ elseif op == 'cancel' then
   return cancel()
 elseif op == 'void' then
   return void()
+elseif op == 'inspect' then
+  return inspect()
 end
 return redis.error_reply('limit: unknown op ' .. tostring(op))

@@ -28,6 +28,13 @@
 --   ARGV[2] task, ARGV[3] lease, ARGV[4] now (ms), ARGV[5] max attempts, ARGV[6] back-off base (ms)
 --   Reply: {"retry", due ms} | {"dead"} | {"stale"} (the task was paid or is unknown)
 --   A lease that had already ended answers "dead" if the task died with it, else "retry".
+-- op requeue: KEYS ready, tasks, dead
+--   ARGV[2] task, ARGV[3] now (ms)
+--   A dead-lettered task goes back to ready, due now, with its attempts reset and its lease
+--   kept (the next take leases it anew, so an old lease still acks nothing); its dead-letter
+--   entry is removed. Its display data was dropped when it died: the task goes on without it.
+--   Reply: {"requeued", amount} | {"not_dead"} (unknown, paid, queued or in flight: nothing
+--   changed, so a retry after a lost reply changes nothing more)
 
 local op = ARGV[1]
 
@@ -130,5 +137,25 @@ elseif op == 'fail' then
     return ended(ready, tasks, ARGV[2], lease)
   end
   return failed(ready, inflight, tasks, dead, ARGV[2], tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]))
+end
+if op == 'requeue' then
+  local ready, tasks, dead, task = KEYS[1], KEYS[2], KEYS[3], ARGV[2]
+  local value = redis.call('HGET', tasks, task)
+  if not value or string.sub(value, 1, 5) ~= 'dead:' then
+    return {'not_dead'}
+  end
+  local prefix = task .. ':'
+  for _, entry in ipairs(redis.call('LRANGE', dead, 0, -1)) do
+    if string.sub(entry, 1, #prefix) == prefix then
+      local amount = string.match(string.sub(entry, #prefix + 1), '^(%d+):%d+$')
+      if amount then
+        redis.call('LREM', dead, 1, entry)
+        redis.call('HSET', tasks, task, encode(amount, 0, tonumber(string.sub(value, 6)), ''))
+        redis.call('ZADD', ready, ARGV[3], task)
+        return {'requeued', amount}
+      end
+    end
+  end
+  return {'not_dead'}
 end
 return redis.error_reply('payout: unknown op ' .. tostring(op))

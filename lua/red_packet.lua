@@ -31,6 +31,10 @@
 --   ARGV[2] packet id
 --   Reply: {"closed", leftover, packets left} | {"already", leftover, packets left}
 --          | {"not_ready"} | {"unknown"} (the id is dropped from packets then)
+-- op status: KEYS meta, list, drawn, attempts (reads only, for operators)
+--   Reply: {"status", total, count, expires (ms), ready 0/1, closed 0/1, packets left, amount
+--           left, grabs won, users whose grabs won nothing} | {"unknown"}
+--   Amount left: the sum of the packets still in the list (after a close: the leftover).
 
 local op = ARGV[1]
 local max_exact = 9007199254740991
@@ -160,6 +164,25 @@ local function close()
   return {'closed', leftover, #amounts}
 end
 
+local function status()
+  local meta = redis.call('HMGET', KEYS[1], 'total', 'count', 'expires', 'ready', 'closed', 'leftover',
+    'packets_left')
+  if not meta[1] then
+    return {'unknown'}
+  end
+  local left, amount_left = meta[7], meta[6]
+  if meta[5] ~= '1' then
+    local amounts = redis.call('LRANGE', KEYS[2], 0, -1)
+    local sum = 0
+    for _, amount in ipairs(amounts) do
+      sum = sum + tonumber(amount)
+    end
+    left, amount_left = #amounts, string.format('%d', sum)
+  end
+  return {'status', meta[1], meta[2], meta[3], meta[4] or '1', meta[5] or '0', left, amount_left,
+    redis.call('HLEN', KEYS[3]), redis.call('HLEN', KEYS[4])}
+end
+
 if op == 'begin' then
   return begin()
 elseif op == 'chunk' then
@@ -168,5 +191,7 @@ elseif op == 'grab' then
   return grab()
 elseif op == 'close' then
   return close()
+elseif op == 'status' then
+  return status()
 end
 return redis.error_reply('red_packet: unknown op ' .. tostring(op))

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The tour: installs what is missing, builds the examples (Release, in build-demo/), starts a
 # private redis-server on a free loopback port, runs every example against it
-# (channel_quota first), stops the server. Exits non-zero if any example failed.
+# (channel_quota first), shows `limitctl usage` and `limitctl top` of channel_quota's counter,
+# stops the server. Exits non-zero if any example or limitctl failed.
 #
 # build-demo/ rather than build/: scripts/test.sh builds build/ as RelWithDebInfo, and
 # sharing the directory would rebuild everything whenever one script follows the other.
@@ -41,6 +42,20 @@ for example in "${examples[@]}"; do
     failed+=("$name")
   fi
 done
+
+# limitctl (README, "limitctl") on what the tour wrote: channel_quota's counter, with the
+# example's key prefix and time zone.
+limitctl="$build_dir/tools/limitctl/limitctl"
+if [ -x "$limitctl" ]; then
+  demo_counter=(--uri "$uri" --prefix demo:trans:limit: --tz Asia/Shanghai)
+  section "limitctl usage channel Ali+Deduct+cmb (channel_quota's counter)"
+  "$limitctl" "${demo_counter[@]}" usage channel Ali+Deduct+cmb || failed+=("limitctl usage")
+  section "limitctl top channel month --n 5"
+  "$limitctl" "${demo_counter[@]}" top channel month --n 5 || failed+=("limitctl top")
+else
+  echo "limitctl was not built (it needs CLI11: libcli11-dev)"
+  failed+=(limitctl)
+fi
 
 if [ "${#failed[@]}" -gt 0 ]; then
   section "failed: ${failed[*]}"

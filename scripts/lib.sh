@@ -8,7 +8,7 @@ export LIMITCOUNTER_ROOT
 # Everything a build needs, and what the tests, sanitizers and fuzzers need on top.
 # (Used by the scripts that source this file.)
 # shellcheck disable=SC2034
-BUILD_PACKAGES=(build-essential cmake pkg-config libhiredis-dev libfmt-dev libhowardhinnant-date-dev libyaml-cpp-dev
+BUILD_PACKAGES=(build-essential cmake pkg-config libhiredis-dev libfmt-dev libhowardhinnant-date-dev libyaml-cpp-dev libcli11-dev
                 tzdata libsqlite3-dev redis-server redis-tools)
 # shellcheck disable=SC2034
 TEST_PACKAGES=(catch2 libbenchmark-dev clang-14 libclang-rt-14-dev)

@@ -20,12 +20,16 @@ inline const std::vector<std::string>& required_commands() {
       // sent by the cluster router: the slot map, and the redirection of a migrating slot
       "cluster|slots", "asking",
       // called by lua/*.lua
-      "hset", "hdel", "hincrby", "hgetall", "exists", "del", "pexpire", "pexpireat", "zadd", "zrem",
-      "zcard", "zrange", "zscore", "zremrangebyscore", "lpop", "rpush", "xadd", "xack",
-      "xgroup|create", "xreadgroup",
+      "hset", "hdel", "hincrby", "exists", "del", "pexpire", "pexpireat", "zadd", "zrem", "zcard",
+      "zrange", "zscore", "zremrangebyscore", "lpop", "rpush", "xadd", "xack", "xgroup|create",
+      "xreadgroup",
       // the wallet journal: ordered reads, dead letters, trimming (lua/journal.lua), dead
       // letters read directly
-      "xpending", "xclaim", "xrange", "xtrim", "xinfo|groups", "sadd", "srem", "sismember"};
+      "xpending", "xclaim", "xrange", "xtrim", "xinfo|groups", "sadd", "srem", "sismember",
+      // the operator calls behind limitctl: a transaction's record (lua/limit.lua inspect), a
+      // packet's status and a dead payout's requeue; `limitctl wallet journal-lag` sends XLEN;
+      // HGETALL is called by the cluster sweep too (lua/transaction_home.lua sweep)
+      "hgetall", "pexpiretime", "hlen", "lrem", "xlen"};
   return commands;
 }
 

@@ -83,6 +83,10 @@ struct Decision {
   std::optional<Denial> denial;
   /// Every applicable window rule, in rule-set order.
   std::vector<RuleStatus> rules;
+  /// The version of the rule set this call was decided by (`LimitCounter::set_rules`; 0 for
+  /// rules set without a version). A replay reports the version in force at the replay, not
+  /// the one of the first decision (the transaction's record does not keep it).
+  std::uint64_t rule_set_version = 0;
 
   /// `verdict == Verdict::allowed`.
   bool allowed() const noexcept { return verdict == Verdict::allowed; }

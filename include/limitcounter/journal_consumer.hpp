@@ -10,10 +10,13 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include <limitcounter/calendar.hpp>
+#include <limitcounter/journal_lag.hpp>
+#include <limitcounter/observer.hpp>
 #include <limitcounter/redis.hpp>
 #include <limitcounter/wallet.hpp>
 
@@ -51,6 +54,11 @@ struct JournalConsumerOptions {
   /// Failed handler attempts after which an event is parked in the dead-letter stream
   /// (at least 1).
   std::uint32_t max_attempts = 5;
+  /// Hooks for metrics: after each `poll` (one more round trip, only when set) and on each
+  /// `lag` call, every partition's lag (those asked for) is reported to
+  /// `observer->on_journal_lag`, and an Error of reading it to `on_error` (after `poll`
+  /// that Error is not thrown: a metric does not fail the pass); none by default.
+  std::shared_ptr<LimitObserver> observer{};
 };
 
 /// An event parked after `max_attempts` failed attempts (see `JournalConsumer::reject`).
@@ -106,11 +114,22 @@ public:
   std::vector<DeadLetter> dead_letters(std::uint32_t partition, std::size_t max = 100,
                                        const std::string& after = {});
 
+  /// How far this consumer's group is behind in every partition, in partition order (see
+  /// `JournalLag`): one pipelined read-only script call per partition, in one round trip.
+  /// Each is reported to the observer, if any. A Redis failure throws `Error` (as
+  /// `Redis::eval_pipeline`); a partition's own error reply throws server_error.
+  std::vector<JournalLag> lag();
+  /// The same for one partition; throws invalid_argument naming a partition that is not
+  /// below `WalletOptions::partitions`, before anything is sent.
+  JournalLag lag(std::uint32_t partition);
+
 private:
   /// Hands `events` (whose batch failed) to `handle` one at a time; see `poll`.
   std::size_t handle_one_by_one(std::uint32_t partition, const std::vector<JournalEvent>& events,
                                 const Handler& handle, std::exception_ptr& failure);
   void check_partition(std::uint32_t partition) const;
+  /// The lag of `partitions`, reported to the observer.
+  std::vector<JournalLag> lag_of(const std::vector<std::uint32_t>& partitions);
 
   Redis redis_;
   WalletKeys keys_;

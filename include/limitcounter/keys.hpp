@@ -131,6 +131,18 @@ public:
     return tagged_key(prefix_, counter, ":reports");
   }
 
+  /// The audit stream of `counter`'s corrections (`LimitCounter::adjust`):
+  /// `<prefix>{<counter>}:audit`, in the counter's slot so that one script moves the counter
+  /// and appends the entry. Never trimmed or expired by the library.
+  std::string audit(std::string_view counter) const {
+    return tagged_key(prefix_, counter, ":audit");
+  }
+
+  /// The idempotency record of correction `id` of `counter`: `<prefix>{<counter>}:adj:<id>`.
+  std::string correction(std::string_view counter, std::string_view id) const {
+    return tagged_key(prefix_, counter, std::string(":adj:").append(id));
+  }
+
   /// The day window hash of the cap `cap`: `<prefix>{cap:<cap>}:day:<window id>`, one field
   /// per subject. `cap` must have been validated (no ':' in it, so it never meets a counter).
   std::string cap_window(std::string_view cap, std::string_view window_id) const {

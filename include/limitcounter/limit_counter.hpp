@@ -137,6 +137,52 @@ enum class CancelResult {
   recorded_unknown, ///< the id was unknown: recorded, so a later reserve of it is refused
 };
 
+/// An operator's correction of a counter (`LimitCounter::adjust`).
+struct CounterCorrection {
+  /// The idempotency id, a key part (':' allowed): a retry with the same id and content
+  /// applies nothing twice.
+  std::string id;
+  std::int64_t count = 0;  ///< transactions to add (negative: to remove), |count| < 2^53
+  std::int64_t amount = 0; ///< minor units to add (negative: to remove), |amount| < 2^53
+  std::string author;      ///< who corrects: 1 to 256 bytes of UTF-8, no control characters
+  std::string reason;      ///< why: 1 to 256 bytes of UTF-8, no control characters (required)
+};
+
+/// The outcome of `LimitCounter::adjust`.
+struct CorrectionResult {
+  Window window;         ///< the window corrected
+  Usage before;          ///< the dimension's usage before the correction
+  Usage after;           ///< and after it
+  std::string audit_id;  ///< the entry in the audit stream (`CounterKeys::audit`)
+  bool replayed = false; ///< the id was applied before: its first result, nothing moved now
+};
+
+/// A limits transaction's record as stored in Redis (`LimitCounter::transaction_record`).
+struct TransactionRecord {
+  /// consumed | denied | reserved | confirmed | cancelled | expired (a reservation that timed
+  /// out), voided (a share undone because another slot denied, or a home record the cluster
+  /// sweep abandoned, see `LimitCounter::finish_interrupted`), pending (a cluster decision
+  /// under way), or tombstone (a cancel that came before its reserve).
+  std::string state;
+  std::int64_t amount = 0;   ///< consumed or held, minor units
+  std::int64_t refunded = 0; ///< given back so far
+  /// The first decision: verdict, denial, and each window rule with its window and the
+  /// counter's usage just after (allowed) or as found (denied). Empty for a tombstone.
+  std::optional<Decision> decision;
+  /// The refunds, refund id ("" for the full refund) -> amount given back.
+  std::vector<std::pair<std::string, std::int64_t>> refunds;
+  /// The counter window keys the transaction moved (of every share on a cluster; a share
+  /// voided because another slot denied gave back what it took and is left out).
+  std::vector<std::string> counter_keys;
+  /// When it was decided (the deciding call's clock; the windows in `decision` say which
+  /// periods the transaction's own time fell in). Empty for a tombstone and for records
+  /// written before this field existed.
+  std::optional<TimePoint> decided_at;
+  std::optional<TimePoint> hold_expires; ///< a reservation's hold expiry
+  std::optional<TimePoint> expires_at;   ///< when the record expires (the replay horizon)
+  std::vector<std::string> records;      ///< the Redis keys read (home record first)
+};
+
 /// Counts transactions and amounts per dimension per period window, in Redis, in the
 /// calendar's time zone. Thread-safe; share one instance across threads.
 ///
@@ -210,13 +256,47 @@ public:
   /// Throws invalid_argument for a bad cap name or subject (nothing sent).
   CapUsage cap_usage(std::string_view cap, std::string_view subject, TimePoint at = Clock::now());
 
+  // ---- Operator calls (src/limit_counter/operations.cpp) ----
+
+  /// Corrects `dimension` of `counter` in the window of `period` containing `at` by
+  /// `correction.count` and `correction.amount` (either may be negative), and appends an
+  /// audit entry (id, counter, period, window, dimension, before and after as
+  /// "<count>:<amount>", author, reason, at = now in unix ms) to `keys().audit(counter)`, in
+  /// one script: the counter moves if and only if its entry is written. Idempotent by
+  /// `correction.id` for `record_min_ttl`: a retry (e.g. after Outcome::unknown) returns
+  /// the first result with `replayed`; the same id with other content throws conflict
+  /// (Outcome::failed). Throws invalid_argument for a bad counter, id, author or reason, both
+  /// deltas 0, or a total it would leave below 0; precision_overflow for a delta or total
+  /// past 2^53 - 1; window_closed for a window whose key has expired (as `add`). Nothing is
+  /// written when it throws. Counts it adds are not transactions: they have no record to
+  /// refund.
+  CorrectionResult adjust(std::string_view counter, const Dimension& dimension, Period period,
+                          const CounterCorrection& correction, TimePoint at = Clock::now());
+
+  /// The record of limits transaction `transaction_id` (reads only; nothing is replayed or
+  /// released): empty when Redis has none (never decided, or past its replay horizon). On a
+  /// Redis Cluster it reads the home record `<prefix>tx:{id}` and the share records of its
+  /// plan; a transaction whose counters share one slot has only a share record
+  /// `<prefix>{<counter>}:tx:<id>`, looked for under the counters of the rules in force and
+  /// of `counters`. Throws invalid_argument for a bad id or counter name (nothing sent).
+  std::optional<TransactionRecord>
+  transaction_record(const std::string& transaction_id,
+                     const std::vector<std::string>& counters = {});
+
   // ---- Limits (job 2 of docs/ARCHITECTURE.md) ----
 
   /// Replaces the rules, atomically for concurrent callers. Counters are kept: a rule's
   /// counters belong to its shape and period, not to the rule. Until it is called,
   /// consume, reserve and check throw invalid_argument; an empty RuleSet set here allows
   /// every transaction (and records it) on purpose.
+  /// Same as `set_rules(rules, 0)`: rules set in code, without a version.
   void set_rules(RuleSet rules);
+  /// Replaces the rules as `set_rules(RuleSet)` does and names their version (e.g. of a
+  /// `RuleStore`): every Decision decided by them reports it in `rule_set_version`. The rules
+  /// and their version change together: no call decides by one with the other.
+  void set_rules(RuleSet rules, std::uint64_t version);
+  /// The version given with the rules in force (0 before `set_rules` or without a version).
+  std::uint64_t rule_set_version() const;
   /// The rules in force (empty before `set_rules`).
   std::shared_ptr<const RuleSet> rules() const;
 
@@ -364,14 +444,27 @@ private:
   Decision finish_decide(std::string_view op, const Transaction& transaction,
                          const std::vector<std::string>& args, const Reply& reply) const;
   Decision decide(std::string_view op, const Transaction& transaction);
+  /// A rule set and the version it was set with, swapped together.
+  struct RulesInForce {
+    RuleSet rules;
+    std::uint64_t version = 0;
+  };
   /// The rules to decide by; throws invalid_argument if `set_rules` was never called.
-  std::shared_ptr<const RuleSet> rules_to_decide(std::string_view op, const std::string& id) const;
+  std::shared_ptr<const RulesInForce> rules_to_decide(std::string_view op,
+                                                      const std::string& id) const;
   /// Whether `error` lets the failure policy decide: only when nothing was sent.
   bool policy_decides(const Error& error, const PreparedDecision& prepared) const;
   Decision decide_with_redis(std::string_view op, const Transaction& transaction);
   Decision finish_one_slot(std::string_view op, const Transaction& transaction,
                            const std::vector<std::string>& args, const Reply& reply);
-  void report(const Transaction& transaction, const Decision& decision, TimePoint started) const;
+  void report(LimitOp op, const Transaction& transaction, const Decision& decision,
+              TimePoint started) const;
+  /// `confirm`, `cancel` and `refund` without reporting to the observer.
+  ConfirmResult run_confirm(const std::string& transaction_id,
+                            std::optional<std::int64_t> final_amount);
+  CancelResult run_cancel(const std::string& transaction_id);
+  RefundResult run_refund(const std::string& transaction_id, std::optional<std::int64_t> amount,
+                          const std::string& refund_id);
   Decision decide_without_redis(std::string_view op, const Transaction& transaction,
                                 const PreparedDecision& prepared);
   /// Adds what this node allowed on its own while Redis was away to the Redis counters.
@@ -422,7 +515,7 @@ private:
   LimitCounterOptions options_;
   CounterKeys keys_;
   mutable std::mutex rules_mutex_;
-  std::shared_ptr<const RuleSet> rules_;
+  std::shared_ptr<const RulesInForce> rules_;
   std::shared_ptr<detail::LocalLedger> local_;
 };
 

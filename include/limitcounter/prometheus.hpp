@@ -18,9 +18,9 @@ namespace limitcounter {
 ///
 /// Metrics (every latency in seconds, Redis round trip included):
 /// - `limitcounter_decisions_total{op,verdict,rule}`: consume/reserve/check decisions. `op` is
-///   "check" for a check and "count" for a consume or reserve (the `on_decision` hook does
-///   not say which of the two); `verdict` is "allowed", "denied" or "cancelled"; `rule` the
-///   denying rule ("" when allowed or cancelled). Replays count too.
+///   "consume" (also each item of `consume_many`), "reserve" or "check"; `verdict` is
+///   "allowed", "denied" or "cancelled"; `rule` the denying rule ("" when allowed or
+///   cancelled). Replays count too.
 /// - `limitcounter_decision_seconds{op}`: histogram of those decisions' latency.
 /// - `limitcounter_degraded_total`: decisions taken by a failure policy without Redis.
 /// - `limitcounter_replayed_total`: decisions that were replays of an earlier one (a retry).
@@ -33,15 +33,33 @@ namespace limitcounter {
 ///   sliding-window hits; `kind` "daily_cap" or "sliding_window", `name` the cap's or
 ///   limiter's name, `verdict` "allowed" or "refused".
 /// - `limitcounter_limiter_decision_seconds{kind}`: histogram of their latency.
+/// - `limitcounter_transitions_total{op,status}`: confirm ("confirmed", "already"), cancel
+///   ("cancelled", "already_ended", "recorded_unknown") and refund ("refunded",
+///   "replayed"), "error" for a call that threw.
+/// - `limitcounter_transition_seconds{op}`: histogram of their latency.
+/// - `limitcounter_wallet_operations_total{op,status}`: wallet calls (`op` "deduct",
+///   "deduct_many" per item, "credit", "rollback", "freeze", "unfreeze"; `status` as
+///   `LimitObserver::on_wallet_operation` says, "error" for a call that threw).
+/// - `limitcounter_wallet_operation_seconds{op}`: histogram of their latency.
+/// - `limitcounter_red_packet_operations_total{op,status}`: "create", "grab", "grab_many" per
+///   item and "close", by status (see `on_red_packet_operation`).
+/// - `limitcounter_red_packet_operation_seconds{op}`: histogram of their latency.
+/// - `limitcounter_payout_operations_total{op,status}`: payout-queue calls "take" (status
+///   "ok"), "ack" ("paid", "replayed", "stale") and "fail" ("retry", "dead_lettered",
+///   "stale"), "error" for a call that threw.
+/// - `limitcounter_payout_operation_seconds{op}`: histogram of their latency.
+/// - `limitcounter_payout_tasks_taken_total`: payout tasks leased by takes.
+/// - `limitcounter_journal_lag_entries{group,partition}` (gauge): journal events the consumer
+///   group has not read yet, as last reported (`NaN` when Redis could not tell).
+/// - `limitcounter_journal_pending_entries{group,partition}` (gauge): events read but not
+///   acknowledged yet, as last reported.
 ///
-/// Labels hold rule, cap and limiter names and fixed words only: never a transaction id,
-/// subject, key or amount, so the number of series is bounded by the rule set and the
-/// caller's cap and limiter names. As a guard against a caller that builds names from
+/// Labels hold rule, cap and limiter names, journal group names, partition numbers and
+/// fixed words only: never a transaction, order, packet or user id, subject, key or
+/// amount, so the number of series is bounded by the rule set, the caller's cap and limiter
+/// names, its groups and partitions. As a guard against a caller that builds names from
 /// data, a family keeps at most `max_series_per_family` label sets; events of further
 /// label sets are counted under the family's series whose every label is "_other_".
-///
-/// Wallets, red packets, payouts and the journal consumer report nothing here yet (their
-/// hooks are not part of LimitObserver).
 ///
 /// Thread-safe. A hook takes a shared lock to find its series (an exclusive one only the
 /// first time a label set is seen) and adds with relaxed atomics: no I/O on the payment
@@ -61,7 +79,7 @@ public:
   PrometheusObserver(const PrometheusObserver&) = delete;
   PrometheusObserver& operator=(const PrometheusObserver&) = delete;
 
-  void on_decision(const Transaction& transaction, const Decision& decision,
+  void on_decision(LimitOp op, const Transaction& transaction, const Decision& decision,
                    std::chrono::nanoseconds latency) override;
   void on_near_limit(const Transaction& transaction, const RuleStatus& rule) override;
   void on_error(const Error& error) override;
@@ -69,6 +87,15 @@ public:
                                const Usage& usage) override;
   void on_limiter_decision(LimiterKind kind, std::string_view name, bool allowed,
                            std::chrono::nanoseconds latency) override;
+  void on_transition(LimitOp op, std::string_view status,
+                     std::chrono::nanoseconds latency) override;
+  void on_wallet_operation(WalletOp op, std::string_view status,
+                           std::chrono::nanoseconds latency) override;
+  void on_red_packet_operation(RedPacketOp op, std::string_view status,
+                               std::chrono::nanoseconds latency) override;
+  void on_payout_operation(PayoutOp op, std::string_view status, std::size_t tasks,
+                           std::chrono::nanoseconds latency) override;
+  void on_journal_lag(const JournalLag& lag) override;
 
   /// Every metric in the text exposition format 0.0.4 (serve it with the content type
   /// `text/plain; version=0.0.4; charset=utf-8`): `# HELP` and `# TYPE` per family, then its
@@ -89,6 +116,17 @@ private:
   std::unique_ptr<Family> local_usage_reported_;
   std::unique_ptr<Family> limiter_decisions_;
   std::unique_ptr<Family> limiter_seconds_;
+  std::unique_ptr<Family> transitions_;
+  std::unique_ptr<Family> transition_seconds_;
+  std::unique_ptr<Family> wallet_operations_;
+  std::unique_ptr<Family> wallet_seconds_;
+  std::unique_ptr<Family> red_packet_operations_;
+  std::unique_ptr<Family> red_packet_seconds_;
+  std::unique_ptr<Family> payout_operations_;
+  std::unique_ptr<Family> payout_seconds_;
+  std::unique_ptr<Family> payout_tasks_taken_;
+  std::unique_ptr<Family> journal_lag_;
+  std::unique_ptr<Family> journal_pending_;
 };
 
 /// `value` escaped for a label value of the text format: `\` `"` and newline as `\\` `\"` `\n`.

@@ -7,11 +7,14 @@
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <limitcounter/batch.hpp>
 #include <limitcounter/calendar.hpp>
+#include <limitcounter/observer.hpp>
 #include <limitcounter/red_packet_keys.hpp>
 #include <limitcounter/red_packet_split.hpp>
 #include <limitcounter/redis.hpp>
@@ -32,6 +35,10 @@ struct RedPacketOptions {
   int max_payout_attempts = 5;
   /// Back-off after the first failed payout; doubles with every further failure.
   std::chrono::milliseconds payout_backoff{std::chrono::seconds{1}};
+  /// Hooks for metrics: every create, grab (each item of grab_many), close and payout-queue
+  /// call is reported to `observer->on_red_packet_operation` or `on_payout_operation`
+  /// (status and latency), its errors to `on_error` too; none by default.
+  std::shared_ptr<LimitObserver> observer{};
 };
 
 /// The rules of one packet at creation. They are part of the packet's content: a create
@@ -112,6 +119,30 @@ struct PayoutTask {
   std::string avatar_url;      ///< the grabber's avatar URL, as given to `grab`
   /// "<packet>:<user>": the same for every attempt, for the host's idempotent payout.
   std::string idempotency_key() const { return packet_id + ":" + user_id; }
+};
+
+/// A packet as `RedPacketPool::status` reads it (for operators).
+struct PacketStatus {
+  std::int64_t total = 0;        ///< the amount split, minor units
+  std::int64_t count = 0;        ///< packets split
+  TimePoint expires_at;          ///< when grabbing ends
+  bool ready = false;            ///< every chunk is stored: grabbable until expiry or close
+  bool closed = false;           ///< closed (by `close` or `close_expired`)
+  std::int64_t packets_left = 0; ///< packets not grabbed (after a close: those it returned)
+  std::int64_t amount_left = 0;  ///< their sum, minor units (after a close: the leftover)
+  std::int64_t grabs = 0;        ///< users who won a packet
+  std::int64_t losing_users = 0; ///< users whose grabs won nothing (sold_out) so far
+  /// "creating" (not ready), "open", "expired" (past `expires_at`, not closed yet) or "closed",
+  /// as of the `now` given to `status`.
+  std::string state;
+};
+
+/// The outcome of `RedPacketPool::requeue_payout`.
+enum class RequeueResult {
+  requeued, ///< the dead-lettered task is back in its queue, due now, its attempts reset
+  not_dead, ///< no dead-lettered task of that packet and user (unknown, paid, queued, in
+            ///< flight, or requeued already, e.g. by this call whose reply was lost): nothing
+            ///< changed
 };
 
 /// Red packets in Redis. Thread-safe; share one instance.
@@ -209,10 +240,28 @@ public:
   /// The dead-lettered tasks of `partition`: "<packet>:<user>:<amount>:<attempts>".
   std::vector<std::string> dead_payouts(std::uint32_t partition);
 
+  /// Moves the dead-lettered payout of `user_id` from `packet_id` back to its queue (an
+  /// operator's retry once the cause is fixed), in one script: due at `now`, attempts counted
+  /// from zero again; the lease number is kept, so the next take leases it anew and a worker
+  /// still holding an old lease cannot acknowledge it. The display data of a dead task is not
+  /// kept, so the requeued task has none. Idempotent: a second call answers not_dead and
+  /// changes nothing. Throws invalid_argument for a bad id (nothing sent).
+  RequeueResult requeue_payout(const std::string& packet_id, const std::string& user_id,
+                               TimePoint now = Clock::now());
+
+  /// The packet `packet_id` as it stands (reads only, one script, so the numbers are of one
+  /// moment); `now` decides "expired". Empty if the packet is unknown (never created, or
+  /// its keys outlived `retention`). Reading the amount left is O(packets left). Throws
+  /// invalid_argument for a bad id (nothing sent).
+  std::optional<PacketStatus> status(const std::string& packet_id, TimePoint now = Clock::now());
+
   /// The key names this pool uses.
   const RedPacketKeys& keys() const noexcept { return keys_; }
 
 private:
+  /// `create` without reporting to the observer.
+  CreateResult run_create(const std::string& packet_id, const std::vector<std::int64_t>& amounts,
+                          const PacketOptions& options);
   void check_partition(std::uint32_t partition) const;
   std::vector<std::string> packet_keys(const std::string& packet_id) const;
   ScriptCall grab_call(const std::string& packet_id, const GrabRequest& request,

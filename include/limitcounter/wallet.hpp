@@ -9,6 +9,7 @@
 #include <functional>
 #include <future>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -17,6 +18,7 @@
 #include <limitcounter/batch.hpp>
 #include <limitcounter/calendar.hpp>
 #include <limitcounter/error.hpp>
+#include <limitcounter/observer.hpp>
 #include <limitcounter/redis.hpp>
 #include <limitcounter/wallet_keys.hpp>
 
@@ -30,6 +32,11 @@ struct WalletOptions {
   std::uint32_t partitions = 16;
   /// How long an order record is kept (its id deduplicates retries meanwhile).
   std::chrono::milliseconds order_ttl{std::chrono::hours{24 * 7}};
+  /// Hooks for metrics: every deduct, deduct_many item, credit, rollback, freeze and
+  /// unfreeze is reported to `observer->on_wallet_operation` (status and latency), its
+  /// errors to `on_error` too; none by default. The JournalConsumer has its own
+  /// (`JournalConsumerOptions::observer`).
+  std::shared_ptr<LimitObserver> observer{};
 };
 
 /// A user's balance as the system of record has it, for `Wallet::load`.
@@ -206,6 +213,10 @@ public:
 
 private:
   WalletResult change(const char* op, const WalletOrder& order);
+  /// `deduct_many` without reporting to the observer.
+  std::vector<BatchResult<WalletResult>> run_deduct_many(const std::vector<WalletOrder>& orders);
+  /// `rollback` without reporting to the observer.
+  RollbackResult run_rollback(const std::string& user, const std::string& order, TimePoint at);
   /// Runs the wallet script; if the user is not cached and a loader is set, loads the user
   /// (see `load_missing`, whose Error it throws) and runs it once more.
   Reply eval_loading(const std::string& user, const std::vector<std::string>& keys,

@@ -8,6 +8,7 @@
 #include "limit_counter/rule_matching.hpp"
 #include "redis/key_slot.hpp"
 #include "shared/amount.hpp"
+#include "shared/observed.hpp"
 
 namespace limitcounter {
 namespace {
@@ -19,21 +20,57 @@ using detail::quoted_id;
               Outcome::unknown);
 }
 
+// The observer's status words (see `LimitObserver::on_transition`).
+std::string_view status_word(const ConfirmResult& result) {
+  return result.already ? "already" : "confirmed";
+}
+
+std::string_view status_word(CancelResult result) {
+  switch (result) {
+  case CancelResult::cancelled: return "cancelled";
+  case CancelResult::already_ended: return "already_ended";
+  case CancelResult::recorded_unknown: return "recorded_unknown";
+  }
+  return "other";
+}
+
+std::string_view status_word(const RefundResult& result) {
+  return result.replayed ? "replayed" : "refunded";
+}
+
+// `run()`, reported to `observer` (if any) as one `op` transition.
+template <typename Run> auto observed(LimitObserver* observer, LimitOp op, Run&& run) {
+  return detail::observed_call(
+      observer, std::forward<Run>(run), [observer, op](const auto* result, auto latency) {
+        observer->on_transition(op, result ? status_word(*result) : "error", latency);
+      });
+}
+
 } // namespace
 
-void LimitCounter::set_rules(RuleSet rules) {
-  auto fresh = std::make_shared<const RuleSet>(std::move(rules));
+void LimitCounter::set_rules(RuleSet rules) { set_rules(std::move(rules), 0); }
+
+void LimitCounter::set_rules(RuleSet rules, std::uint64_t version) {
+  // One object holds both, so a decision never pairs a set with another set's version.
+  auto fresh = std::make_shared<const RulesInForce>(RulesInForce{std::move(rules), version});
   const std::lock_guard<std::mutex> lock(rules_mutex_);
   rules_ = std::move(fresh);
 }
 
 std::shared_ptr<const RuleSet> LimitCounter::rules() const {
   const std::lock_guard<std::mutex> lock(rules_mutex_);
-  return rules_ ? rules_ : std::make_shared<const RuleSet>();
+  // (aliasing: the set keeps its RulesInForce alive)
+  return rules_ ? std::shared_ptr<const RuleSet>(rules_, &rules_->rules)
+                : std::make_shared<const RuleSet>();
 }
 
-std::shared_ptr<const RuleSet> LimitCounter::rules_to_decide(std::string_view op,
-                                                             const std::string& id) const {
+std::uint64_t LimitCounter::rule_set_version() const {
+  const std::lock_guard<std::mutex> lock(rules_mutex_);
+  return rules_ ? rules_->version : 0;
+}
+
+std::shared_ptr<const LimitCounter::RulesInForce>
+LimitCounter::rules_to_decide(std::string_view op, const std::string& id) const {
   const std::lock_guard<std::mutex> lock(rules_mutex_);
   if (!rules_) {
     // Deciding against no rules at all is a deployment mistake far more often than intent:
@@ -183,7 +220,10 @@ Decision LimitCounter::decide(std::string_view op, const Transaction& transactio
   const TimePoint started = Clock::now();
   try {
     Decision decision = decide_with_redis(op, transaction);
-    report(transaction, decision, started);
+    report(op == "check"     ? LimitOp::check
+           : op == "reserve" ? LimitOp::reserve
+                             : LimitOp::consume,
+           transaction, decision, started);
     return decision;
   } catch (const Error& e) {
     if (options_.observer) {
@@ -201,8 +241,8 @@ bool LimitCounter::policy_decides(const Error& error, const PreparedDecision& pr
 }
 
 Decision LimitCounter::decide_with_redis(std::string_view op, const Transaction& transaction) {
-  PreparedDecision prepared =
-      prepare_decide(op, transaction, *rules_to_decide(op, transaction.id), Clock::now());
+  const auto in_force = rules_to_decide(op, transaction.id);
+  PreparedDecision prepared = prepare_decide(op, transaction, in_force->rules, Clock::now());
   std::optional<Decision> decision;
   Reply reply;
   try {
@@ -218,11 +258,14 @@ Decision LimitCounter::decide_with_redis(std::string_view op, const Transaction&
     if (options_.observer) {
       options_.observer->on_error(e);
     }
-    return decide_without_redis(op, transaction, prepared);
+    decision = decide_without_redis(op, transaction, prepared);
+    decision->rule_set_version = in_force->version;
+    return std::move(*decision);
   }
   if (!decision) {
     decision = finish_one_slot(op, transaction, prepared.call.args, reply);
   }
+  decision->rule_set_version = in_force->version;
   if (!local_->empty()) {
     report_local_usage();
   }
@@ -301,12 +344,12 @@ void LimitCounter::report_local_usage() {
   local_->reported(arrived);
 }
 
-void LimitCounter::report(const Transaction& transaction, const Decision& decision,
+void LimitCounter::report(LimitOp op, const Transaction& transaction, const Decision& decision,
                           TimePoint started) const {
   if (!options_.observer) {
     return;
   }
-  options_.observer->on_decision(transaction, decision, Clock::now() - started);
+  options_.observer->on_decision(op, transaction, decision, Clock::now() - started);
   if (!decision.allowed()) {
     return;
   }
@@ -331,10 +374,11 @@ LimitCounter::consume_many(const std::vector<Transaction>& transactions) {
   std::vector<PreparedDecision> prepared;
   prepared.reserve(transactions.size());
   std::vector<ScriptCall> calls;
+  std::shared_ptr<const RulesInForce> in_force;
   if (!transactions.empty()) {
-    const auto rule_set = rules_to_decide("consume", transactions.front().id);
+    in_force = rules_to_decide("consume", transactions.front().id);
     for (const auto& transaction : transactions) {
-      prepared.push_back(prepare_decide("consume", transaction, *rule_set, started));
+      prepared.push_back(prepare_decide("consume", transaction, in_force->rules, started));
       if (prepared.back().shares.empty()) {
         calls.push_back(std::move(prepared.back().call));
       }
@@ -373,7 +417,8 @@ LimitCounter::consume_many(const std::vector<Transaction>& transactions) {
       if (!decision) {
         decision = finish_one_slot("consume", transaction, calls[call].args, replies.at(call));
       }
-      report(transaction, *decision, started);
+      decision->rule_set_version = in_force->version;
+      report(LimitOp::consume, transaction, *decision, started);
       results.emplace_back(std::move(*decision));
     } catch (const Error& e) {
       if (options_.observer) {
@@ -390,6 +435,12 @@ LimitCounter::consume_many(const std::vector<Transaction>& transactions) {
 
 ConfirmResult LimitCounter::confirm(const std::string& transaction_id,
                                     std::optional<std::int64_t> final_amount) {
+  return observed(options_.observer.get(), LimitOp::confirm,
+                  [&] { return run_confirm(transaction_id, final_amount); });
+}
+
+ConfirmResult LimitCounter::run_confirm(const std::string& transaction_id,
+                                        std::optional<std::int64_t> final_amount) {
   validate_key_part("transaction id", transaction_id, ":");
   if (final_amount) {
     detail::check_quantity(quoted_id(transaction_id) + " final amount", *final_amount);
@@ -434,6 +485,11 @@ ConfirmResult LimitCounter::confirm(const std::string& transaction_id,
 }
 
 CancelResult LimitCounter::cancel(const std::string& transaction_id) {
+  return observed(options_.observer.get(), LimitOp::cancel,
+                  [&] { return run_cancel(transaction_id); });
+}
+
+CancelResult LimitCounter::run_cancel(const std::string& transaction_id) {
   validate_key_part("transaction id", transaction_id, ":");
   const auto now = Clock::now();
   // An unknown id is recorded in every record it could have, so a later reserve of any
@@ -465,6 +521,13 @@ CancelResult LimitCounter::cancel(const std::string& transaction_id) {
 RefundResult LimitCounter::refund(const std::string& transaction_id,
                                   std::optional<std::int64_t> amount,
                                   const std::string& refund_id) {
+  return observed(options_.observer.get(), LimitOp::refund,
+                  [&] { return run_refund(transaction_id, amount, refund_id); });
+}
+
+RefundResult LimitCounter::run_refund(const std::string& transaction_id,
+                                      std::optional<std::int64_t> amount,
+                                      const std::string& refund_id) {
   validate_key_part("transaction id", transaction_id, ":");
   if (amount) {
     detail::check_quantity(quoted_id(transaction_id) + " refund amount", *amount, true);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <shared_mutex>
@@ -69,10 +70,6 @@ std::string_view verdict_name(Decision::Verdict verdict) {
   return "other";
 }
 
-std::string_view decision_op(const Decision& decision) {
-  return decision.dry_run ? "check" : "count";
-}
-
 } // namespace
 
 std::string escape_label_value(std::string_view value) {
@@ -104,7 +101,10 @@ const std::vector<std::chrono::nanoseconds>& PrometheusObserver::latency_buckets
 
 class PrometheusObserver::Family {
 public:
-  enum class Type { counter, histogram };
+  enum class Type { counter, gauge, histogram };
+
+  /// A gauge's value when it is unknown: rendered as NaN.
+  static constexpr std::int64_t unknown = std::numeric_limits<std::int64_t>::min();
 
   Family(std::string name, std::string help, Type type, Labels label_names, std::size_t max_series)
       : name_(std::move(name)), help_(std::move(help)), type_(type),
@@ -114,7 +114,14 @@ public:
     }
   }
 
-  void add(const Labels& labels) { find(labels).count.fetch_add(1, std::memory_order_relaxed); }
+  void add(const Labels& labels, std::uint64_t n = 1) {
+    find(labels).count.fetch_add(n, std::memory_order_relaxed);
+  }
+
+  /// A gauge's value (`unknown`: NaN), kept in `count` as the bits of an int64.
+  void set(const Labels& labels, std::int64_t value) {
+    find(labels).count.store(static_cast<std::uint64_t>(value), std::memory_order_relaxed);
+  }
 
   void observe(const Labels& labels, std::chrono::nanoseconds latency) {
     Series& series = find(labels);
@@ -133,12 +140,21 @@ public:
 
   void render(std::string& out) const {
     out += "# HELP " + name_ + " " + help_ + "\n";
-    out += "# TYPE " + name_ + (type_ == Type::counter ? " counter\n" : " histogram\n");
+    out += "# TYPE " + name_ +
+           (type_ == Type::counter ? " counter\n"
+            : type_ == Type::gauge ? " gauge\n"
+                                   : " histogram\n");
     const std::shared_lock<std::shared_mutex> lock(mutex_);
     for (const auto& [labels, series] : series_) {
       const std::string pairs = label_pairs(labels);
       if (type_ == Type::counter) {
         out += name_ + braced(pairs) + " " + std::to_string(series->count.load()) + "\n";
+        continue;
+      }
+      if (type_ == Type::gauge) {
+        const auto value = static_cast<std::int64_t>(series->count.load());
+        out += name_ + braced(pairs) + " " +
+               (value == unknown ? std::string("NaN") : std::to_string(value)) + "\n";
         continue;
       }
       const std::string sep = pairs.empty() ? "" : ",";
@@ -212,8 +228,7 @@ PrometheusObserver::PrometheusObserver(std::size_t max_series_per_family) {
     return std::make_unique<Family>(std::move(name), std::move(help), type, std::move(labels),
                                     max_series_per_family);
   };
-  decisions_ = family("limitcounter_decisions_total",
-                      "Consume, reserve and check decisions (op count = consume or reserve).",
+  decisions_ = family("limitcounter_decisions_total", "Consume, reserve and check decisions.",
                       Type::counter, {"op", "verdict", "rule"});
   decision_seconds_ = family("limitcounter_decision_seconds",
                              "Latency of consume, reserve and check, Redis round trip included.",
@@ -239,13 +254,45 @@ PrometheusObserver::PrometheusObserver(std::size_t max_series_per_family) {
   limiter_seconds_ =
       family("limitcounter_limiter_decision_seconds",
              "Latency of daily cap takes and sliding window hits.", Type::histogram, {"kind"});
+  transitions_ =
+      family("limitcounter_transitions_total", "Confirms, cancels and refunds of transactions.",
+             Type::counter, {"op", "status"});
+  transition_seconds_ = family("limitcounter_transition_seconds",
+                               "Latency of confirm, cancel and refund, Redis round trip included.",
+                               Type::histogram, {"op"});
+  wallet_operations_ = family("limitcounter_wallet_operations_total",
+                              "Wallet deductions, credits, rollbacks, freezes and unfreezes.",
+                              Type::counter, {"op", "status"});
+  wallet_seconds_ =
+      family("limitcounter_wallet_operation_seconds",
+             "Latency of wallet operations, Redis round trip included.", Type::histogram, {"op"});
+  red_packet_operations_ =
+      family("limitcounter_red_packet_operations_total", "Red packet creates, grabs and closes.",
+             Type::counter, {"op", "status"});
+  red_packet_seconds_ = family("limitcounter_red_packet_operation_seconds",
+                               "Latency of red packet operations, Redis round trip included.",
+                               Type::histogram, {"op"});
+  payout_operations_ =
+      family("limitcounter_payout_operations_total", "Payout queue takes, acks and fails.",
+             Type::counter, {"op", "status"});
+  payout_seconds_ =
+      family("limitcounter_payout_operation_seconds",
+             "Latency of payout queue calls, Redis round trip included.", Type::histogram, {"op"});
+  payout_tasks_taken_ = family("limitcounter_payout_tasks_taken_total",
+                               "Payout tasks leased to workers.", Type::counter, {});
+  journal_lag_ = family("limitcounter_journal_lag_entries",
+                        "Wallet journal events not yet read by the consumer group.", Type::gauge,
+                        {"group", "partition"});
+  journal_pending_ = family("limitcounter_journal_pending_entries",
+                            "Wallet journal events read by the consumer group, not acknowledged.",
+                            Type::gauge, {"group", "partition"});
 }
 
 PrometheusObserver::~PrometheusObserver() = default;
 
-void PrometheusObserver::on_decision(const Transaction& /*transaction*/, const Decision& decision,
-                                     std::chrono::nanoseconds latency) {
-  const std::string op(decision_op(decision));
+void PrometheusObserver::on_decision(LimitOp limit_op, const Transaction& /*transaction*/,
+                                     const Decision& decision, std::chrono::nanoseconds latency) {
+  const std::string op(to_string(limit_op));
   decisions_->add({op, std::string(verdict_name(decision.verdict)),
                    decision.denial ? decision.denial->rule : std::string()});
   decision_seconds_->observe({op}, latency);
@@ -278,12 +325,65 @@ void PrometheusObserver::on_limiter_decision(LimiterKind kind, std::string_view 
   limiter_seconds_->observe({kind_name}, latency);
 }
 
+void PrometheusObserver::on_transition(LimitOp op, std::string_view status,
+                                       std::chrono::nanoseconds latency) {
+  const std::string op_name(to_string(op));
+  transitions_->add({op_name, std::string(status)});
+  transition_seconds_->observe({op_name}, latency);
+}
+
+void PrometheusObserver::on_wallet_operation(WalletOp op, std::string_view status,
+                                             std::chrono::nanoseconds latency) {
+  const std::string op_name(to_string(op));
+  wallet_operations_->add({op_name, std::string(status)});
+  wallet_seconds_->observe({op_name}, latency);
+}
+
+void PrometheusObserver::on_red_packet_operation(RedPacketOp op, std::string_view status,
+                                                 std::chrono::nanoseconds latency) {
+  const std::string op_name(to_string(op));
+  red_packet_operations_->add({op_name, std::string(status)});
+  red_packet_seconds_->observe({op_name}, latency);
+}
+
+void PrometheusObserver::on_payout_operation(PayoutOp op, std::string_view status,
+                                             std::size_t tasks, std::chrono::nanoseconds latency) {
+  const std::string op_name(to_string(op));
+  payout_operations_->add({op_name, std::string(status)});
+  payout_seconds_->observe({op_name}, latency);
+  if (op == PayoutOp::take && tasks > 0) {
+    payout_tasks_taken_->add({}, tasks);
+  }
+}
+
+void PrometheusObserver::on_journal_lag(const JournalLag& lag) {
+  const Labels labels{lag.group, std::to_string(lag.partition)};
+  journal_lag_->set(labels, lag.unread.value_or(Family::unknown));
+  journal_pending_->set(labels, lag.pending);
+}
+
 std::string PrometheusObserver::render() const {
   std::string out;
-  for (const Family* family :
-       {decisions_.get(), decision_seconds_.get(), degraded_.get(), replayed_.get(),
-        near_limit_.get(), errors_.get(), local_usage_reported_.get(), limiter_decisions_.get(),
-        limiter_seconds_.get()}) {
+  for (const Family* family : {decisions_.get(),
+                               decision_seconds_.get(),
+                               degraded_.get(),
+                               replayed_.get(),
+                               near_limit_.get(),
+                               errors_.get(),
+                               local_usage_reported_.get(),
+                               limiter_decisions_.get(),
+                               limiter_seconds_.get(),
+                               transitions_.get(),
+                               transition_seconds_.get(),
+                               wallet_operations_.get(),
+                               wallet_seconds_.get(),
+                               red_packet_operations_.get(),
+                               red_packet_seconds_.get(),
+                               payout_operations_.get(),
+                               payout_seconds_.get(),
+                               payout_tasks_taken_.get(),
+                               journal_lag_.get(),
+                               journal_pending_.get()}) {
     family->render(out);
   }
   return out;

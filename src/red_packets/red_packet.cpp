@@ -8,6 +8,7 @@
 #include "red_packets/red_packet_codec.hpp"
 #include "shared/amount.hpp"
 #include "shared/batch.hpp"
+#include "shared/observed.hpp"
 
 namespace limitcounter {
 namespace {
@@ -16,6 +17,59 @@ std::string millis(TimePoint at) { return std::to_string(detail::unix_millis(at)
 
 void validate_packet_id(const std::string& packet_id) {
   validate_key_part("red packet id", packet_id);
+}
+
+// The observer's status words (see `LimitObserver::on_red_packet_operation`).
+std::string_view status_word(const CreateResult& result) {
+  return result.created_now ? "created" : "replayed";
+}
+
+std::string_view status_word(const GrabResult& result) {
+  switch (result.status) {
+  case GrabResult::Status::granted: return "granted";
+  case GrabResult::Status::already: return "already";
+  case GrabResult::Status::sold_out: return "sold_out";
+  case GrabResult::Status::expired: return "expired";
+  case GrabResult::Status::too_many_attempts: return "too_many_attempts";
+  }
+  return "other";
+}
+
+std::string_view status_word(const CloseResult& result) {
+  return result.closed_now ? "closed" : "replayed";
+}
+
+// Reports one `op` call (or batch item) to `observer` (not null): its status, or "error".
+auto report_to(LimitObserver* observer, RedPacketOp op) {
+  return [observer, op](const auto* result, std::chrono::nanoseconds latency) {
+    observer->on_red_packet_operation(op, result ? status_word(*result) : "error", latency);
+  };
+}
+
+// `run()`, reported to `observer` (if any) as one `op` call.
+template <typename Run> auto observed(LimitObserver* observer, RedPacketOp op, Run&& run) {
+  return detail::observed_call(observer, std::forward<Run>(run), report_to(observer, op));
+}
+
+// `run()`, reported to `observer` (if any) as one payout-queue `op` call whose status and
+// number of tasks `describe(result)` gives.
+template <typename Run, typename Describe>
+auto observed_payout(LimitObserver* observer, PayoutOp op, Run&& run, Describe&& describe) {
+  return detail::observed_call(
+      observer, std::forward<Run>(run), [&](const auto* result, std::chrono::nanoseconds latency) {
+        const auto [status, tasks] =
+            result ? describe(*result) : std::pair<std::string_view, std::size_t>("error", 0);
+        observer->on_payout_operation(op, status, tasks, latency);
+      });
+}
+
+// The payout script's reply word of an ack or fail, as the observer's status.
+std::pair<std::string_view, std::size_t> describe_reply(const std::string& status) {
+  return {status == "dead" ? std::string_view("dead_lettered") : std::string_view(status), 1};
+}
+
+std::pair<std::string_view, std::size_t> describe_take(const std::vector<PayoutTask>& tasks) {
+  return {"ok", tasks.size()};
 }
 
 } // namespace
@@ -45,6 +99,13 @@ std::vector<std::string> RedPacketPool::packet_keys(const std::string& packet_id
 CreateResult RedPacketPool::create(const std::string& packet_id,
                                    const std::vector<std::int64_t>& amounts,
                                    const PacketOptions& options) {
+  return observed(options_.observer.get(), RedPacketOp::create,
+                  [&] { return run_create(packet_id, amounts, options); });
+}
+
+CreateResult RedPacketPool::run_create(const std::string& packet_id,
+                                       const std::vector<std::int64_t>& amounts,
+                                       const PacketOptions& options) {
   validate_packet_id(packet_id);
   if (amounts.empty()) {
     throw Error(errc::invalid_argument, "red packet " + packet_id + " has no amounts");
@@ -157,8 +218,10 @@ GrabResult RedPacketPool::grab(const std::string& packet_id, const std::string& 
 
 GrabResult RedPacketPool::grab(const std::string& packet_id, const std::string& user_id,
                                const UserDisplay& display, TimePoint now) {
-  const ScriptCall call = grab_call(packet_id, GrabRequest{user_id, display}, now);
-  return detail::decode_grab(redis_.eval(*call.script, call.keys, call.args), packet_id);
+  return observed(options_.observer.get(), RedPacketOp::grab, [&] {
+    const ScriptCall call = grab_call(packet_id, GrabRequest{user_id, display}, now);
+    return detail::decode_grab(redis_.eval(*call.script, call.keys, call.args), packet_id);
+  });
 }
 
 std::vector<BatchResult<GrabResult>>
@@ -175,21 +238,29 @@ RedPacketPool::grab_many(const std::string& packet_id, const std::vector<std::st
 std::vector<BatchResult<GrabResult>>
 RedPacketPool::grab_many(const std::string& packet_id, const std::vector<GrabRequest>& requests,
                          TimePoint now) {
-  std::vector<ScriptCall> calls;
-  calls.reserve(requests.size());
-  for (const auto& request : requests) {
-    calls.push_back(grab_call(packet_id, request, now)); // bad input throws before sending
-  }
-  return detail::run_batch<GrabResult>(redis_, calls,
-                                       [&packet_id](std::size_t, const Reply& reply) {
-                                         return detail::decode_grab(reply, packet_id);
-                                       });
+  LimitObserver* observer = options_.observer.get();
+  return detail::observed_batch_call<GrabResult>(
+      observer,
+      [&] {
+        std::vector<ScriptCall> calls;
+        calls.reserve(requests.size());
+        for (const auto& request : requests) {
+          calls.push_back(grab_call(packet_id, request, now)); // bad input throws before sending
+        }
+        return detail::run_batch<GrabResult>(redis_, calls,
+                                             [&packet_id](std::size_t, const Reply& reply) {
+                                               return detail::decode_grab(reply, packet_id);
+                                             });
+      },
+      report_to(observer, RedPacketOp::grab_many));
 }
 
 CloseResult RedPacketPool::close(const std::string& packet_id) {
-  validate_packet_id(packet_id);
-  return detail::decode_close(
-      redis_.eval(scripts::red_packet, packet_keys(packet_id), {"close", packet_id}), packet_id);
+  return observed(options_.observer.get(), RedPacketOp::close, [&] {
+    validate_packet_id(packet_id);
+    return detail::decode_close(
+        redis_.eval(scripts::red_packet, packet_keys(packet_id), {"close", packet_id}), packet_id);
+  });
 }
 
 std::vector<std::pair<std::string, CloseResult>> RedPacketPool::close_expired(TimePoint now) {
@@ -217,36 +288,52 @@ std::vector<std::pair<std::string, CloseResult>> RedPacketPool::close_expired(Ti
 
 std::vector<PayoutTask> RedPacketPool::take_payouts(std::uint32_t partition, std::size_t max,
                                                     TimePoint now) {
-  check_partition(partition);
-  const Reply reply =
-      redis_.eval(scripts::payout,
-                  {keys_.payout(partition, "ready"), keys_.payout(partition, "inflight"),
-                   keys_.payout(partition, "tasks"), keys_.payout(partition, "dead")},
-                  {"take", millis(now), std::to_string(options_.visibility_timeout.count()),
-                   std::to_string(max), std::to_string(options_.max_payout_attempts)});
-  return detail::decode_take(reply, partition);
+  return observed_payout(
+      options_.observer.get(), PayoutOp::take,
+      [&] {
+        check_partition(partition);
+        const Reply reply =
+            redis_.eval(scripts::payout,
+                        {keys_.payout(partition, "ready"), keys_.payout(partition, "inflight"),
+                         keys_.payout(partition, "tasks"), keys_.payout(partition, "dead")},
+                        {"take", millis(now), std::to_string(options_.visibility_timeout.count()),
+                         std::to_string(max), std::to_string(options_.max_payout_attempts)});
+        return detail::decode_take(reply, partition);
+      },
+      describe_take);
 }
 
 bool RedPacketPool::ack_payout(const PayoutTask& task, TimePoint now) {
-  const Reply reply =
-      redis_.eval(scripts::payout,
-                  {keys_.payout(task.partition, "inflight"), keys_.payout(task.partition, "tasks"),
-                   keys_.packet(task.packet_id, "paid")},
-                  {"ack", task.idempotency_key(), std::to_string(task.lease), task.user_id,
-                   millis(now), std::to_string(options_.retention.count())});
-  const std::string& status = reply.at(0).as_string();
+  const std::string status = observed_payout(
+      options_.observer.get(), PayoutOp::ack,
+      [&] {
+        const Reply reply = redis_.eval(
+            scripts::payout,
+            {keys_.payout(task.partition, "inflight"), keys_.payout(task.partition, "tasks"),
+             keys_.packet(task.packet_id, "paid")},
+            {"ack", task.idempotency_key(), std::to_string(task.lease), task.user_id, millis(now),
+             std::to_string(options_.retention.count())});
+        return reply.at(0).as_string(); // paid, replayed or stale
+      },
+      describe_reply);
   return status == "paid" || status == "replayed";
 }
 
 bool RedPacketPool::fail_payout(const PayoutTask& task, TimePoint now) {
-  const Reply reply =
-      redis_.eval(scripts::payout,
-                  {keys_.payout(task.partition, "ready"), keys_.payout(task.partition, "inflight"),
-                   keys_.payout(task.partition, "tasks"), keys_.payout(task.partition, "dead")},
-                  {"fail", task.idempotency_key(), std::to_string(task.lease), millis(now),
-                   std::to_string(options_.max_payout_attempts),
-                   std::to_string(options_.payout_backoff.count())});
-  return reply.at(0).as_string() == "dead";
+  const std::string status = observed_payout(
+      options_.observer.get(), PayoutOp::fail,
+      [&] {
+        const Reply reply = redis_.eval(
+            scripts::payout,
+            {keys_.payout(task.partition, "ready"), keys_.payout(task.partition, "inflight"),
+             keys_.payout(task.partition, "tasks"), keys_.payout(task.partition, "dead")},
+            {"fail", task.idempotency_key(), std::to_string(task.lease), millis(now),
+             std::to_string(options_.max_payout_attempts),
+             std::to_string(options_.payout_backoff.count())});
+        return reply.at(0).as_string(); // retry, dead or stale
+      },
+      describe_reply);
+  return status == "dead";
 }
 
 std::size_t RedPacketPool::run_payouts(const PayoutFunction& pay, std::size_t max) {

@@ -134,8 +134,8 @@ public:
 
   Reply command(const std::vector<std::string>& argv, Call& call) {
     const detail::Argv views(argv.begin(), argv.end());
-    // In a cluster the first argument after the command name is taken as the key.
-    const int slot = argv.size() > 1 ? detail::key_slot(argv[1]) : no_slot;
+    const auto key = detail::routing_key(argv);
+    const int slot = key ? detail::key_slot(*key) : no_slot;
     return routed(slot, call,
                   [&](detail::Connection& connection) { return connection.run(views); });
   }

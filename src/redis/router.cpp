@@ -1,5 +1,8 @@
 #include "redis/router.hpp"
 
+#include <algorithm>
+#include <array>
+#include <cctype>
 #include <charconv>
 
 #include <limitcounter/error.hpp>
@@ -42,6 +45,62 @@ std::size_t SlotMap::node_index(const Endpoint& endpoint) {
   }
   nodes_.push_back(endpoint);
   return nodes_.size() - 1;
+}
+
+namespace {
+
+bool same_word(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::toupper(static_cast<unsigned char>(x)) ==
+                  std::toupper(static_cast<unsigned char>(y));
+         });
+}
+
+template <std::size_t N>
+bool is_one_of(std::string_view word, const std::array<std::string_view, N>& words) {
+  return std::any_of(words.begin(), words.end(),
+                     [&](std::string_view w) { return same_word(word, w); });
+}
+
+} // namespace
+
+std::optional<std::string_view> routing_key(const std::vector<std::string>& argv) {
+  static constexpr std::array<std::string_view, 25> keyless{
+      "PING",     "INFO",    "TIME",    "ECHO",     "DBSIZE",    "SCRIPT",   "CLUSTER",
+      "CONFIG",   "CLIENT",  "COMMAND", "FUNCTION", "ACL",       "DEBUG",    "ROLE",
+      "FLUSHALL", "FLUSHDB", "KEYS",    "SCAN",     "RANDOMKEY", "LASTSAVE", "WAIT",
+      "SLOWLOG",  "LATENCY", "HELLO",   "READONLY"};
+  static constexpr std::array<std::string_view, 6> scripts{"EVAL",       "EVALSHA", "EVAL_RO",
+                                                           "EVALSHA_RO", "FCALL",   "FCALL_RO"};
+  static constexpr std::array<std::string_view, 3> subcommand_key{"MEMORY", "OBJECT", "XINFO"};
+  if (argv.size() < 2 || is_one_of(argv[0], keyless)) {
+    return std::nullopt;
+  }
+  const std::string_view name = argv[0];
+  if (same_word(name, "XREAD") || same_word(name, "XREADGROUP")) {
+    const auto streams = std::find_if(argv.begin() + 1, argv.end(),
+                                      [](const std::string& a) { return same_word(a, "STREAMS"); });
+    if (streams == argv.end() || streams + 1 == argv.end()) {
+      return std::nullopt; // malformed: the server's error tells
+    }
+    return std::string_view(*(streams + 1));
+  }
+  if (is_one_of(name, scripts)) {
+    std::int64_t numkeys = 0;
+    const std::string& text = argv.size() > 2 ? argv[2] : argv[1];
+    const auto parsed = std::from_chars(text.data(), text.data() + text.size(), numkeys);
+    if (argv.size() < 4 || parsed.ec != std::errc{} || numkeys <= 0) {
+      return std::nullopt;
+    }
+    return std::string_view(argv[3]);
+  }
+  if (is_one_of(name, subcommand_key)) {
+    if (argv.size() < 3) {
+      return std::nullopt;
+    }
+    return std::string_view(argv[2]);
+  }
+  return std::string_view(argv[1]);
 }
 
 std::optional<std::size_t> SlotMap::owner(int slot) const {

@@ -29,6 +29,13 @@ struct Endpoint {
 /// that is not a number.
 Endpoint parse_seed(std::string_view seed);
 
+/// The argument a cluster routes `argv` by (its first key), or nullopt for a command without
+/// keys (any node serves it). argv[1] for most commands (GET, SET, HGET, XADD, ...); the key
+/// after STREAMS for XREAD/XREADGROUP (argv[1] is an option such as BLOCK); the first key of
+/// EVAL/EVALSHA/FCALL (and _RO) when numkeys > 0; argv[2] for MEMORY USAGE, OBJECT and XINFO;
+/// none for server commands (PING, INFO, SCRIPT, CLIENT, CONFIG, CLUSTER, KEYS, ...).
+std::optional<std::string_view> routing_key(const std::vector<std::string>& argv);
+
 class SlotMap {
 public:
   using Clock = std::chrono::steady_clock;

@@ -223,6 +223,55 @@ std::size_t JournalConsumer::handle_one_by_one(std::uint32_t partition,
   return done.size();
 }
 
+std::vector<JournalLag> JournalConsumer::lag() {
+  std::vector<std::uint32_t> partitions(keys_.partitions());
+  for (std::uint32_t partition = 0; partition < keys_.partitions(); ++partition) {
+    partitions[partition] = partition;
+  }
+  return lag_of(partitions);
+}
+
+JournalLag JournalConsumer::lag(std::uint32_t partition) {
+  check_partition(partition);
+  return lag_of({partition}).front();
+}
+
+std::vector<JournalLag> JournalConsumer::lag_of(const std::vector<std::uint32_t>& partitions) {
+  std::vector<ScriptCall> calls;
+  calls.reserve(partitions.size());
+  for (const std::uint32_t partition : partitions) {
+    calls.push_back({&scripts::journal, {keys_.journal(partition)}, {"lag", options_.group}});
+  }
+  std::vector<JournalLag> lags;
+  lags.reserve(partitions.size());
+  try {
+    const std::vector<Reply> replies = redis_.eval_pipeline(calls);
+    for (std::size_t i = 0; i < partitions.size(); ++i) {
+      if (replies[i].is_error()) {
+        throw Error(errc::server_error,
+                    "journal lag of partition " + std::to_string(partitions[i]) + ": " +
+                        replies[i].as_string(),
+                    Outcome::failed);
+      }
+      const std::int64_t unread = replies[i].at(0).to_int64();
+      lags.push_back({options_.group, partitions[i],
+                      unread < 0 ? std::nullopt : std::optional<std::int64_t>(unread),
+                      replies[i].at(1).to_int64()});
+    }
+  } catch (const Error& e) {
+    if (options_.observer) {
+      options_.observer->on_error(e);
+    }
+    throw;
+  }
+  if (options_.observer) {
+    for (const JournalLag& each : lags) {
+      options_.observer->on_journal_lag(each);
+    }
+  }
+  return lags;
+}
+
 std::size_t JournalConsumer::poll(const Handler& handle) {
   std::size_t handled = 0;
   std::exception_ptr failure;
@@ -237,6 +286,13 @@ std::size_t JournalConsumer::poll(const Handler& handle) {
     }
     acknowledge(partition, events);
     handled += events.size();
+  }
+  if (options_.observer) {
+    try {
+      lag(); // after the pass: what is still to do
+    } catch (const Error&) {
+      // reported to on_error; a metric must not fail the persister's pass
+    }
   }
   if (failure) {
     std::rethrow_exception(failure);

@@ -7,6 +7,8 @@
 
 #include "shared/amount.hpp"
 #include "shared/batch.hpp"
+#include "shared/note.hpp"
+#include "shared/observed.hpp"
 
 namespace limitcounter {
 namespace {
@@ -16,31 +18,46 @@ std::string millis(TimePoint at) { return std::to_string(detail::unix_millis(at)
 void validate_user(const std::string& user) { validate_key_part("wallet user", user); }
 void validate_order(const std::string& order) { validate_key_part("wallet order", order, ":"); }
 
-// The reason goes into the account hash and the journal: bounded, and without control
-// characters so that a log or terminal shows it as written.
+// The reason goes into the account hash and the journal (see validate_note).
 void validate_freeze_reason(const std::string& user, const std::string& reason) {
-  const auto bad = [&](const std::string& problem) {
-    throw Error(errc::invalid_argument, "freeze reason " + detail::quote_for_message(reason) +
-                                            " of wallet " + user + " " + problem);
+  detail::validate_note("freeze reason of wallet " + user, reason, Wallet::max_freeze_reason_bytes);
+}
+
+// The observer's status words (see `LimitObserver::on_wallet_operation`).
+std::string_view status_word(const WalletResult& result) {
+  if (result.replayed) {
+    return "replayed";
+  }
+  switch (result.status) {
+  case WalletResult::Status::ok: return "ok";
+  case WalletResult::Status::insufficient: return "insufficient";
+  case WalletResult::Status::not_loaded: return "not_loaded";
+  case WalletResult::Status::frozen: return "frozen";
+  }
+  return "other";
+}
+
+std::string_view status_word(RollbackResult result) {
+  switch (result) {
+  case RollbackResult::rolled_back: return "rolled_back";
+  case RollbackResult::already: return "already";
+  case RollbackResult::recorded_unknown: return "recorded_unknown";
+  }
+  return "other";
+}
+
+std::string_view status_word(bool changed) { return changed ? "changed" : "unchanged"; }
+
+// Reports one `op` call (or batch item) to `observer` (not null): its status, or "error".
+auto report_to(LimitObserver* observer, WalletOp op) {
+  return [observer, op](const auto* result, std::chrono::nanoseconds latency) {
+    observer->on_wallet_operation(op, result ? status_word(*result) : "error", latency);
   };
-  if (reason.empty()) {
-    bad("is empty");
-  }
-  if (reason.size() > Wallet::max_freeze_reason_bytes) {
-    bad("has " + std::to_string(reason.size()) + " bytes, more than " +
-        std::to_string(Wallet::max_freeze_reason_bytes));
-  }
-  for (std::size_t i = 0; i < reason.size();) {
-    const auto byte = static_cast<unsigned char>(reason[i]);
-    if (byte < 0x20 || byte == 0x7f) {
-      bad("has a control character");
-    }
-    const std::size_t length = byte < 0x80 ? 1 : detail::utf8_sequence_length(reason, i);
-    if (length == 0) {
-      bad("is not valid UTF-8");
-    }
-    i += length;
-  }
+}
+
+// `run()`, reported to `observer` (if any) as one `op` call.
+template <typename Run> auto observed(LimitObserver* observer, WalletOp op, Run&& run) {
+  return detail::observed_call(observer, std::forward<Run>(run), report_to(observer, op));
 }
 
 } // namespace
@@ -206,15 +223,27 @@ WalletResult Wallet::change(const char* op, const WalletOrder& order) {
 
 WalletResult Wallet::deduct(const std::string& user, const std::string& order, std::int64_t amount,
                             TimePoint at) {
-  return change("deduct", {user, order, amount, at});
+  return observed(options_.observer.get(), WalletOp::deduct, [&] {
+    return change("deduct", {user, order, amount, at});
+  });
 }
 
 WalletResult Wallet::credit(const std::string& user, const std::string& order, std::int64_t amount,
                             TimePoint at) {
-  return change("credit", {user, order, amount, at});
+  return observed(options_.observer.get(), WalletOp::credit, [&] {
+    return change("credit", {user, order, amount, at});
+  });
 }
 
 std::vector<BatchResult<WalletResult>> Wallet::deduct_many(const std::vector<WalletOrder>& orders) {
+  LimitObserver* observer = options_.observer.get();
+  return detail::observed_batch_call<WalletResult>(
+      observer, [&] { return run_deduct_many(orders); },
+      report_to(observer, WalletOp::deduct_many));
+}
+
+std::vector<BatchResult<WalletResult>>
+Wallet::run_deduct_many(const std::vector<WalletOrder>& orders) {
   std::vector<ScriptCall> calls;
   calls.reserve(orders.size());
   for (const auto& order : orders) {
@@ -262,6 +291,12 @@ std::vector<BatchResult<WalletResult>> Wallet::deduct_many(const std::vector<Wal
 }
 
 RollbackResult Wallet::rollback(const std::string& user, const std::string& order, TimePoint at) {
+  return observed(options_.observer.get(), WalletOp::rollback,
+                  [&] { return run_rollback(user, order, at); });
+}
+
+RollbackResult Wallet::run_rollback(const std::string& user, const std::string& order,
+                                    TimePoint at) {
   validate_user(user);
   validate_order(order);
   // An order done whose user was evicted is reversed after a reload (the script refuses a
@@ -325,11 +360,13 @@ bool Wallet::set_frozen(const char* op, const std::string& user, const std::stri
 }
 
 bool Wallet::freeze(const std::string& user, const std::string& reason, TimePoint at) {
-  return set_frozen("freeze", user, reason, at);
+  return observed(options_.observer.get(), WalletOp::freeze,
+                  [&] { return set_frozen("freeze", user, reason, at); });
 }
 
 bool Wallet::unfreeze(const std::string& user, const std::string& reason, TimePoint at) {
-  return set_frozen("unfreeze", user, reason, at);
+  return observed(options_.observer.get(), WalletOp::unfreeze,
+                  [&] { return set_frozen("unfreeze", user, reason, at); });
 }
 
 std::optional<Account> Wallet::account(const std::string& user) {

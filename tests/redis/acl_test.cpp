@@ -78,6 +78,12 @@ TEST_CASE("every job works under the least-privilege ACL, and nothing more is al
   // Listing (HSCAN) and a cap read (HGET) need nothing beyond the ACL either.
   CHECK(limits.dimensions("merchant", limitcounter::Period::day).dimensions.size() == 1);
   CHECK(limits.cap_usage("sms", "a1").used == 1);
+  // The operator calls (limitctl): a transaction's record and an audited correction.
+  CHECK(limits.transaction_record("acl-1")->refunded == 100);
+  CHECK(limits
+            .adjust("merchant", limitcounter::Dimension{"m1"}, limitcounter::Period::day,
+                    {"acl-fix", 0, 10, "ops", "acl test"})
+            .after.amount == 60);
 
   limitcounter::WalletOptions wallet_options;
   wallet_options.key_prefix = prefix + "wallet:";
@@ -96,6 +102,8 @@ TEST_CASE("every job works under the least-privilege ACL, and nothing more is al
   CHECK(pool.grab("p1", "u1").status == limitcounter::GrabResult::Status::granted);
   CHECK(pool.run_payouts([](const limitcounter::PayoutTask&) { return true; }) == 1);
   CHECK(pool.close("p1").leftover == 5);
+  CHECK(pool.status("p1")->state == "closed");
+  CHECK(pool.requeue_payout("p1", "u1") == limitcounter::RequeueResult::not_dead);
 
   // The cluster sweep (SCAN on every master; the home record's HGETALL in lua/transaction_home.lua)
   // needs nothing beyond it either: a refund of a transaction spread over two slots leaves its

@@ -37,7 +37,7 @@ Decision denied_by(const std::string& rule) {
 }
 
 const std::string fresh_text =
-    R"(# HELP limitcounter_decisions_total Consume, reserve and check decisions (op count = consume or reserve).
+    R"(# HELP limitcounter_decisions_total Consume, reserve and check decisions.
 # TYPE limitcounter_decisions_total counter
 # HELP limitcounter_decision_seconds Latency of consume, reserve and check, Redis round trip included.
 # TYPE limitcounter_decision_seconds histogram
@@ -58,6 +58,29 @@ limitcounter_local_usage_reported_total 0
 # TYPE limitcounter_limiter_decisions_total counter
 # HELP limitcounter_limiter_decision_seconds Latency of daily cap takes and sliding window hits.
 # TYPE limitcounter_limiter_decision_seconds histogram
+# HELP limitcounter_transitions_total Confirms, cancels and refunds of transactions.
+# TYPE limitcounter_transitions_total counter
+# HELP limitcounter_transition_seconds Latency of confirm, cancel and refund, Redis round trip included.
+# TYPE limitcounter_transition_seconds histogram
+# HELP limitcounter_wallet_operations_total Wallet deductions, credits, rollbacks, freezes and unfreezes.
+# TYPE limitcounter_wallet_operations_total counter
+# HELP limitcounter_wallet_operation_seconds Latency of wallet operations, Redis round trip included.
+# TYPE limitcounter_wallet_operation_seconds histogram
+# HELP limitcounter_red_packet_operations_total Red packet creates, grabs and closes.
+# TYPE limitcounter_red_packet_operations_total counter
+# HELP limitcounter_red_packet_operation_seconds Latency of red packet operations, Redis round trip included.
+# TYPE limitcounter_red_packet_operation_seconds histogram
+# HELP limitcounter_payout_operations_total Payout queue takes, acks and fails.
+# TYPE limitcounter_payout_operations_total counter
+# HELP limitcounter_payout_operation_seconds Latency of payout queue calls, Redis round trip included.
+# TYPE limitcounter_payout_operation_seconds histogram
+# HELP limitcounter_payout_tasks_taken_total Payout tasks leased to workers.
+# TYPE limitcounter_payout_tasks_taken_total counter
+limitcounter_payout_tasks_taken_total 0
+# HELP limitcounter_journal_lag_entries Wallet journal events not yet read by the consumer group.
+# TYPE limitcounter_journal_lag_entries gauge
+# HELP limitcounter_journal_pending_entries Wallet journal events read by the consumer group, not acknowledged.
+# TYPE limitcounter_journal_pending_entries gauge
 )";
 
 } // namespace
@@ -72,28 +95,32 @@ TEST_CASE("PrometheusObserver renders decisions as counters with sorted label se
           "[prometheus]") {
   PrometheusObserver observer;
   const Transaction tx;
+  using limitcounter::LimitOp;
   Decision allowed;
-  observer.on_decision(tx, allowed, 1ms);
-  observer.on_decision(tx, denied_by("merchant-daily"), 1ms);
-  observer.on_decision(tx, denied_by("merchant-daily"), 1ms);
+  observer.on_decision(LimitOp::consume, tx, allowed, 1ms);
+  observer.on_decision(LimitOp::consume, tx, denied_by("merchant-daily"), 1ms);
+  observer.on_decision(LimitOp::consume, tx, denied_by("merchant-daily"), 1ms);
+  observer.on_decision(LimitOp::reserve, tx, allowed, 1ms);
   Decision peek;
   peek.dry_run = true;
   peek.replayed = true;
-  observer.on_decision(tx, peek, 1ms);
+  observer.on_decision(LimitOp::check, tx, peek, 1ms);
   Decision degraded = denied_by("card-monthly");
   degraded.degraded = true;
-  observer.on_decision(tx, degraded, 1ms);
+  observer.on_decision(LimitOp::consume, tx, degraded, 1ms);
 
   const std::string text = observer.render();
   CHECK(family(text, "limitcounter_decisions_total") ==
-        "# HELP limitcounter_decisions_total Consume, reserve and check decisions (op count = "
-        "consume or reserve).\n"
+        "# HELP limitcounter_decisions_total Consume, reserve and check decisions.\n"
         "# TYPE limitcounter_decisions_total counter\n"
         "limitcounter_decisions_total{op=\"check\",verdict=\"allowed\",rule=\"\"} 1\n"
-        "limitcounter_decisions_total{op=\"count\",verdict=\"allowed\",rule=\"\"} 1\n"
-        "limitcounter_decisions_total{op=\"count\",verdict=\"denied\",rule=\"card-monthly\"} 1\n"
-        "limitcounter_decisions_total{op=\"count\",verdict=\"denied\",rule=\"merchant-daily\"} "
-        "2\n");
+        "limitcounter_decisions_total{op=\"consume\",verdict=\"allowed\",rule=\"\"} 1\n"
+        "limitcounter_decisions_total{op=\"consume\",verdict=\"denied\",rule=\"card-monthly\"} "
+        "1\n"
+        "limitcounter_decisions_total{op=\"consume\",verdict=\"denied\",rule=\"merchant-daily\"} "
+        "2\n"
+        "limitcounter_decisions_total{op=\"reserve\",verdict=\"allowed\",rule=\"\"} 1\n");
+  CHECK_THAT(text, Catch::Contains("\nlimitcounter_decision_seconds_count{op=\"reserve\"} 1\n"));
   CHECK_THAT(text, Catch::Contains("\nlimitcounter_degraded_total 1\n"));
   CHECK_THAT(text, Catch::Contains("\nlimitcounter_replayed_total 1\n"));
 }
@@ -222,4 +249,74 @@ TEST_CASE("PrometheusObserver counts every event of concurrent threads", "[prome
   CHECK_THAT(observer.render(),
              Catch::Contains("limitcounter_limiter_decision_seconds_count{kind=\"sliding_window\"} "
                              "4000\n"));
+}
+
+TEST_CASE("PrometheusObserver renders transitions, wallet, red packet and payout operations by op "
+          "and status",
+          "[prometheus]") {
+  using limitcounter::PayoutOp;
+  using limitcounter::RedPacketOp;
+  using limitcounter::WalletOp;
+  PrometheusObserver observer;
+  observer.on_transition(limitcounter::LimitOp::refund, "refunded", 1ms);
+  observer.on_transition(limitcounter::LimitOp::confirm, "error", 1ms);
+  observer.on_wallet_operation(WalletOp::deduct, "ok", 1ms);
+  observer.on_wallet_operation(WalletOp::deduct, "insufficient", 2ms);
+  observer.on_wallet_operation(WalletOp::deduct, "ok", 1ms);
+  observer.on_wallet_operation(WalletOp::freeze, "changed", 1ms);
+  observer.on_red_packet_operation(RedPacketOp::grab, "sold_out", 1ms);
+  observer.on_payout_operation(PayoutOp::take, "ok", 3, 1ms);
+  observer.on_payout_operation(PayoutOp::take, "ok", 0, 1ms);
+  observer.on_payout_operation(PayoutOp::fail, "dead_lettered", 1, 1ms);
+
+  const std::string text = observer.render();
+  CHECK(family(text, "limitcounter_wallet_operations_total") ==
+        "# HELP limitcounter_wallet_operations_total Wallet deductions, credits, rollbacks, "
+        "freezes and unfreezes.\n"
+        "# TYPE limitcounter_wallet_operations_total counter\n"
+        "limitcounter_wallet_operations_total{op=\"deduct\",status=\"insufficient\"} 1\n"
+        "limitcounter_wallet_operations_total{op=\"deduct\",status=\"ok\"} 2\n"
+        "limitcounter_wallet_operations_total{op=\"freeze\",status=\"changed\"} 1\n");
+  CHECK(family(text, "limitcounter_transitions_total") ==
+        "# HELP limitcounter_transitions_total Confirms, cancels and refunds of transactions.\n"
+        "# TYPE limitcounter_transitions_total counter\n"
+        "limitcounter_transitions_total{op=\"confirm\",status=\"error\"} 1\n"
+        "limitcounter_transitions_total{op=\"refund\",status=\"refunded\"} 1\n");
+  CHECK_THAT(text,
+             Catch::Contains("\nlimitcounter_wallet_operation_seconds_sum{op=\"deduct\"} 0.004\n"));
+  CHECK_THAT(text, Catch::Contains("\nlimitcounter_red_packet_operations_total{op=\"grab\","
+                                   "status=\"sold_out\"} 1\n"));
+  CHECK_THAT(text, Catch::Contains("\nlimitcounter_payout_operations_total{op=\"take\","
+                                   "status=\"ok\"} 2\n"));
+  CHECK_THAT(text, Catch::Contains("\nlimitcounter_payout_operations_total{op=\"fail\","
+                                   "status=\"dead_lettered\"} 1\n"));
+  CHECK_THAT(text, Catch::Contains("\nlimitcounter_payout_tasks_taken_total 3\n"));
+  CHECK_THAT(text, Catch::Contains("\nlimitcounter_payout_operation_seconds_count{op=\"take\"} "
+                                   "2\n"));
+}
+
+TEST_CASE("PrometheusObserver keeps the last journal lag per group and partition as gauges",
+          "[prometheus]") {
+  using limitcounter::JournalLag;
+  PrometheusObserver observer;
+  observer.on_journal_lag(JournalLag{"persister", 3, 7, 2});
+  observer.on_journal_lag(JournalLag{"persister", 10, 0, 0});
+  observer.on_journal_lag(JournalLag{"persister", 3, 4, 1}); // replaces the first
+  observer.on_journal_lag(JournalLag{"audit", 3, std::nullopt, 5});
+
+  const std::string text = observer.render();
+  CHECK(family(text, "limitcounter_journal_lag_entries") ==
+        "# HELP limitcounter_journal_lag_entries Wallet journal events not yet read by the "
+        "consumer group.\n"
+        "# TYPE limitcounter_journal_lag_entries gauge\n"
+        "limitcounter_journal_lag_entries{group=\"audit\",partition=\"3\"} NaN\n"
+        "limitcounter_journal_lag_entries{group=\"persister\",partition=\"10\"} 0\n"
+        "limitcounter_journal_lag_entries{group=\"persister\",partition=\"3\"} 4\n");
+  CHECK(family(text, "limitcounter_journal_pending_entries") ==
+        "# HELP limitcounter_journal_pending_entries Wallet journal events read by the consumer "
+        "group, not acknowledged.\n"
+        "# TYPE limitcounter_journal_pending_entries gauge\n"
+        "limitcounter_journal_pending_entries{group=\"audit\",partition=\"3\"} 5\n"
+        "limitcounter_journal_pending_entries{group=\"persister\",partition=\"10\"} 0\n"
+        "limitcounter_journal_pending_entries{group=\"persister\",partition=\"3\"} 1\n");
 }

@@ -54,3 +54,27 @@ TEST_CASE("the slot map routes by CLUSTER SLOTS and follows MOVED", "[router]") 
   CHECK(map.owner(99) == seed);
   CHECK(map.stale(t0 + 1s)); // one MOVED means the rest of the map may be stale too
 }
+
+TEST_CASE("a command is routed by its first key, wherever the command keeps it", "[router]") {
+  using limitcounter::detail::routing_key;
+  using Argv = std::vector<std::string>;
+  CHECK(routing_key(Argv{"GET", "k"}) == "k");
+  CHECK(routing_key(Argv{"hget", "h", "f"}) == "h");
+  CHECK(routing_key(Argv{"XADD", "s", "*", "f", "v"}) == "s");
+  // XREAD's argv[1] is an option: routing by it sent the call to the slot of "BLOCK".
+  CHECK(routing_key(Argv{"XREAD", "BLOCK", "1000", "STREAMS", "lc:{r}:history", "0-0"}) ==
+        "lc:{r}:history");
+  CHECK(routing_key(Argv{"xread", "COUNT", "5", "streams", "s1", "s2", "0", "0"}) == "s1");
+  CHECK(routing_key(Argv{"XREADGROUP", "GROUP", "g", "c", "STREAMS", "s", ">"}) == "s");
+  CHECK_FALSE(routing_key(Argv{"XREAD", "BLOCK", "10", "STREAMS"}));
+  CHECK(routing_key(Argv{"EVAL", "return 1", "2", "a", "b", "x"}) == "a");
+  CHECK(routing_key(Argv{"EVALSHA", "abc", "1", "k"}) == "k");
+  CHECK_FALSE(routing_key(Argv{"EVAL", "return 1", "0", "arg"}));
+  CHECK_FALSE(routing_key(Argv{"EVAL", "return 1", "x", "arg"}));
+  CHECK(routing_key(Argv{"MEMORY", "USAGE", "k"}) == "k");
+  CHECK(routing_key(Argv{"XINFO", "STREAM", "s"}) == "s");
+  CHECK_FALSE(routing_key(Argv{"PING"}));
+  CHECK_FALSE(routing_key(Argv{"INFO", "commandstats"}));
+  CHECK_FALSE(routing_key(Argv{"SCRIPT", "EXISTS", "abc"}));
+  CHECK_FALSE(routing_key(Argv{"KEYS", "*"}));
+}

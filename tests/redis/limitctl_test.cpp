@@ -1,0 +1,379 @@
+// limitctl end to end: the built binary (LIMITCTL_PATH) against the test server or cluster,
+// on data written by the library; its output (--json matched loosely) and its exit codes.
+#include <catch2/catch.hpp>
+
+#include <array>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <limitcounter/limit_counter.hpp>
+#include <limitcounter/red_packet.hpp>
+#include <limitcounter/wallet.hpp>
+
+#include "support/redis_server.hpp"
+#include "support/topology.hpp"
+
+using namespace std::chrono_literals;
+using limitcounter::Dimension;
+using limitcounter::Period;
+using limitcounter::Redis;
+using limitcounter::Usage;
+using limitcounter::testing::on_cluster;
+using limitcounter::testing::test_options;
+using limitcounter::testing::unique_prefix;
+
+namespace {
+
+struct Run {
+  int code = -1;
+  std::string out; ///< standard output and error
+};
+
+std::string shell_quoted(const std::string& word) {
+  std::string quoted = "'";
+  for (const char c : word) {
+    quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  }
+  return quoted + "'";
+}
+
+// The URI of the topology this run uses.
+std::string test_uri() {
+  const auto options = test_options();
+  if (options.cluster_seeds.empty()) {
+    return "redis://" + options.host + ":" + std::to_string(options.port);
+  }
+  std::string uri = "redis-cluster://";
+  for (std::size_t i = 0; i < options.cluster_seeds.size(); ++i) {
+    uri += (i ? "," : "") + options.cluster_seeds[i];
+  }
+  return uri;
+}
+
+// Runs limitctl with `args` (and --uri of the test topology unless `with_uri` is false).
+Run limitctl(const std::vector<std::string>& args, bool with_uri = true) {
+  // The environment's defaults must not leak into what is tested.
+  std::string command =
+      "env -u LIMITCOUNTER_REDIS_URI -u LIMITCOUNTER_TZ " + shell_quoted(LIMITCTL_PATH);
+  if (with_uri) {
+    command += " --uri " + shell_quoted(test_uri());
+  }
+  for (const auto& arg : args) {
+    command += " " + shell_quoted(arg);
+  }
+  command += " 2>&1";
+  Run run;
+  FILE* pipe = popen(command.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  std::array<char, 4096> buffer{};
+  while (const std::size_t n = std::fread(buffer.data(), 1, buffer.size(), pipe)) {
+    run.out.append(buffer.data(), n);
+  }
+  const int status = pclose(pipe);
+  run.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return run;
+}
+
+// A temporary file holding `text`, removed with the object.
+struct TempFile {
+  std::string path;
+  explicit TempFile(const std::string& text) {
+    char name[] = "/tmp/limitctl-test-XXXXXX";
+    const int fd = mkstemp(name);
+    REQUIRE(fd >= 0);
+    close(fd);
+    path = name;
+    std::ofstream(path) << text;
+  }
+  ~TempFile() { std::remove(path.c_str()); }
+};
+
+struct CounterData {
+  std::string prefix = unique_prefix() + "ctl:";
+  limitcounter::Calendar calendar{"Asia/Shanghai"};
+  limitcounter::LimitCounter counter{Redis(test_options()), calendar, options()};
+  limitcounter::TimePoint at = limitcounter::Clock::now();
+
+  limitcounter::LimitCounterOptions options() const {
+    limitcounter::LimitCounterOptions o;
+    o.key_prefix = prefix;
+    return o;
+  }
+  std::vector<std::string> with(std::vector<std::string> args) const {
+    for (const auto& arg : {"--prefix", prefix.c_str(), "--tz", "Asia/Shanghai", "--json"}) {
+      args.emplace_back(arg);
+    }
+    return args;
+  }
+  // `with`, and --at `at` itself, so that a run crossing midnight still reads the day written.
+  std::vector<std::string> dated(std::vector<std::string> args) const {
+    const std::time_t seconds = std::chrono::system_clock::to_time_t(at);
+    std::tm utc{};
+    gmtime_r(&seconds, &utc);
+    char text[32];
+    std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc);
+    args.emplace_back("--at");
+    args.emplace_back(text);
+    return with(std::move(args));
+  }
+};
+
+} // namespace
+
+TEST_CASE_METHOD(CounterData, "limitctl usage and top read what the library counted",
+                 "[limitctl][redis]") {
+  counter.add("channel", Dimension{"Ali", "Deduct", "cmb"}, {Period::day, Period::month}, 3, 900,
+              at);
+  counter.add("channel", Dimension{"Wx", "Deduct", "icbc"}, {Period::day}, 5, 100, at);
+  counter.add("channel", Dimension{"Ali", "Pay", "cib"}, {Period::day}, 1, 5000, at);
+  const std::string day = calendar.window(Period::day, at).id;
+
+  const Run usage = limitctl(dated({"usage", "channel", "Ali+Deduct+cmb"}));
+  CHECK(usage.code == 0);
+  CHECK_THAT(usage.out, Catch::Contains("{\"period\":\"day\",\"window\":\"" + day + "\""));
+  CHECK_THAT(usage.out, Catch::Contains("\"count\":3,\"amount\":900"));
+  CHECK_THAT(usage.out, Catch::Contains("\"period\":\"year\""));
+
+  const Run by_amount = limitctl(dated({"top", "channel", "day", "--n", "2"}));
+  CHECK(by_amount.code == 0);
+  CHECK_THAT(by_amount.out,
+             Catch::Contains("\"top\":[{\"dimension\":\"Ali+Pay+cib\",\"count\":1,\"amount\":5000},"
+                             "{\"dimension\":\"Ali+Deduct+cmb\",\"count\":3,\"amount\":900}]"));
+  const Run by_count = limitctl(dated({"top", "channel", "day", "--by", "count", "--n", "1"}));
+  CHECK_THAT(by_count.out, Catch::Contains("\"top\":[{\"dimension\":\"Wx+Deduct+icbc\""));
+
+  // An absolute --at of another day sees nothing of today.
+  const Run other_day = limitctl(with({"usage", "channel", "Ali+Deduct+cmb", "--period", "day",
+                                       "--at", "2020-01-01T12:00:00+08:00"}));
+  CHECK(other_day.code == 0);
+  CHECK_THAT(other_day.out, Catch::Contains("\"window\":\"20200101\""));
+  CHECK_THAT(other_day.out, Catch::Contains("\"count\":0,\"amount\":0"));
+
+  // Bad input: exit 2, the bad value named.
+  const Run bad_dimension = limitctl(with({"usage", "channel", "Ali++cmb"}));
+  CHECK(bad_dimension.code == 2);
+  CHECK_THAT(bad_dimension.out, Catch::Contains("Ali++cmb"));
+  const Run bad_time = limitctl(with({"usage", "channel", "Ali", "--at", "yesterday"}));
+  CHECK(bad_time.code == 2);
+  CHECK_THAT(bad_time.out, Catch::Contains("\"yesterday\""));
+  CHECK(limitctl(with({"top", "channel", "fortnight"})).code == 2);
+  CHECK(limitctl(with({"usage"})).code == 2); // a CLI11 parse error
+}
+
+TEST_CASE_METHOD(CounterData, "limitctl adjust corrects a counter with an audit entry, once",
+                 "[limitctl][redis]") {
+  const Dimension dimension{"Ali", "Deduct", "cmb"};
+  counter.add("channel", dimension, {Period::day}, 3, 900, at);
+  const auto adjust =
+      dated({"adjust", "channel", "Ali+Deduct+cmb", "day", "--count", "-1", "--amount", "-300",
+             "--reason", "duplicate of tx 42", "--author", "alice", "--id", "fix-7"});
+  const Run first = limitctl(adjust);
+  CHECK(first.code == 0);
+  CHECK_THAT(first.out, Catch::Contains("\"after_count\":2,\"after_amount\":600"));
+  CHECK_THAT(first.out, Catch::Contains("\"replayed\":false"));
+  CHECK(counter.usage("channel", dimension, Period::day, at) == Usage{2, 600});
+  const auto entries =
+      Redis(test_options()).command({"XLEN", counter.keys().audit("channel")}).as_integer();
+  CHECK(entries == 1);
+
+  // The same --id again (a retry after a lost reply) moves nothing more.
+  const Run again = limitctl(adjust);
+  CHECK(again.code == 0);
+  CHECK_THAT(again.out, Catch::Contains("\"replayed\":true"));
+  CHECK(counter.usage("channel", dimension, Period::day, at) == Usage{2, 600});
+
+  // No reason: exit 2 and nothing written; a total below zero: exit 2, nothing written.
+  CHECK(limitctl(dated({"adjust", "channel", "Ali+Deduct+cmb", "day", "--count", "1"})).code == 2);
+  const Run negative = limitctl(dated(
+      {"adjust", "channel", "Ali+Deduct+cmb", "day", "--amount", "-601", "--reason", "too much"}));
+  CHECK(negative.code == 2);
+  CHECK_THAT(negative.out, Catch::Contains("amount -1"));
+  // The same id for another correction: a conflict, exit 4.
+  auto reused = adjust;
+  reused[5] = "-2";
+  CHECK(limitctl(reused).code == 4);
+  CHECK(counter.usage("channel", dimension, Period::day, at) == Usage{2, 600});
+  CHECK(Redis(test_options()).command({"XLEN", counter.keys().audit("channel")}).as_integer() == 1);
+}
+
+TEST_CASE_METHOD(CounterData, "limitctl tx shows a transaction's record, exit 1 when absent",
+                 "[limitctl][redis]") {
+  limitcounter::RuleSet rules;
+  rules.add(limitcounter::Rule("merchant-day").where("merchant").per(Period::day).max_amount(1000));
+  counter.set_rules(rules);
+  limitcounter::Transaction transaction{"ctl-tx-1", {{"merchant", "m9"}}, 700, at};
+  REQUIRE(counter.consume(transaction).allowed());
+  counter.refund("ctl-tx-1", 100, "r1");
+
+  // On a cluster the record of a one-slot transaction lives in its counter's slot: --counter.
+  const Run shown = limitctl(with({"tx", "ctl-tx-1", "--counter", "merchant"}));
+  CHECK(shown.code == 0);
+  CHECK_THAT(shown.out, Catch::Contains("\"state\":\"consumed\",\"amount\":700,\"refunded\":100"));
+  CHECK_THAT(shown.out,
+             Catch::Contains("\"rule\":\"merchant-day\",\"period\":\"day\",\"window\":\"" +
+                             calendar.window(Period::day, at).id + "\""));
+  CHECK_THAT(shown.out, Catch::Contains("{\"refund_id\":\"r1\",\"amount\":100}"));
+  CHECK_THAT(shown.out, Catch::Contains("\"decided_at\":\"20"));
+
+  const Run absent = limitctl(with({"tx", "no-such-tx"}));
+  CHECK(absent.code == 1);
+  CHECK_THAT(absent.out, Catch::Contains("no-such-tx"));
+}
+
+TEST_CASE("limitctl wallet show, compare, freeze and journal-lag", "[limitctl][redis]") {
+  const std::string prefix = unique_prefix() + "w:";
+  limitcounter::WalletOptions options;
+  options.key_prefix = prefix;
+  options.partitions = 2;
+  limitcounter::Wallet wallet(Redis(test_options()), options);
+  wallet.load("ann", {10'000, 3, 0});
+  wallet.deduct("ann", "order-1", 2'500);
+  const std::vector<std::string> common{"--prefix", prefix, "--partitions", "2", "--json"};
+  const auto with = [&common](std::vector<std::string> args) {
+    args.insert(args.end(), common.begin(), common.end());
+    return args;
+  };
+
+  const Run shown = limitctl(with({"wallet", "show", "ann"}));
+  CHECK(shown.code == 0);
+  CHECK_THAT(shown.out, Catch::Contains("\"balance\":7500"));
+  CHECK_THAT(shown.out, Catch::Contains("\"version\":4"));
+  CHECK_THAT(shown.out, Catch::Contains("\"pending_orders\":[\"order-1\"]"));
+  CHECK(limitctl(with({"wallet", "show", "bob"})).code == 1);
+
+  CHECK(limitctl(with({"wallet", "compare", "ann", "7500", "4"})).code == 0);
+  const Run differs = limitctl(with({"wallet", "compare", "ann", "7500", "3"}));
+  CHECK(differs.code == 4);
+  CHECK_THAT(differs.out, Catch::Contains("\"matches\":false"));
+
+  const Run frozen =
+      limitctl(with({"wallet", "freeze", "ann", "--reason", "chargeback", "--author", "ops"}));
+  CHECK(frozen.code == 0);
+  CHECK_THAT(frozen.out, Catch::Contains("\"changed\":true"));
+  const auto account = wallet.account("ann");
+  REQUIRE(account);
+  CHECK(account->frozen);
+  CHECK(account->freeze_reason == "ops: chargeback");
+  CHECK(wallet.deduct("ann", "order-2", 1).status == limitcounter::WalletResult::Status::frozen);
+  CHECK(limitctl(with({"wallet", "freeze", "ann"})).code == 2); // --reason is required
+  CHECK(limitctl(with({"wallet", "unfreeze", "ann", "--reason", "resolved"})).code == 0);
+  CHECK_FALSE(wallet.account("ann")->frozen);
+
+  const Run lag = limitctl(with({"wallet", "journal-lag"}));
+  CHECK(lag.code == 0);
+  const auto partition = std::to_string(wallet.keys().partition_of("ann"));
+  // deduct + freeze + unfreeze: three events in ann's partition, one order unpersisted.
+  CHECK_THAT(lag.out,
+             Catch::Contains("{\"partition\":" + partition + ",\"length\":3,\"unpersisted\":1"));
+}
+
+TEST_CASE("limitctl packet show, dead-letters and requeue", "[limitctl][redis]") {
+  const std::string prefix = unique_prefix() + "rp:";
+  limitcounter::RedPacketOptions options;
+  options.key_prefix = prefix;
+  options.partitions = 2;
+  options.max_payout_attempts = 1;
+  limitcounter::RedPacketPool pool(Redis(test_options()), options);
+  pool.create("pk", {300, 700});
+  REQUIRE(pool.grab("pk", "cy").status == limitcounter::GrabResult::Status::granted);
+  const std::vector<std::string> common{"--prefix", prefix, "--partitions", "2", "--json"};
+  const auto with = [&common](std::vector<std::string> args) {
+    args.insert(args.end(), common.begin(), common.end());
+    return args;
+  };
+
+  const Run shown = limitctl(with({"packet", "show", "pk"}));
+  CHECK(shown.code == 0);
+  CHECK_THAT(shown.out, Catch::Contains("\"state\":\"open\",\"total\":1000,\"count\":2,"
+                                        "\"packets_left\":1"));
+  CHECK(limitctl(with({"packet", "show", "nope"})).code == 1);
+
+  const auto partition = pool.keys().partition_of("pk");
+  const auto tasks = pool.take_payouts(partition, 10);
+  REQUIRE(tasks.size() == 1);
+  REQUIRE(pool.fail_payout(tasks[0])); // one attempt allowed: dead
+  const Run dead = limitctl(with({"packet", "dead-letters"}));
+  CHECK(dead.code == 0);
+  CHECK_THAT(dead.out, Catch::Contains("\"task\":\"pk:cy\",\"amount\":" +
+                                       std::to_string(tasks[0].amount) + ",\"attempts\":1"));
+
+  const Run requeued = limitctl(with({"packet", "requeue", "pk:cy"}));
+  CHECK(requeued.code == 0);
+  CHECK(pool.dead_payouts(partition).empty());
+  CHECK(pool.take_payouts(partition, 10).size() == 1);
+  CHECK(limitctl(with({"packet", "requeue", "pk:cy"})).code == 1); // not dead any more
+  CHECK(limitctl(with({"packet", "requeue", "no-colon"})).code == 2);
+}
+
+TEST_CASE("limitctl rules apply, history, diff and rollback on a rule store", "[limitctl][redis]") {
+  const std::string prefix = unique_prefix() + "lc:";
+  const TempFile first("format: 1\nrules:\n  - name: merchant-day\n    where: [merchant]\n"
+                       "    per: day\n    max_amount: 1000\n");
+  const TempFile second("format: 1\nrules:\n  - name: merchant-day\n    where: [merchant]\n"
+                        "    per: day\n    max_amount: 2000\n  - name: cmb-day\n"
+                        "    where: [dept: cmb]\n    per: day\n    max_count: 5\n");
+  const TempFile bad("format: 1\nrules:\n  - name: broken\n    where: [merchant]\n"
+                     "    per: day\n    max_amount: -5\n");
+  const auto store = [&prefix](std::vector<std::string> args) {
+    for (const char* arg : {"--store", "router", "--prefix", prefix.c_str(), "--json"}) {
+      args.emplace_back(arg);
+    }
+    return args;
+  };
+  const Run valid = limitctl({"rules", "validate", second.path, "--json"}, false);
+  CHECK(valid.code == 0);
+  CHECK_THAT(valid.out, Catch::Contains("\"rules\":2"));
+  const Run invalid = limitctl({"rules", "validate", bad.path}, false);
+  CHECK(invalid.code == 2);
+  CHECK_THAT(invalid.out, Catch::Contains(bad.path + ":6: rule \"broken\""));
+
+  CHECK(limitctl(store({"rules", "history"})).code == 1); // nothing stored yet
+  CHECK(limitctl(store({"rules", "apply", first.path, "--author", "al", "--reason", "start",
+                        "--expect-version", "0"}))
+            .code == 0);
+  const Run diff = limitctl(store({"rules", "diff", second.path}));
+  CHECK(diff.code == 0);
+  CHECK_THAT(diff.out, Catch::Contains("\"added\":[\"cmb-day\"],\"removed\":[],"
+                                       "\"changed\":[\"merchant-day\"]"));
+  // A stale --expect-version: a conflict, exit 4, nothing stored.
+  CHECK(limitctl(store({"rules", "apply", second.path, "--author", "bo", "--reason", "raise",
+                        "--expect-version", "0"}))
+            .code == 4);
+  CHECK(limitctl(store({"rules", "apply", bad.path, "--author", "bo", "--reason", "x"})).code == 2);
+  const Run applied = limitctl(store({"rules", "apply", second.path, "--author", "bo", "--reason",
+                                      "raise", "--expect-version", "1"}));
+  CHECK(applied.code == 0);
+  CHECK_THAT(applied.out, Catch::Contains("\"version\":2"));
+
+  const Run rolled =
+      limitctl(store({"rules", "rollback", "1", "--author", "cy", "--reason", "oops"}));
+  CHECK(rolled.code == 0);
+  CHECK_THAT(rolled.out, Catch::Contains("\"version\":3"));
+  const Run history = limitctl(store({"rules", "history", "--n", "2"}));
+  CHECK(history.code == 0);
+  CHECK_THAT(history.out, Catch::Contains("\"version\":3,"));
+  CHECK_THAT(history.out,
+             Catch::Contains("\"author\":\"cy\",\"action\":\"rollback:1\",\"reason\":\"oops\""));
+  CHECK_THAT(history.out, Catch::Contains("\"version\":2,"));
+  CHECK_THAT(history.out, !Catch::Contains("\"version\":1,"));
+  CHECK(limitctl(store({"rules", "rollback", "9", "--author", "cy", "--reason", "x"})).code == 1);
+}
+
+TEST_CASE("limitctl without Redis: exit 2 without a URI, 3 when unreachable", "[limitctl][redis]") {
+  const Run no_uri = limitctl({"usage", "channel", "Ali"}, false);
+  CHECK(no_uri.code == 2);
+  CHECK_THAT(no_uri.out, Catch::Contains("LIMITCOUNTER_REDIS_URI"));
+  // Port 1: nothing listens there, the connection is refused.
+  const Run unreachable =
+      limitctl({"--uri", "redis://127.0.0.1:1", "usage", "channel", "Ali"}, false);
+  CHECK(unreachable.code == 3);
+  const Run help = limitctl({"--help"}, false);
+  CHECK(help.code == 0);
+  CHECK_THAT(help.out, Catch::Contains("Exit codes: 0 ok; 1 not found"));
+}

@@ -1,0 +1,86 @@
+// limitctl: the operator CLI of limitcounter (README, section "limitctl").
+#include <cstdlib>
+#include <iostream>
+
+#include <date/date.h>
+
+#include <limitcounter/error.hpp>
+
+#include "limitctl.hpp"
+
+namespace limitctl {
+
+limitcounter::Redis Context::redis() const {
+  if (uri.empty()) {
+    throw Failure(exit_usage, "no Redis: pass --uri or set LIMITCOUNTER_REDIS_URI "
+                              "(redis://host:port, redis-cluster://host:port,host:port, ...)");
+  }
+  limitcounter::RedisOptions options = limitcounter::RedisOptions::from_uri(uri);
+  options.connect_timeout = std::chrono::milliseconds(timeout_ms);
+  options.command_timeout = std::chrono::milliseconds(timeout_ms);
+  return limitcounter::Redis(options);
+}
+
+limitcounter::Calendar Context::calendar() const { return limitcounter::Calendar(tz); }
+
+std::string Context::prefix_or(std::string_view library_default) const {
+  return prefix.empty() ? std::string(library_default) : prefix;
+}
+
+limitcounter::TimePoint Context::time(const std::string& text) const {
+  return text.empty() ? limitcounter::Clock::now() : parse_time(text, tz);
+}
+
+std::string format_time(limitcounter::TimePoint at) {
+  return date::format("%FT%TZ", std::chrono::time_point_cast<std::chrono::milliseconds>(at));
+}
+
+} // namespace limitctl
+
+int main(int argc, char** argv) {
+  using namespace limitctl;
+  CLI::App app{"limitctl: read and correct limitcounter's data in Redis (counters, rules, "
+               "transactions, wallets, red packets)"};
+  app.require_subcommand(1);
+  // The common flags may also follow the subcommand (`limitctl usage ... --json`).
+  app.fallthrough();
+  app.footer("Exit codes: 0 ok; 1 not found (no such transaction, account, packet or dead "
+             "payout); 2 bad usage or bad input; 3 Redis unreachable or a Redis error (a "
+             "message saying \"may have run\": retry with the same id); 4 conflict (a stale "
+             "--expect-version, an id reused for other content, wallet compare mismatch).");
+  Context context;
+  app.add_option("--uri", context.uri, "Redis URI (redis://, rediss://, unix://, redis-cluster://)")
+      ->envname("LIMITCOUNTER_REDIS_URI");
+  app.add_option("--prefix", context.prefix,
+                 "key prefix (default: the library's default of each job: trans:limit:, "
+                 "wallet:, rp:, lc:)");
+  app.add_option("--tz", context.tz, "IANA zone the counters' windows were cut in (default UTC)")
+      ->envname("LIMITCOUNTER_TZ");
+  app.add_flag("--json", context.json, "print JSON (one document) instead of text");
+  app.add_option("--timeout", context.timeout_ms, "connect and command timeout, ms (default 2000)")
+      ->check(CLI::Range(1, 600000));
+  add_rules_commands(app, context);
+  add_counter_commands(app, context);
+  add_wallet_commands(app, context);
+  add_packet_commands(app, context);
+  try {
+    app.parse(argc, argv);
+    return exit_ok;
+  } catch (const CLI::ParseError& error) {
+    const int code = app.exit(error);
+    return code == 0 ? exit_ok : exit_usage;
+  } catch (const Failure& failure) {
+    std::cerr << "limitctl: " << failure.what() << '\n';
+    return failure.code();
+  } catch (const limitcounter::Error& error) {
+    std::cerr << "limitctl: " << error.what();
+    if (error.outcome() == limitcounter::Outcome::unknown) {
+      std::cerr << " (may have run: retry with the same id)";
+    }
+    std::cerr << '\n';
+    return exit_code_of(error);
+  } catch (const std::exception& error) {
+    std::cerr << "limitctl: " << error.what() << '\n';
+    return exit_redis;
+  }
+}
