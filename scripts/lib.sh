@@ -11,7 +11,7 @@ export LIMITCOUNTER_ROOT
 BUILD_PACKAGES=(build-essential cmake pkg-config libhiredis-dev libfmt-dev libhowardhinnant-date-dev libyaml-cpp-dev libcli11-dev
                 tzdata libsqlite3-dev redis-server redis-tools)
 # shellcheck disable=SC2034
-TEST_PACKAGES=(catch2 libbenchmark-dev clang-14 libclang-rt-14-dev)
+TEST_PACKAGES=(catch2 libbenchmark-dev clang-14 libclang-rt-14-dev redis-sentinel)
 # What scripts/docs.sh needs to build the API reference.
 # shellcheck disable=SC2034
 DOCS_PACKAGES=(doxygen)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds and runs every test. Installs the Debian packages it needs when they are missing.
 #
-#   main  RelWithDebInfo build in build/, every CTest label (unit, redis, cluster, fault,
+#   main  RelWithDebInfo build in build/, every CTest label (unit, redis, cluster, fault, sentinel,
 #         simulation, packaging); prints the simulation's seeds and figures
 #   docs  the API reference (scripts/docs.sh: Doxygen into build-docs/api/); fails on any warning
 #   asan  ASan+UBSan build in build-asan/, every label but packaging

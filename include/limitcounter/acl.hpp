@@ -19,6 +19,9 @@ inline const std::vector<std::string>& required_commands() {
       "info",
       // sent by the cluster router: the slot map, and the redirection of a migrating slot
       "cluster|slots", "asking",
+      // with Redis Sentinel: is the server the sentinels name the master? (The sentinels' own
+      // user needs "sentinel|get-master-addr-by-name".)
+      "role",
       // called by lua/*.lua
       "hset", "hdel", "hincrby", "exists", "del", "pexpire", "pexpireat", "zadd", "zrem", "zcard",
       "zrange", "zscore", "zremrangebyscore", "lpop", "rpush", "xadd", "xack", "xgroup|create",

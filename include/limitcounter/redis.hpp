@@ -59,6 +59,30 @@ struct RedisOptions {
   /// constructed: one without a port, or with a bad one, throws `Error` (invalid_argument)
   /// naming it.
   std::vector<std::string> cluster_seeds;
+  /// Redis Sentinel: seed sentinels ("host:port", "[v6]:port") that monitor the master named
+  /// `sentinel_master`. When non-empty, `host`/`port`/`unix_socket` are unused: the first call
+  /// asks the sentinels in turn (`SENTINEL GET-MASTER-ADDR-BY-NAME`) and uses the address only
+  /// once that server answers `ROLE` as master; `user`, `password` and `db` apply to it. A
+  /// READONLY reply (the master was demoted: the command did not run), a refused or broken
+  /// connection or a timeout makes the library ask the sentinels again (at most once per
+  /// `sentinel_recheck`) and move to the new master, closing the connections to the old one.
+  /// A request answered READONLY is sent again to the new master within the call's budget, as
+  /// the other "did not run" replies are. No sentinel answering, or none knowing the name, is
+  /// Error(connect_failed, Outcome::not_sent) naming the master and what each sentinel said.
+  /// Sentinels are asked again only when something fails (no `+switch-master` subscription):
+  /// see the README's "Sentinel" section for what a failover can lose. Asking is done by the
+  /// call that needs it and adds to its time: a new connection to one sentinel and one command
+  /// (`connect_timeout` + `command_timeout` at most), the ROLE check of the address it names (a
+  /// new connection there), and the next sentinels only while the call's budget lasts. Checked
+  /// when `Redis` is constructed: a bad seed, an empty name or cluster seeds as well throw
+  /// invalid_argument.
+  std::vector<std::string> sentinels;
+  std::string sentinel_master; ///< the name the sentinels monitor (`sentinel monitor <name>`)
+  /// AUTH password of the sentinels (not of the master); never logged
+  std::string sentinel_password;
+  /// The shortest time between two questions to the sentinels after a failure (many threads
+  /// that fail at once ask once). Must not be negative.
+  std::chrono::milliseconds sentinel_recheck{100};
   /// Every new connection (to each node of a cluster too) checks the server once, with
   /// `INFO server` and `INFO memory` in one round trip, and refuses it with `Error`
   /// (connect_failed, Outcome::not_sent) naming the server's version or policy when it is older
@@ -71,9 +95,11 @@ struct RedisOptions {
 
   /// Parses `redis://[user:password@]host[:port][/db]`, `redis://:password@host:port`,
   /// `redis://[::1]:6380`, `unix:///path/to/socket[?db=N]` and
-  /// `redis-cluster://[user:password@]host:port,host:port,...`. User and password may be
-  /// percent-encoded. Throws `Error` (invalid_argument) naming the part that is wrong; the
-  /// password is never echoed.
+  /// `redis-cluster://[user:password@]host:port,host:port,...` and
+  /// `redis-sentinel://[user:password@]host[:port],host[:port],.../master-name[/db][?db=N]`
+  /// (sentinel ports default to 26379; user and password are the master's, the sentinels' own
+  /// password is `sentinel_password`). User and password may be percent-encoded. Throws `Error`
+  /// (invalid_argument) naming the part that is wrong; the password is never echoed.
   static RedisOptions from_uri(std::string_view uri);
 };
 
@@ -89,11 +115,13 @@ struct ScriptCall {
 ///
 /// Errors: every function throws `Error`. `Error::outcome()` says whether the
 /// command was not sent, failed on the server, or may have run:
-/// - not sent (Outcome::not_sent): no connection (connect_failed), a server that
+/// - not sent (Outcome::not_sent): no connection (connect_failed; with `sentinels` also no
+///   sentinel naming a usable master), a server that
 ///   answers NOAUTH because it needs a password the options do not give (connect_failed;
 ///   the message names the server, never a password), no free connection within
 ///   `pool_wait_timeout` (pool_exhausted), a server still answering LOADING, BUSY,
-///   MASTERDOWN, TRYAGAIN or CLUSTERDOWN when the call's budget ran out (server_error, or
+///   MASTERDOWN, TRYAGAIN or CLUSTERDOWN (with `sentinels`, READONLY) when the call's budget ran
+///   out (server_error, or
 ///   cluster_down on a cluster), or the request could not be written at all. A pooled connection
 ///   that the server closed while it was idle is found before anything is sent (its socket shows
 ///   the EOF) and replaced; if it is only found because writing the request fails before a single
@@ -115,7 +143,10 @@ struct ScriptCall {
 /// says it did not run: LOADING, BUSY (a script runs; the server refused this command),
 /// MASTERDOWN, TRYAGAIN and CLUSTERDOWN after a back-off of 10 ms, 20 ms, 40 ms, ...;
 /// NOSCRIPT after loading the script; MOVED and ASK (at most 6 redirections); a stale
-/// pooled connection or a cluster node that refused the connection. Let T0 be the
+/// pooled connection or a cluster node that refused the connection; with `sentinels`, READONLY
+/// (a demoted master: sent to the master the sentinels name when asked again, or after a
+/// back-off as above while they still name this one) and a master that refused the connection
+/// (sent again if the sentinels name another). Let T0 be the
 /// moment the call starts and B its budget (`call_budget`, or `command_timeout` when that
 /// is 0). No request is sent again after T0 + B, and no back-off sleeps past it. So a call
 /// ends by T0 + B + one attempt, where one attempt waits at most `pool_wait_timeout` for a
@@ -142,8 +173,8 @@ public:
 
   /// Runs one command, e.g. `command({"HGETALL", key})`. An error reply is returned as a
   /// `Reply` of type error, not thrown, except the replies that say it did not run: LOADING,
-  /// BUSY, MASTERDOWN, TRYAGAIN, CLUSTERDOWN (retried; thrown once the call's budget is spent)
-  /// and NOAUTH (thrown at once), as described at `Redis`.
+  /// BUSY, MASTERDOWN, TRYAGAIN, CLUSTERDOWN, READONLY with `sentinels` (retried; thrown once
+  /// the call's budget is spent) and NOAUTH (thrown at once), as described at `Redis`.
   Reply command(const std::vector<std::string>& argv);
 
   /// Runs `script` with EVALSHA; if the server answers NOSCRIPT, loads the script and
@@ -169,6 +200,8 @@ public:
   const RedisOptions& options() const noexcept;
   /// True when connected to a Redis Cluster (seeds given).
   bool is_cluster() const noexcept { return !options().cluster_seeds.empty(); }
+  /// True when the master is found through Redis Sentinel (sentinels given).
+  bool is_sentinel() const noexcept { return !options().sentinels.empty(); }
 
   class Impl;
 

@@ -56,7 +56,7 @@ bool is_timeout_errno(int error_number) {
 } // namespace
 
 std::unique_ptr<Connection> Connection::open(const RedisOptions& options, const std::string& host,
-                                             int port) {
+                                             int port, bool check_server) {
   const bool over_socket = host.empty() && !options.unix_socket.empty();
   std::string peer = over_socket ? options.unix_socket : host + ":" + std::to_string(port);
   const timeval connect_timeout = to_timeval(options.connect_timeout);
@@ -109,6 +109,9 @@ std::unique_ptr<Connection> Connection::open(const RedisOptions& options, const 
   if (options.db != 0 && options.cluster_seeds.empty()) {
     const std::string db = std::to_string(options.db);
     setup({{"SELECT", db}}, "SELECT", none);
+  }
+  if (!check_server) {
+    return connection;
   }
   // Once per connection, before it serves a caller: is this a server the library can run on
   // (version, eviction)? Two INFO commands in one pipeline, as INFO with several sections

@@ -39,8 +39,9 @@ public:
   /// with a reply that says "not now" (BUSY, LOADING, MASTERDOWN, ...) or NOAUTH does not
   /// throw: the connection is returned broken (never pooled) and answers every command with
   /// that reply, unsent, so that the caller handles it as it would from a checked connection.
+  /// `check_server` false skips that check: for a Redis Sentinel, which is no data server.
   static std::unique_ptr<Connection> open(const RedisOptions& options, const std::string& host,
-                                          int port);
+                                          int port, bool check_server = true);
   ~Connection();
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;

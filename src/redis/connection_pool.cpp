@@ -43,10 +43,27 @@ std::string ConnectionPool::peer() const {
                                                         : options_.unix_socket;
 }
 
+void ConnectionPool::retire() {
+  std::vector<std::unique_ptr<Connection>> closing;
+  {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    retired_ = true;
+    open_ -= idle_.size();
+    closing.swap(idle_);
+  }
+  returned_.notify_all();
+  // The idle connections are closed here, outside the lock.
+}
+
+void ConnectionPool::reinstate() {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  retired_ = false;
+}
+
 void ConnectionPool::give_back(std::unique_ptr<Connection> connection) {
   {
     const std::lock_guard<std::mutex> lock(mutex_);
-    if (connection->broken()) {
+    if (connection->broken() || retired_) {
       --open_;
     } else {
       idle_.push_back(std::move(connection));

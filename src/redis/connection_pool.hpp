@@ -55,6 +55,14 @@ public:
   /// only need the other nodes.
   CircuitBreaker& breaker() noexcept { return breaker_; }
 
+  /// Sentinel: this node is no longer the master. Its idle connections are closed now, and
+  /// those on loan are closed when they come back, so nothing stays open to a demoted server.
+  /// The pool still serves a call that already chose it (that call meets READONLY or a
+  /// failure, and moves on).
+  void retire();
+  /// Sentinel: this node is the master (again); connections go back to the pool as usual.
+  void reinstate();
+
 private:
   void give_back(std::unique_ptr<Connection> connection);
 
@@ -66,6 +74,7 @@ private:
   std::condition_variable returned_;
   std::vector<std::unique_ptr<Connection>> idle_;
   std::size_t open_ = 0; // idle + on loan
+  bool retired_ = false; // see retire()
 };
 
 } // namespace limitcounter::detail

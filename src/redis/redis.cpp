@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <map>
 #include <optional>
 #include <thread>
@@ -16,6 +17,7 @@
 #include "redis/key_slot.hpp"
 #include "redis/retry_policy.hpp"
 #include "redis/router.hpp"
+#include "redis/sentinel.hpp"
 
 namespace limitcounter {
 namespace {
@@ -95,13 +97,18 @@ public:
                       std::to_string(options_.connect_timeout.count()) + " ms and " +
                       std::to_string(options_.command_timeout.count()) + " ms)");
     }
-    if (options_.pool_wait_timeout.count() < 0 || options_.call_budget.count() < 0) {
+    if (options_.pool_wait_timeout.count() < 0 || options_.call_budget.count() < 0 ||
+        options_.sentinel_recheck.count() < 0) {
       throw Error(errc::invalid_argument,
-                  "Redis pool_wait_timeout and call_budget must not be negative (got " +
-                      std::to_string(options_.pool_wait_timeout.count()) + " ms and " +
-                      std::to_string(options_.call_budget.count()) + " ms)");
+                  "Redis pool_wait_timeout, call_budget and sentinel_recheck must not be negative "
+                  "(got " +
+                      std::to_string(options_.pool_wait_timeout.count()) + " ms, " +
+                      std::to_string(options_.call_budget.count()) + " ms and " +
+                      std::to_string(options_.sentinel_recheck.count()) + " ms)");
     }
-    if (options_.cluster_seeds.empty() && options_.unix_socket.empty() &&
+    detail::check_sentinel_options(options_);
+    if (options_.cluster_seeds.empty() && options_.sentinels.empty() &&
+        options_.unix_socket.empty() &&
         (options_.port < 1 || options_.port > 65535 || options_.host.empty())) {
       throw Error(errc::invalid_argument,
                   "Redis host must be set and port be from 1 to 65535 (got " +
@@ -117,6 +124,9 @@ public:
         node_locked(detail::parse_seed(seed));
       }
       peer_ = "cluster " + options_.cluster_seeds.front();
+    } else if (!options_.sentinels.empty()) {
+      sentinel_ = std::make_unique<detail::SentinelClient>(options_);
+      peer_ = sentinel_->description();
     } else {
       peer_ = options_.unix_socket.empty() ? options_.host + ":" + std::to_string(options_.port)
                                            : options_.unix_socket;
@@ -204,7 +214,8 @@ public:
     bool any_ran = false;
     for (std::size_t i = 0; i < calls.size(); ++i) {
       const detail::ReplyKind kind = detail::classify(replies[i], cluster_);
-      if (kind == detail::ReplyKind::transient || kind == detail::ReplyKind::redirect) {
+      if (kind == detail::ReplyKind::transient || kind == detail::ReplyKind::redirect ||
+          demoted(replies[i])) {
         try {
           if (!policy.may_resend(Clock::now())) {
             call.breakers.failed(node_of[i]->breaker());
@@ -222,7 +233,8 @@ public:
           continue;
         }
       }
-      any_ran = any_ran || detail::classify(replies[i], cluster_) == detail::ReplyKind::final;
+      any_ran = any_ran || (detail::classify(replies[i], cluster_) == detail::ReplyKind::final &&
+                            !demoted(replies[i]));
     }
     if (unavailable && !any_ran) {
       throw *unavailable;
@@ -272,6 +284,9 @@ private:
         call.breakers.failed(pool.breaker());
       } else if (e.code() != errc::pool_exhausted) {
         call.breakers.answered(pool.breaker());
+      }
+      if (sentinel_ && detail::calls_for_rediscovery(e)) {
+        suspect_.store(&pool); // the next call asks the sentinels first (a failover?)
       }
       throw;
     }
@@ -452,7 +467,30 @@ private:
           refresh_slots(policy);
           continue;
         }
+        // Not sent either: the master may have moved (failover). If the sentinels name
+        // another one, send it there.
+        if (sentinel_ && e.code() == errc::connect_failed && policy.after_hop(Clock::now()) &&
+            rediscover(&pool, policy)) {
+          continue;
+        }
         throw;
+      }
+      if (demoted(reply)) {
+        // A failover made this server a replica: the command did not run. Send it to the
+        // master the sentinels name now; while they still name this one, back off and ask
+        // again, within the budget.
+        if (policy.may_resend(Clock::now())) {
+          if (rediscover(&pool, policy) && policy.after_hop(Clock::now())) {
+            continue;
+          }
+          if (const auto pause = policy.after_transient(Clock::now())) {
+            std::this_thread::sleep_for(*pause);
+            continue;
+          }
+        }
+        call.breakers.failed(pool.breaker());
+        throw ServerUnavailable(errc::server_error, refused_message(reply, policy),
+                                Outcome::not_sent);
       }
       ask_target = nullptr;
       const detail::ReplyKind kind = detail::classify(reply, cluster_);
@@ -493,6 +531,9 @@ private:
 
   // The pool of `slot`'s node; reads the slot map first when it is stale or lacks the slot.
   detail::ConnectionPool& owner(int slot, const detail::RetryPolicy& policy) {
+    if (sentinel_) {
+      return sentinel_master(policy);
+    }
     if (!cluster_) {
       return *standalone_;
     }
@@ -573,6 +614,88 @@ private:
                 Outcome::not_sent);
   }
 
+  // A READONLY reply from a server found through the sentinels: it was demoted, nothing ran.
+  bool demoted(const Reply& reply) const { return sentinel_ && detail::is_readonly_reply(reply); }
+
+  // The pool of the master the sentinels name: asked on first use, and again before this
+  // call when a failure made the current one a suspect.
+  detail::ConnectionPool& sentinel_master(const detail::RetryPolicy& policy) {
+    detail::ConnectionPool* master = master_.load();
+    if (master == nullptr || suspect_.load() == master) {
+      rediscover(master, policy);
+      master = master_.load();
+    }
+    return *master;
+  }
+
+  // Asks the sentinels where the master is, unless another call moved away from `failed`
+  // already or they were asked less than sentinel_recheck ago; moves to the master they name
+  // once it answers ROLE master, and retires the old pool (its connections close). Returns
+  // whether the master is now another than `failed`. Throws only when no master is known yet
+  // (the first call): otherwise a failed question keeps the master it has.
+  bool rediscover(detail::ConnectionPool* failed, const detail::RetryPolicy& policy) {
+    const std::lock_guard<std::mutex> lock(discover_mutex_);
+    detail::ConnectionPool* current = master_.load();
+    if (current != failed) {
+      return true;
+    }
+    const auto now = Clock::now();
+    if (current != nullptr && now - last_asked_ < options_.sentinel_recheck) {
+      return false;
+    }
+    last_asked_ = now;
+    suspect_.store(nullptr);
+    try {
+      const detail::Endpoint address =
+          sentinel_->master(policy, [&](const detail::Endpoint& endpoint) {
+            return refusal_as_master(master_pool_locked(endpoint));
+          });
+      detail::ConnectionPool& chosen = master_pool_locked(address);
+      if (&chosen == current) {
+        return false;
+      }
+      chosen.reinstate();
+      master_.store(&chosen);
+      if (current != nullptr) {
+        current->retire();
+      }
+      return true;
+    } catch (const Error&) {
+      if (current == nullptr) {
+        throw;
+      }
+      return false;
+    }
+  }
+
+  // Why the server of `pool` is not a master the library can use (it answers ROLE slave, it
+  // cannot be connected or checked), or nullopt.
+  static std::optional<std::string> refusal_as_master(detail::ConnectionPool& pool) {
+    try {
+      auto lease = pool.acquire();
+      const Reply role = lease->run({"ROLE"});
+      if (detail::role_is_master(role)) {
+        return std::nullopt;
+      }
+      return "answers ROLE " + detail::role_name(role);
+    } catch (const Error& e) {
+      return std::string("cannot be used: ") + e.what();
+    }
+  }
+
+  // The pool of a master address, made when first needed and kept (a call may still hold it).
+  // Needs discover_mutex_.
+  detail::ConnectionPool& master_pool_locked(const detail::Endpoint& endpoint) {
+    for (const auto& [known, pool] : masters_) {
+      if (known == endpoint) {
+        return *pool;
+      }
+    }
+    masters_.emplace_back(
+        endpoint, std::make_unique<detail::ConnectionPool>(options_, endpoint.host, endpoint.port));
+    return *masters_.back().second;
+  }
+
   RedisOptions options_;
   bool cluster_;
   std::chrono::milliseconds budget_;
@@ -581,6 +704,14 @@ private:
   std::mutex nodes_mutex_;
   detail::SlotMap slot_map_;
   std::vector<std::unique_ptr<detail::ConnectionPool>> pools_; // indexed like slot_map_'s nodes
+  // Sentinel: the client that asks them, the current master's pool, and the master a failure
+  // made doubtful (set by any call, so atomic).
+  std::unique_ptr<detail::SentinelClient> sentinel_;
+  std::atomic<detail::ConnectionPool*> master_{nullptr};
+  mutable std::atomic<detail::ConnectionPool*> suspect_{nullptr};
+  std::mutex discover_mutex_;    // one question to the sentinels at a time
+  Clock::time_point last_asked_; // needs discover_mutex_
+  std::vector<std::pair<detail::Endpoint, std::unique_ptr<detail::ConnectionPool>>> masters_;
 };
 
 Redis::Redis(RedisOptions options) : impl_(std::make_shared<Impl>(std::move(options))) {}

@@ -59,7 +59,7 @@ int parse_number(std::string_view text, const char* what, int min, int max) {
 }
 
 // "host", "host:port", "[v6]" or "[v6]:port".
-std::pair<std::string, int> parse_host_port(std::string_view text) {
+std::pair<std::string, int> parse_host_port(std::string_view text, int default_port = 6379) {
   std::string_view host = text;
   std::string_view port;
   bool has_port = false; // "host:" has one, and it is empty: an error, not the default
@@ -98,7 +98,7 @@ std::pair<std::string, int> parse_host_port(std::string_view text) {
       bad_uri("host " + detail::quote_for_message(host) + " has a character not allowed in a host");
     }
   }
-  const int number = has_port ? parse_number(port, "port", 1, 65535) : 6379;
+  const int number = has_port ? parse_number(port, "port", 1, 65535) : default_port;
   return {std::string(host), number};
 }
 
@@ -120,13 +120,46 @@ int parse_db_query(std::string_view query) {
   return parse_number(query.substr(3), "db", 0, 1 << 20);
 }
 
+// "host:port,host,[v6]:port" as seeds "host:port" (a host without port gets `default_port`).
+std::vector<std::string> parse_host_list(std::string_view list, int default_port) {
+  std::vector<std::string> seeds;
+  while (!list.empty()) {
+    const auto comma = list.find(',');
+    const auto [host, port] = parse_host_port(list.substr(0, comma), default_port);
+    seeds.push_back(host.find(':') != std::string::npos ? "[" + host + "]:" + std::to_string(port)
+                                                        : host + ":" + std::to_string(port));
+    list = comma == std::string_view::npos ? std::string_view{} : list.substr(comma + 1);
+  }
+  return seeds;
+}
+
+// The path of a redis-sentinel:// URI: "master-name", "master-name/db" or "master-name?db=N".
+void parse_sentinel_path(std::string_view path, RedisOptions& options) {
+  if (const auto question = path.find('?'); question != std::string_view::npos) {
+    options.db = parse_db_query(path.substr(question + 1));
+    path = path.substr(0, question);
+    if (path.find('/') != std::string_view::npos) {
+      bad_uri("the db is given twice (as /db and as ?db=)");
+    }
+  }
+  const auto slash = path.find('/');
+  options.sentinel_master = std::string(path.substr(0, slash));
+  if (options.sentinel_master.empty()) {
+    bad_uri("redis-sentinel:// needs the master name after the sentinels, as in "
+            "redis-sentinel://host:26379/mymaster");
+  }
+  if (slash != std::string_view::npos) {
+    options.db = parse_number(path.substr(slash + 1), "db", 0, 1 << 20);
+  }
+}
+
 } // namespace
 
 RedisOptions RedisOptions::from_uri(std::string_view uri) {
   RedisOptions options;
   const auto scheme_end = uri.find("://");
   if (scheme_end == std::string_view::npos) {
-    bad_uri("missing scheme (redis://, unix:// or redis-cluster://)");
+    bad_uri("missing scheme (redis://, unix://, redis-cluster:// or redis-sentinel://)");
   }
   const std::string_view scheme = uri.substr(0, scheme_end);
   std::string_view rest = uri.substr(scheme_end + 3);
@@ -147,14 +180,14 @@ RedisOptions RedisOptions::from_uri(std::string_view uri) {
     options.unix_socket = std::string(rest);
     return options;
   }
-  if (scheme != "redis" && scheme != "redis-cluster") {
+  if (scheme != "redis" && scheme != "redis-cluster" && scheme != "redis-sentinel") {
     // Only a short, plain scheme is echoed: anything else may be a mangled secret.
     const bool plain = scheme.size() <= 16 &&
                        scheme.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789+-.") ==
                            std::string_view::npos;
     bad_uri("unsupported scheme" +
             (plain ? " " + detail::quote_for_message(scheme) : std::string()) +
-            " (redis://, unix:// or redis-cluster://)");
+            " (redis://, unix://, redis-cluster:// or redis-sentinel://)");
   }
 
   if (const auto at = rest.rfind('@'); at != std::string_view::npos) {
@@ -171,16 +204,17 @@ RedisOptions RedisOptions::from_uri(std::string_view uri) {
     if (!path.empty()) {
       bad_uri("a cluster has no database number (found /" + std::string(path.substr(0, 16)) + ")");
     }
-    while (!rest.empty()) {
-      const auto comma = rest.find(',');
-      const auto [host, port] = parse_host_port(rest.substr(0, comma));
-      options.cluster_seeds.push_back(host.find(':') != std::string::npos
-                                          ? "[" + host + "]:" + std::to_string(port)
-                                          : host + ":" + std::to_string(port));
-      rest = comma == std::string_view::npos ? std::string_view{} : rest.substr(comma + 1);
-    }
+    options.cluster_seeds = parse_host_list(rest, 6379);
     if (options.cluster_seeds.empty()) {
       bad_uri("redis-cluster:// needs at least one host:port");
+    }
+    return options;
+  }
+  if (scheme == "redis-sentinel") {
+    parse_sentinel_path(path, options);
+    options.sentinels = parse_host_list(rest, 26379);
+    if (options.sentinels.empty()) {
+      bad_uri("redis-sentinel:// needs at least one sentinel host[:port]");
     }
     return options;
   }

@@ -10,9 +10,9 @@
 
 namespace limitcounter::detail {
 
-Endpoint parse_seed(std::string_view seed) {
+Endpoint parse_seed(std::string_view seed, std::string_view what) {
   const auto bad = [&]() {
-    return Error(errc::invalid_argument, "Redis cluster seed " + quote_for_message(seed) +
+    return Error(errc::invalid_argument, std::string(what) + " " + quote_for_message(seed) +
                                              " is not host:port (port 1 to 65535; an IPv6 "
                                              "host in brackets, as in [::1]:7000)");
   };

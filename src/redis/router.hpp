@@ -24,10 +24,10 @@ struct Endpoint {
   bool operator==(const Endpoint& other) const { return host == other.host && port == other.port; }
 };
 
-/// A cluster seed "host:port" or "[v6]:port" (port 1 to 65535). Throws Error
-/// (invalid_argument) naming the seed for anything else: no port, an empty host, a port
-/// that is not a number.
-Endpoint parse_seed(std::string_view seed);
+/// A cluster seed (or a sentinel: `what` names which, for the message) "host:port" or
+/// "[v6]:port" (port 1 to 65535). Throws Error (invalid_argument) naming the seed for anything
+/// else: no port, an empty host, a port that is not a number.
+Endpoint parse_seed(std::string_view seed, std::string_view what = "Redis cluster seed");
 
 /// The argument a cluster routes `argv` by (its first key), or nullopt for a command without
 /// keys (any node serves it). argv[1] for most commands (GET, SET, HGET, XADD, ...); the key

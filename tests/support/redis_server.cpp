@@ -66,7 +66,13 @@ bool answers_ping(int port) {
 
 } // namespace
 
-RedisServer::RedisServer(std::vector<std::string> extra_args) : extra_args_(std::move(extra_args)) {
+RedisServer::RedisServer(std::vector<std::string> extra_args)
+    : RedisServer("redis-server", "", std::move(extra_args)) {}
+
+RedisServer::RedisServer(std::string program, std::string config_file,
+                         std::vector<std::string> extra_args)
+    : program_(std::move(program)), config_file_(std::move(config_file)),
+      extra_args_(std::move(extra_args)) {
   for (int attempt = 0; attempt < 5; ++attempt) {
     port_ = free_loopback_port();
     if (port_ == 6379) {
@@ -91,7 +97,7 @@ RedisServer::~RedisServer() {
 }
 
 void RedisServer::start() {
-  std::vector<std::string> args{"redis-server",
+  std::vector<std::string> args{program_,
                                 "--port",
                                 std::to_string(port_),
                                 "--bind",
@@ -106,6 +112,9 @@ void RedisServer::start() {
                                 "no",
                                 "--logfile",
                                 ""};
+  if (!config_file_.empty()) {
+    args.insert(args.begin() + 1, config_file_);
+  }
   args.insert(args.end(), extra_args_.begin(), extra_args_.end());
   // Everything the child needs is built before fork(): between fork and exec a child of a
   // multi-threaded process may only make async-signal-safe calls (no malloc).
@@ -134,7 +143,7 @@ void RedisServer::start() {
       dup2(null_fd, STDOUT_FILENO);
       close(null_fd);
     }
-    execvp("redis-server", argv.data());
+    execvp(argv[0], argv.data());
     _exit(127);
   }
   pid_ = child;
@@ -146,11 +155,11 @@ void RedisServer::start() {
     int status = 0;
     if (waitpid(pid_, &status, WNOHANG) == pid_) {
       pid_ = -1;
-      throw std::runtime_error("redis-server exited at start (is it installed? port taken?)");
+      throw std::runtime_error(program_ + " exited at start (is it installed? port taken?)");
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  throw std::runtime_error("redis-server on port " + std::to_string(port_) + " did not answer");
+  throw std::runtime_error(program_ + " on port " + std::to_string(port_) + " did not answer");
 }
 
 void RedisServer::stop() {

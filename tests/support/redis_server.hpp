@@ -16,6 +16,9 @@ public:
   /// line, on a free port of 127.0.0.1; returns once it answers PING. Throws
   /// std::runtime_error if it does not come up within a few seconds.
   explicit RedisServer(std::vector<std::string> extra_args = {});
+  /// Starts `program` (e.g. "redis-sentinel") with `config_file` as its first argument (it
+  /// must be writable: a sentinel rewrites it), then the arguments above and `extra_args`.
+  RedisServer(std::string program, std::string config_file, std::vector<std::string> extra_args);
   /// Kills the server by its pid (SIGKILL unless already stopped) and reaps it.
   ~RedisServer();
   RedisServer(const RedisServer&) = delete;
@@ -37,6 +40,8 @@ public:
 
 private:
   void start();
+  std::string program_ = "redis-server";
+  std::string config_file_;
   std::vector<std::string> extra_args_;
   int port_ = 0;
   pid_t pid_ = -1;

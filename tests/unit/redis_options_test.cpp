@@ -202,3 +202,85 @@ TEST_CASE("every cluster seed is checked when Redis is made, and named when bad"
   fine.cluster_seeds = {"10.0.0.1:7000", "[::1]:7001", "node-b:7002"};
   CHECK_NOTHROW(Redis(fine));
 }
+
+TEST_CASE("redis-sentinel URIs give the sentinels, the master name and the db", "[uri][sentinel]") {
+  auto o = RedisOptions::from_uri("redis-sentinel://u:p%40w@10.0.0.1:26380,sentinel-b,[::1]:5000/"
+                                  "payments/2");
+  CHECK(o.sentinels ==
+        std::vector<std::string>{"10.0.0.1:26380", "sentinel-b:26379", "[::1]:5000"});
+  CHECK(o.sentinel_master == "payments");
+  CHECK(o.db == 2);
+  CHECK(o.user == "u"); // the master's credentials, not the sentinels'
+  CHECK(o.password == "p@w");
+  CHECK(o.sentinel_password.empty());
+  CHECK(o.cluster_seeds.empty());
+
+  o = RedisOptions::from_uri("redis-sentinel://s1:1/m?db=3");
+  CHECK(o.sentinels == std::vector<std::string>{"s1:1"});
+  CHECK(o.sentinel_master == "m");
+  CHECK(o.db == 3);
+
+  o = RedisOptions::from_uri("redis-sentinel://s1/m");
+  CHECK(o.sentinels == std::vector<std::string>{"s1:26379"});
+  CHECK(o.db == 0);
+  CHECK(o.password.empty());
+
+  const std::vector<std::pair<std::string, std::string>> bad{
+      {"redis-sentinel://s1:1", "needs the master name"},
+      {"redis-sentinel://s1:1/", "needs the master name"},
+      {"redis-sentinel://:Hunter2@s1:1//3", "needs the master name"},
+      {"redis-sentinel://:Hunter2@/m", "at least one sentinel"},
+      {"redis-sentinel://:Hunter2@s1:0/m", "port \"0\""},
+      {"redis-sentinel://:Hunter2@s1:1/m/x", "db \"x\""},
+      {"redis-sentinel://:Hunter2@s1:1/m/1?db=2", "db is given twice"},
+      {"redis-sentinel://:Hunter2@s1:1/m?timeout=2", "unknown query"},
+  };
+  for (const auto& [uri, needle] : bad) {
+    INFO(uri);
+    try {
+      RedisOptions::from_uri(uri);
+      FAIL("accepted");
+    } catch (const Error& e) {
+      CHECK(e.code() == errc::invalid_argument);
+      CHECK_THAT(e.what(), Catch::Contains(needle));
+      CHECK_THAT(e.what(), !Catch::Contains("Hunter"));
+    }
+  }
+}
+
+TEST_CASE("sentinel options are checked when Redis is made, and the bad one named",
+          "[options][sentinel]") {
+  const auto refused = [](auto&& change) {
+    RedisOptions options;
+    options.sentinels = {"127.0.0.1:26379"};
+    options.sentinel_master = "payments";
+    change(options);
+    try {
+      Redis redis(options); // no I/O: the sentinels are asked on the first call
+      FAIL("accepted");
+    } catch (const Error& e) {
+      CHECK(e.code() == errc::invalid_argument);
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  CHECK_THAT(refused([](RedisOptions& o) { o.sentinels.push_back("sentinel-b"); }),
+             Catch::Contains("sentinel \"sentinel-b\""));
+  CHECK_THAT(refused([](RedisOptions& o) { o.sentinel_master.clear(); }),
+             Catch::Contains("sentinel_master \"\""));
+  CHECK_THAT(refused([](RedisOptions& o) { o.sentinel_master = "pay ments"; }),
+             Catch::Contains("sentinel_master \"pay ments\""));
+  CHECK_THAT(refused([](RedisOptions& o) { o.cluster_seeds = {"127.0.0.1:7000"}; }),
+             Catch::Contains("cluster_seeds"));
+  CHECK_THAT(refused([](RedisOptions& o) { o.sentinel_recheck = -1ms; }),
+             Catch::Contains("sentinel_recheck"));
+  CHECK_THAT(refused([](RedisOptions& o) { o.sentinels.clear(); }),
+             Catch::Contains("no sentinels"));
+  RedisOptions fine;
+  fine.sentinels = {"127.0.0.1:26379", "[::1]:26380"};
+  fine.sentinel_master = "payments";
+  fine.port = 0; // host and port are unused with sentinels
+  const Redis redis(fine);
+  CHECK(redis.is_sentinel());
+  CHECK_FALSE(redis.is_cluster());
+}
