@@ -60,16 +60,19 @@ struct RuleStatus {
 struct Decision {
   /// Whether the transaction may go ahead.
   enum class Verdict {
-    allowed,   ///< every applicable rule had room; the counters moved (not for check)
-    denied,    ///< a rule had no room (see `denial`); nothing moved
-    cancelled, ///< the id was cancelled before it was reserved; nothing moved
+    allowed, ///< every applicable rule had room; the counters moved (not for check)
+    denied,  ///< a rule had no room (see `denial`); nothing moved
+    /// the id was cancelled before it was reserved, or (on a cluster) abandoned by
+    /// `LimitCounter::finish_interrupted` before anyone learnt its decision; nothing moved
+    cancelled,
   };
 
   Verdict verdict = Verdict::allowed; ///< see `Verdict`
   /// True when the id had been decided before: this is that first decision, and nothing
   /// moved now. `state` then says where the transaction is now.
   bool replayed = false;
-  /// For replays: "consumed", "denied", "reserved", "confirmed", "cancelled" or "expired".
+  /// For replays: "consumed", "denied", "reserved", "confirmed", "cancelled" or "expired";
+  /// "voided" for a transaction the cluster sweep abandoned (see `Verdict::cancelled`).
   std::string state;
   /// True for `check`: decided without consuming.
   bool dry_run = false;

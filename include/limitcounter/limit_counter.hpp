@@ -147,6 +147,20 @@ struct SlidingDecision {
   TimePoint retry_at;         ///< when the oldest admitted request leaves the window
 };
 
+/// One transaction whose fan-out `LimitCounter::finish_interrupted` finished.
+struct InterruptedFanOut {
+  std::string transaction_id; ///< the transaction's id
+  /// The home record's state its shares now follow: "voided" for a consume or reserve begun and
+  /// never finished (abandoned), else "denied", "confirmed", "expired", "cancelled" or
+  /// "consumed" (a refund).
+  std::string state;
+  /// True when this sweep ended a consume or reserve that was begun and never finished: what
+  /// its shares had taken was given back, and a retry of its id replays Verdict::cancelled.
+  bool abandoned = false;
+  /// Share operations (void, confirm, cancel, refund) that changed a share now.
+  std::size_t shares_changed = 0;
+};
+
 /// The outcome of `cancel`.
 enum class CancelResult {
   cancelled,        ///< the reservation's hold was released
@@ -177,7 +191,8 @@ struct CorrectionResult {
 /// A limits transaction's record as stored in Redis (`LimitCounter::transaction_record`).
 struct TransactionRecord {
   /// consumed | denied | reserved | confirmed | cancelled | expired (a reservation that timed
-  /// out), voided (a share undone because another slot denied), pending (a cluster decision
+  /// out), voided (a share undone because another slot denied, or a home record the cluster
+  /// sweep abandoned, see `LimitCounter::finish_interrupted`), pending (a cluster decision
   /// under way), or tombstone (a cancel that came before its reserve).
   std::string state;
   std::int64_t amount = 0;   ///< consumed or held, minor units
@@ -382,6 +397,31 @@ public:
                       std::optional<std::int64_t> amount = std::nullopt,
                       const std::string& refund_id = {});
 
+  /// The sweep of a Redis Cluster (src/limit_counter/sweep.cpp): finishes, without a retry by
+  /// the host, the fan-outs of transactions spread over several slots that a crash, a cut
+  /// connection or a host that never retried left unfinished, and returns what it changed
+  /// (at most `max` transactions; call it again while it returns `max`).
+  ///
+  /// It SCANs every master for this counter's home records (`<prefix>tx:*`) and takes those
+  /// whose last change is at least `older_than` old by the server's clock:
+  /// - a consume or reserve begun and never finished (no caller was told its decision, so no
+  ///   host acted on it) is **abandoned**: its home record becomes "voided" by compare-and-set
+  ///   and what its shares took is given back. A host that retries the id later gets
+  ///   Verdict::cancelled (replayed, state "voided"): the payment did not happen; use a new id.
+  /// - a denial whose voids, or a confirm, cancel or refund whose shares did not all follow, is
+  ///   finished exactly as a retry of it would: every share is brought to the home record's
+  ///   state, each operation idempotent.
+  /// A transaction whose shares had all followed is not reported. Running it again (or
+  /// concurrently, on several hosts) changes nothing twice. `older_than` must exceed the longest
+  /// time a call may take between its begin and its finish (see `RedisOptions::call_budget`;
+  /// a minute is ample), so that a call still running is never abandoned. The SCAN reads every
+  /// key of this prefix on every master: run it now and then (every few minutes), not per call.
+  /// On standalone Redis it returns nothing (one record, no fan-out). Throws invalid_argument
+  /// for an `older_than` below 0 or from 2^53 ms, or a `max` of 0 (nothing sent); a Redis failure
+  /// throws as described at `Redis`, leaving the unfinished transactions for the next sweep.
+  std::vector<InterruptedFanOut> finish_interrupted(std::chrono::seconds older_than,
+                                                    std::size_t max = 100);
+
   // ---- Caps and rate limits (job 3 of docs/ARCHITECTURE.md) ----
 
   /// Takes `n` (default 1) from `subject`'s cap `cap` of `max_per_day` for the day containing
@@ -484,9 +524,11 @@ private:
   /// lua/transaction_home.lua on the home record of `transaction_id`.
   Reply run_home(const std::string& transaction_id, const std::vector<std::string>& args);
   /// lua/limit.lua with each of `operations` (in order) on every share record of `plan`, in
-  /// one pipeline per node.
-  void run_on_shares(const std::vector<std::string>& plan,
-                     const std::vector<std::vector<std::string>>& operations);
+  /// one pipeline per node; the replies, share by share. Throws on an error reply.
+  std::vector<Reply> run_on_shares(const std::vector<std::string>& plan,
+                                   const std::vector<std::vector<std::string>>& operations);
+  /// Brings the shares of one home record that `finish_interrupted` took to its state.
+  std::optional<InterruptedFanOut> follow_home(const std::string& home_key, const Reply& taken);
   std::vector<std::vector<std::string>> share_operations(const std::vector<std::string>& args,
                                                          const Reply& home);
   /// Confirm, cancel or refund (`args` as lua/limit.lua takes them): decided at the home record
