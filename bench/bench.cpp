@@ -231,17 +231,24 @@ void counter_scenarios(Bench& bench, lc::LimitCounter& counter) {
   bench.run(sliding);
 }
 
-void consume_scenario(Bench& bench, lc::LimitCounter& limits, int rule_count) {
+// `count` rules over the shapes merchant, dept, channel, user and the periods day, month,
+// hour, minute (4 shapes x 4 periods at most).
+lc::RuleSet consume_rules(int count) {
   static const char* const shapes[] = {"merchant", "dept", "channel", "user"};
   static const lc::Period periods[] = {lc::Period::day, lc::Period::month, lc::Period::hour,
                                        lc::Period::minute};
   lc::RuleSet rules;
-  for (int r = 0; r < rule_count; ++r) {
+  for (int r = 0; r < count; ++r) {
     rules.add(lc::Rule("r" + std::to_string(r))
                   .where(shapes[r % 4])
                   .per(periods[r / 4])
                   .max_amount(1'000'000'000'000'000));
   }
+  return rules;
+}
+
+void consume_scenario(Bench& bench, lc::LimitCounter& limits, int rule_count) {
+  const lc::RuleSet rules = consume_rules(rule_count);
   limits.set_rules(rules);
   const auto now = lc::Clock::now();
   const auto transaction = [&bench, now](const char* kind, int t, std::uint64_t i) {
@@ -361,36 +368,70 @@ void grab_scenario(Bench& bench) {
   bench.run(grab);
 }
 
-// Redis memory per counter (count and amount) with 100,000 dimensions in one day window.
-void memory_per_counter(Bench& bench, lc::LimitCounter& counter, bool json) {
-  const auto now = lc::Clock::now();
-  std::vector<lc::AddRequest> requests;
-  for (int i = 0; i < 100'000; ++i) {
-    requests.push_back({"memory",
-                        lc::Dimension{"Ali", "Deduct", "bank" + std::to_string(i)},
-                        {lc::Period::day},
-                        1,
-                        12345,
-                        now});
-    if (requests.size() == 1000) {
-      counter.add_many(requests);
-      requests.clear();
-    }
+// The server's least EVALSHA time per consume (INFO commandstats) of `limits` under `rules`,
+// over 5 rounds of 2,000 calls: the machine's pauses only ever add time.
+double least_usec_per_consume(Bench& bench, lc::LimitCounter& limits, const lc::RuleSet& rules,
+                              const std::string& kind, std::uint64_t& next_id, double least) {
+  limits.set_rules(rules);
+  bench.redis.command({"CONFIG", "RESETSTAT"});
+  for (int i = 0; i < 2000; ++i) {
+    limits.consume({id(kind.c_str(), bench.nonce, 0, next_id++),
+                    {{"merchant", "m1"}, {"dept", "cmb"}, {"channel", "Ali"}, {"user", "u1"}},
+                    100});
   }
-  const auto key = counter.keys().window("memory", lc::Period::day,
-                                         counter.calendar().window(lc::Period::day, now).id);
-  const double bytes =
-      static_cast<double>(
-          bench.redis.command({"MEMORY", "USAGE", key, "SAMPLES", "0"}).as_integer()) /
-      100'000;
-  if (json) {
-    std::printf("{\"scenario\": \"memory_per_counter\", \"bytes_per_counter\": %.1f, "
-                "\"dimensions\": 100000}\n",
-                bytes);
-  } else {
-    std::printf("memory per counter (count and amount, 100,000 dimensions, one hash per window): "
-                "%.1f bytes\n",
-                bytes);
+  const std::string stats = bench.redis.command({"INFO", "commandstats"}).as_string();
+  const auto at = stats.find("cmdstat_evalsha:");
+  const auto per_call = stats.find("usec_per_call=", at);
+  return std::min(least, std::stod(stats.substr(per_call + 14)));
+}
+
+lc::LimitCounterOptions bucketed_options(const Bench& bench, std::uint32_t buckets) {
+  lc::LimitCounterOptions options;
+  options.key_prefix = "bench:" + bench.nonce + ":b" + std::to_string(buckets) + ":";
+  options.counter_buckets = buckets;
+  return options;
+}
+
+// Redis memory per counter (count and amount) with 100,000 dimensions of one counter in one
+// day window, with one hash (1 bucket) and with 1,024 buckets (about 98 dimensions each, within
+// the default hash-max-listpack-entries of 128): MEMORY USAGE summed over every bucket's hash.
+void memory_per_counter(Bench& bench, bool json) {
+  const auto now = lc::Clock::now();
+  for (const std::uint32_t buckets : {1U, 1024U}) {
+    lc::LimitCounter counter(bench.redis, lc::Calendar("Asia/Shanghai"),
+                             bucketed_options(bench, buckets));
+    std::vector<lc::AddRequest> requests;
+    for (int i = 0; i < 100'000; ++i) {
+      requests.push_back({"memory",
+                          lc::Dimension{"Ali", "Deduct", "bank" + std::to_string(i)},
+                          {lc::Period::day},
+                          1,
+                          12345,
+                          now});
+      if (requests.size() == 1000) {
+        counter.add_many(requests);
+        requests.clear();
+      }
+    }
+    const auto& keys = counter.keys();
+    const std::string day = counter.calendar().window(lc::Period::day, now).id;
+    long long total = 0;
+    for (std::uint32_t bucket = 0; bucket < buckets; ++bucket) {
+      const lc::Reply used = bench.redis.command(
+          {"MEMORY", "USAGE", keys.window(keys.bucket_tag("memory", bucket), lc::Period::day, day),
+           "SAMPLES", "0"});
+      total += used.is_nil() ? 0 : used.as_integer();
+    }
+    const double bytes = static_cast<double>(total) / 100'000;
+    if (json) {
+      std::printf("{\"scenario\": \"counter_bytes_buckets%u\", \"bytes_per_counter\": %.1f, "
+                  "\"dimensions\": 100000, \"buckets\": %u}\n",
+                  buckets, bytes, buckets);
+    } else {
+      std::printf("memory per counter (count and amount, 100,000 dimensions, %u bucket(s)): "
+                  "%.1f bytes\n",
+                  buckets, bytes);
+    }
   }
 }
 
@@ -398,34 +439,13 @@ void memory_per_counter(Bench& bench, lc::LimitCounter& counter, bool json) {
 // (16 counters: 4 shapes x 4 periods). The two take turns for 5 rounds of 2,000 calls; the
 // least time per call of each counts, as the machine's pauses only ever add time.
 void server_time_per_rule(Bench& bench, lc::LimitCounter& limits, bool json) {
-  static const char* const shapes[] = {"merchant", "dept", "channel", "user"};
-  static const lc::Period periods[] = {lc::Period::day, lc::Period::month, lc::Period::hour,
-                                       lc::Period::minute};
-  const int counts[2] = {1, 16};
-  lc::RuleSet rule_sets[2];
-  for (int k = 0; k < 2; ++k) {
-    for (int r = 0; r < counts[k]; ++r) {
-      rule_sets[k].add(lc::Rule("r" + std::to_string(r))
-                           .where(shapes[r % 4])
-                           .per(periods[r / 4])
-                           .max_amount(1'000'000'000'000'000));
-    }
-  }
+  const lc::RuleSet rule_sets[2] = {consume_rules(1), consume_rules(16)};
   double usec[2] = {1e9, 1e9};
   std::uint64_t next_id = 0;
   for (int round = 0; round < 5; ++round) {
     for (int k = 0; k < 2; ++k) {
-      limits.set_rules(rule_sets[k]);
-      bench.redis.command({"CONFIG", "RESETSTAT"});
-      for (int i = 0; i < 2000; ++i) {
-        limits.consume({id("s", bench.nonce, k, next_id++),
-                        {{"merchant", "m1"}, {"dept", "cmb"}, {"channel", "Ali"}, {"user", "u1"}},
-                        100});
-      }
-      const std::string stats = bench.redis.command({"INFO", "commandstats"}).as_string();
-      const auto at = stats.find("cmdstat_evalsha:");
-      const auto per_call = stats.find("usec_per_call=", at);
-      usec[k] = std::min(usec[k], std::stod(stats.substr(per_call + 14)));
+      usec[k] = least_usec_per_consume(bench, limits, rule_sets[k], "s" + std::to_string(k),
+                                       next_id, usec[k]);
     }
   }
   const double per_rule = (usec[1] - usec[0]) / 15;
@@ -438,6 +458,30 @@ void server_time_per_rule(Bench& bench, lc::LimitCounter& limits, bool json) {
     std::printf("server time of consume: %.2f us with 1 rule, %.2f us with 16 rules: %.3f us per "
                 "extra rule\n",
                 usec[0], usec[1], per_rule);
+  }
+}
+
+// Server time of a 4-rule consume (INFO commandstats) with 1 and with 1,024 counter buckets,
+// taking turns: the buckets change which hash a counter is in, not the script's work.
+void server_time_buckets(Bench& bench, bool json) {
+  const lc::RuleSet rules = consume_rules(4);
+  lc::LimitCounter one(bench.redis, lc::Calendar("Asia/Shanghai"), bucketed_options(bench, 1));
+  lc::LimitCounter spread(bench.redis, lc::Calendar("Asia/Shanghai"),
+                          bucketed_options(bench, 1024));
+  double usec[2] = {1e9, 1e9};
+  std::uint64_t next_id = 0;
+  for (int round = 0; round < 5; ++round) {
+    usec[0] = least_usec_per_consume(bench, one, rules, "k1", next_id, usec[0]);
+    usec[1] = least_usec_per_consume(bench, spread, rules, "k2", next_id, usec[1]);
+  }
+  if (json) {
+    std::printf("{\"scenario\": \"consume_4_rules_server_time_buckets\", "
+                "\"usec_buckets1\": %.2f, \"usec_buckets1024\": %.2f}\n",
+                usec[0], usec[1]);
+  } else {
+    std::printf("server time of a 4-rule consume: %.2f us with 1 bucket, %.2f us with 1,024 "
+                "buckets\n",
+                usec[0], usec[1]);
   }
 }
 
@@ -505,11 +549,12 @@ int main(int argc, char** argv) try {
   } else {
     bench::print_table(bench.rows);
   }
-  if (wanted("memory")) {
-    memory_per_counter(bench, counter, json);
+  if (wanted("memory") || wanted("counter_bytes")) {
+    memory_per_counter(bench, json);
   }
   if (wanted("server_time")) {
     server_time_per_rule(bench, counter, json);
+    server_time_buckets(bench, json);
   }
   return 0;
 } catch (const std::exception& e) {
