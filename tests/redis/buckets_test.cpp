@@ -115,6 +115,21 @@ TEST_CASE_METHOD(BucketFixture, "with 64 buckets, consume, reserve, confirm, can
   CHECK(error_of([&] { limits.cancel("c2"); }).code() == errc::conflict);
 }
 
+TEST_CASE_METHOD(BucketFixture, "with 64 buckets, a one-rule transaction is found by its id alone",
+                 "[buckets][redis]") {
+  limits.set_rules(RuleSet().add(Rule("dept-day").where("dept").per(Period::day).max_amount(1000)));
+  REQUIRE(limits.reserve(tx("one-r", 400, "cmb")).allowed());
+  CHECK(limits.confirm("one-r", 300).amount == 300);
+  REQUIRE(limits.consume(tx("one-c", 200, "cmb")).allowed());
+  CHECK(limits.refund("one-c").refunded_now == 200);
+  REQUIRE(limits.reserve(tx("one-x", 100, "cmb")).allowed());
+  CHECK(limits.cancel("one-x") == CancelResult::cancelled);
+  CHECK(hget(day_key("dept", "cmb"), "cmb") == "1:300");
+  if (limitcounter::testing::on_cluster()) {
+    CHECK(redis.command({"EXISTS", prefix + "tx:{one-r}"}).to_int64() == 1);
+  }
+}
+
 TEST_CASE_METHOD(BucketFixture, "with 64 buckets, dimensions lists every bucket and adjust "
                                 "writes the audit of the dimension's bucket",
                  "[buckets][redis]") {
