@@ -7,6 +7,7 @@
 
 #include <cstring>
 #include <iostream>
+#include <iterator>
 #include <memory>
 #include <optional>
 
@@ -368,15 +369,21 @@ void grab_scenario(Bench& bench) {
   bench.run(grab);
 }
 
-// The server's least EVALSHA time per consume (INFO commandstats) of `limits` under `rules`,
-// over 5 rounds of 2,000 calls: the machine's pauses only ever add time.
+// The server's EVALSHA time per consume (INFO commandstats) of `limits` under `rules` over
+// 2,000 calls, or `least` if that is less (the machine's pauses only ever add time). The
+// merchant of call i is one of `merchants`.
 double least_usec_per_consume(Bench& bench, lc::LimitCounter& limits, const lc::RuleSet& rules,
-                              const std::string& kind, std::uint64_t& next_id, double least) {
+                              const std::string& kind, std::uint64_t& next_id, double least,
+                              std::uint64_t merchants = 1) {
   limits.set_rules(rules);
   bench.redis.command({"CONFIG", "RESETSTAT"});
   for (int i = 0; i < 2000; ++i) {
-    limits.consume({id(kind.c_str(), bench.nonce, 0, next_id++),
-                    {{"merchant", "m1"}, {"dept", "cmb"}, {"channel", "Ali"}, {"user", "u1"}},
+    const std::uint64_t call = next_id++;
+    limits.consume({id(kind.c_str(), bench.nonce, 0, call),
+                    {{"merchant", "m" + std::to_string(call * 7919 % merchants)},
+                     {"dept", "cmb"},
+                     {"channel", "Ali"},
+                     {"user", "u1"}},
                     100});
   }
   const std::string stats = bench.redis.command({"INFO", "commandstats"}).as_string();
@@ -392,12 +399,15 @@ lc::LimitCounterOptions bucketed_options(const Bench& bench, std::uint32_t bucke
   return options;
 }
 
+// The bucket counts compared: one hash; about 98 and 24 dimensions per hash at 100,000
+// dimensions (within the default hash-max-listpack-entries of 128).
+constexpr std::uint32_t compared_buckets[] = {1, 1024, 4096};
+
 // Redis memory per counter (count and amount) with 100,000 dimensions of one counter in one
-// day window, with one hash (1 bucket) and with 1,024 buckets (about 98 dimensions each, within
-// the default hash-max-listpack-entries of 128): MEMORY USAGE summed over every bucket's hash.
+// day window, for each of `compared_buckets`: MEMORY USAGE summed over every bucket's hash.
 void memory_per_counter(Bench& bench, bool json) {
   const auto now = lc::Clock::now();
-  for (const std::uint32_t buckets : {1U, 1024U}) {
+  for (const std::uint32_t buckets : compared_buckets) {
     lc::LimitCounter counter(bench.redis, lc::Calendar("Asia/Shanghai"),
                              bucketed_options(bench, buckets));
     std::vector<lc::AddRequest> requests;
@@ -461,27 +471,46 @@ void server_time_per_rule(Bench& bench, lc::LimitCounter& limits, bool json) {
   }
 }
 
-// Server time of a 4-rule consume (INFO commandstats) with 1 and with 1,024 counter buckets,
-// taking turns: the buckets change which hash a counter is in, not the script's work.
+// Server time of a 4-rule consume (INFO commandstats) for each of `compared_buckets`, taking
+// turns, with 100,000 merchants already counted in today's merchant window: one hashtable
+// with 1 bucket, listpacks of about 98 or 24 fields with 1,024 or 4,096 buckets.
 void server_time_buckets(Bench& bench, bool json) {
   const lc::RuleSet rules = consume_rules(4);
-  lc::LimitCounter one(bench.redis, lc::Calendar("Asia/Shanghai"), bucketed_options(bench, 1));
-  lc::LimitCounter spread(bench.redis, lc::Calendar("Asia/Shanghai"),
-                          bucketed_options(bench, 1024));
-  double usec[2] = {1e9, 1e9};
+  constexpr std::size_t compared = std::size(compared_buckets);
+  std::vector<std::unique_ptr<lc::LimitCounter>> counters;
+  for (const std::uint32_t buckets : compared_buckets) {
+    auto options = bucketed_options(bench, buckets);
+    options.key_prefix += "t:";
+    counters.push_back(std::make_unique<lc::LimitCounter>(
+        bench.redis, lc::Calendar("Asia/Shanghai"), options));
+    std::vector<lc::AddRequest> requests;
+    for (int i = 0; i < 100'000; ++i) {
+      requests.push_back({"merchant", lc::Dimension{"m" + std::to_string(i)}, {lc::Period::day},
+                          1, 100, lc::Clock::now()});
+      if (requests.size() == 1000) {
+        counters.back()->add_many(requests);
+        requests.clear();
+      }
+    }
+  }
+  std::vector<double> usec(compared, 1e9);
   std::uint64_t next_id = 0;
   for (int round = 0; round < 5; ++round) {
-    usec[0] = least_usec_per_consume(bench, one, rules, "k1", next_id, usec[0]);
-    usec[1] = least_usec_per_consume(bench, spread, rules, "k2", next_id, usec[1]);
+    for (std::size_t k = 0; k < compared; ++k) {
+      usec[k] = least_usec_per_consume(bench, *counters[k], rules, "k" + std::to_string(k),
+                                       next_id, usec[k], 100'000);
+    }
   }
-  if (json) {
-    std::printf("{\"scenario\": \"consume_4_rules_server_time_buckets\", "
-                "\"usec_buckets1\": %.2f, \"usec_buckets1024\": %.2f}\n",
-                usec[0], usec[1]);
-  } else {
-    std::printf("server time of a 4-rule consume: %.2f us with 1 bucket, %.2f us with 1,024 "
-                "buckets\n",
-                usec[0], usec[1]);
+  for (std::size_t k = 0; k < compared; ++k) {
+    if (json) {
+      std::printf("{\"scenario\": \"consume_4_rules_server_time_buckets%u\", \"usec\": %.2f, "
+                  "\"merchants\": 100000}\n",
+                  compared_buckets[k], usec[k]);
+    } else {
+      std::printf("server time of a 4-rule consume, 100,000 merchants counted, %u bucket(s): "
+                  "%.2f us\n",
+                  compared_buckets[k], usec[k]);
+    }
   }
 }
 
