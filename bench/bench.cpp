@@ -481,12 +481,16 @@ void server_time_buckets(Bench& bench, bool json) {
   for (const std::uint32_t buckets : compared_buckets) {
     auto options = bucketed_options(bench, buckets);
     options.key_prefix += "t:";
-    counters.push_back(std::make_unique<lc::LimitCounter>(
-        bench.redis, lc::Calendar("Asia/Shanghai"), options));
+    counters.push_back(
+        std::make_unique<lc::LimitCounter>(bench.redis, lc::Calendar("Asia/Shanghai"), options));
     std::vector<lc::AddRequest> requests;
     for (int i = 0; i < 100'000; ++i) {
-      requests.push_back({"merchant", lc::Dimension{"m" + std::to_string(i)}, {lc::Period::day},
-                          1, 100, lc::Clock::now()});
+      requests.push_back({"merchant",
+                          lc::Dimension{"m" + std::to_string(i)},
+                          {lc::Period::day},
+                          1,
+                          100,
+                          lc::Clock::now()});
       if (requests.size() == 1000) {
         counters.back()->add_many(requests);
         requests.clear();
@@ -497,8 +501,8 @@ void server_time_buckets(Bench& bench, bool json) {
   std::uint64_t next_id = 0;
   for (int round = 0; round < 5; ++round) {
     for (std::size_t k = 0; k < compared; ++k) {
-      usec[k] = least_usec_per_consume(bench, *counters[k], rules, "k" + std::to_string(k),
-                                       next_id, usec[k], 100'000);
+      usec[k] = least_usec_per_consume(bench, *counters[k], rules, "k" + std::to_string(k), next_id,
+                                       usec[k], 100'000);
     }
   }
   for (std::size_t k = 0; k < compared; ++k) {

@@ -278,7 +278,8 @@ public:
   /// plan; a transaction whose counters share one slot has only a share record
   /// `<prefix>{<counter>}:tx:<id>`, looked for under the counters of the rules in force and
   /// of `counters` (with `counter_buckets` > 1 every transaction has a home record, and
-  /// `counters` is not needed). Throws invalid_argument for a bad id or counter name (nothing sent).
+  /// `counters` is not needed). Throws invalid_argument for a bad id or counter name (nothing
+  /// sent).
   std::optional<TransactionRecord>
   transaction_record(const std::string& transaction_id,
                      const std::vector<std::string>& counters = {});

@@ -178,7 +178,8 @@ LimitCounter::PreparedDecision LimitCounter::prepare_decide(std::string_view op,
     };
     std::vector<Share> by_slot;
     for (const Rule* rule : matched.window) {
-      std::string tag = keys_.tag(rule->counter_name(), detail::dimension_field(*rule, transaction));
+      std::string tag =
+          keys_.tag(rule->counter_name(), detail::dimension_field(*rule, transaction));
       const std::uint16_t slot = detail::key_slot(keys_.holds(tag));
       auto share = std::find_if(by_slot.begin(), by_slot.end(),
                                 [&](const Share& s) { return s.slot == slot; });

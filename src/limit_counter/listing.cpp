@@ -98,12 +98,10 @@ LimitCounter::DimensionPage LimitCounter::dimensions(std::string_view counter, P
   page.window = calendar_.window(period, at);
   // Bucket after bucket until the page has `count` dimensions or the last bucket is done.
   while (true) {
-    const Reply reply =
-        redis_.command({"HSCAN",
-                        keys_.window(keys_.bucket_tag(counter, position.bucket), period,
-                                     page.window.id),
-                        position.cursor, "COUNT",
-                        std::to_string(count - static_cast<std::int64_t>(page.dimensions.size()))});
+    const Reply reply = redis_.command(
+        {"HSCAN", keys_.window(keys_.bucket_tag(counter, position.bucket), period, page.window.id),
+         position.cursor, "COUNT",
+         std::to_string(count - static_cast<std::int64_t>(page.dimensions.size()))});
     detail::unless_error(reply, "HSCAN of counter " + std::string(counter));
     position.cursor = reply.at(0).as_string();
     const auto& pairs = reply.at(1).as_array();
@@ -121,9 +119,8 @@ LimitCounter::DimensionPage LimitCounter::dimensions(std::string_view counter, P
       return page;
     }
     if (static_cast<std::int64_t>(page.dimensions.size()) >= count) {
-      page.cursor = keys_.buckets() == 1
-                        ? position.cursor
-                        : std::to_string(position.bucket) + ":" + position.cursor;
+      page.cursor = keys_.buckets() == 1 ? position.cursor
+                                         : std::to_string(position.bucket) + ":" + position.cursor;
       return page;
     }
   }

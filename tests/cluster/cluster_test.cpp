@@ -62,8 +62,12 @@ TEST_CASE("with buckets, the 1,000 dimensions of one shape land on every master"
   LimitCounter counter(redis, Calendar("UTC"), options);
   std::vector<AddRequest> adds;
   for (int i = 0; i < 1000; ++i) {
-    adds.push_back({"channel+dept", Dimension{"Ali", "d" + std::to_string(i)}, {Period::day}, 1,
-                    i, Clock::now()});
+    adds.push_back({"channel+dept",
+                    Dimension{"Ali", "d" + std::to_string(i)},
+                    {Period::day},
+                    1,
+                    i,
+                    Clock::now()});
   }
   counter.add_many(adds);
   // KEYS is per node: each master holds some of the shape's bucket hashes

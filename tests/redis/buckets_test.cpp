@@ -34,13 +34,10 @@ struct BucketFixture {
                       }()};
 
   BucketFixture() {
-    limits.set_rules(RuleSet()
-                         .add(Rule("dept-day").where("dept").per(Period::day).max_amount(1000))
-                         .add(Rule("pair-day")
-                                  .where("channel")
-                                  .where("dept")
-                                  .per(Period::day)
-                                  .max_count(100)));
+    limits.set_rules(
+        RuleSet()
+            .add(Rule("dept-day").where("dept").per(Period::day).max_amount(1000))
+            .add(Rule("pair-day").where("channel").where("dept").per(Period::day).max_count(100)));
   }
   static Transaction tx(const std::string& id, std::int64_t amount, const std::string& dept) {
     return Transaction{id, {{"channel", "Ali"}, {"dept", dept}}, amount};
@@ -73,8 +70,9 @@ TEST_CASE("the bucket of a dimension is CRC16 mod 16384 mod N, as CLUSTER KEYSLO
   }
 }
 
-TEST_CASE_METHOD(BucketFixture, "with 64 buckets, consume, reserve, confirm, cancel and refund "
-                                "move the counters of each dimension's bucket",
+TEST_CASE_METHOD(BucketFixture,
+                 "with 64 buckets, consume, reserve, confirm, cancel and refund "
+                 "move the counters of each dimension's bucket",
                  "[buckets][redis]") {
   REQUIRE(limits.consume(tx("c1", 300, "cmb")).allowed());
   REQUIRE(limits.consume(tx("c2", 200, "icbc")).allowed());
@@ -130,8 +128,9 @@ TEST_CASE_METHOD(BucketFixture, "with 64 buckets, a one-rule transaction is foun
   }
 }
 
-TEST_CASE_METHOD(BucketFixture, "with 64 buckets, dimensions lists every bucket and adjust "
-                                "writes the audit of the dimension's bucket",
+TEST_CASE_METHOD(BucketFixture,
+                 "with 64 buckets, dimensions lists every bucket and adjust "
+                 "writes the audit of the dimension's bucket",
                  "[buckets][redis]") {
   std::vector<AddRequest> adds;
   for (int i = 0; i < 500; ++i) {
@@ -187,10 +186,12 @@ TEST_CASE_METHOD(BucketFixture, "with 64 buckets, dimensions lists every bucket 
 TEST_CASE("a bucket count outside 1..16384 is refused, naming it", "[buckets][redis]") {
   LimitCounterOptions options;
   options.counter_buckets = 0;
-  const Error zero = error_of([&] { LimitCounter(Redis(test_options()), Calendar("UTC"), options); });
+  const Error zero =
+      error_of([&] { LimitCounter(Redis(test_options()), Calendar("UTC"), options); });
   CHECK(zero.code() == errc::invalid_argument);
   CHECK_THAT(zero.what(), Catch::Contains("counter_buckets 0"));
   options.counter_buckets = 16385;
-  CHECK_THAT(error_of([&] { LimitCounter(Redis(test_options()), Calendar("UTC"), options); }).what(),
-             Catch::Contains("16385"));
+  CHECK_THAT(
+      error_of([&] { LimitCounter(Redis(test_options()), Calendar("UTC"), options); }).what(),
+      Catch::Contains("16385"));
 }

@@ -138,14 +138,13 @@ TEST_CASE_METHOD(CounterData, "limitctl --buckets reads counters spread over buc
                           std::to_string(limitcounter::crc16("Ali+Deduct+cmb") % 16384 % 64) +
                           ":channel}:day:" + calendar.window(Period::day, at).id;
 
-  const Run usage = limitctl(dated({"usage", "channel", "Ali+Deduct+cmb", "--period", "day",
-                                    "--buckets", "64"}));
+  const Run usage =
+      limitctl(dated({"usage", "channel", "Ali+Deduct+cmb", "--period", "day", "--buckets", "64"}));
   CHECK(usage.code == 0);
   CHECK_THAT(usage.out, Catch::Contains("\"key\":\"" + key + "\""));
   CHECK_THAT(usage.out, Catch::Contains("\"count\":3,\"amount\":900"));
   // a reader with another bucket count looks in other hashes
-  const Run unbucketed =
-      limitctl(dated({"usage", "channel", "Ali+Deduct+cmb", "--period", "day"}));
+  const Run unbucketed = limitctl(dated({"usage", "channel", "Ali+Deduct+cmb", "--period", "day"}));
   CHECK_THAT(unbucketed.out, Catch::Contains("\"count\":0,\"amount\":0"));
 
   const Run top = limitctl(dated({"top", "channel", "day", "--buckets", "64"}));

@@ -84,7 +84,7 @@ TEST_CASE("bad key prefixes and counter names are refused", "[keys]") {
 TEST_CASE("crc16 is the CRC16 of Redis Cluster (XMODEM)", "[keys][buckets]") {
   static_assert(limitcounter::crc16("123456789") == 0x31C3, "the check value of CRC-16/XMODEM");
   CHECK(limitcounter::crc16("") == 0);
-  CHECK(limitcounter::crc16("foo") % 16384 == 12182); // CLUSTER KEYSLOT foo
+  CHECK(limitcounter::crc16("foo") % 16384 == 12182);     // CLUSTER KEYSLOT foo
   CHECK(limitcounter::crc16("Ali+Deduct+cmb") == 0x02F7); // binascii.crc_hqx(b"...", 0)
 }
 
