@@ -5,6 +5,7 @@
 //   limitcounter_bench <redis-uri> --cluster <redis-cluster-uri> [--millis N]
 //     (the consume scenarios on the cluster next to the standalone server, see cluster.hpp)
 
+#include <atomic>
 #include <cstring>
 #include <iostream>
 #include <iterator>
@@ -27,6 +28,7 @@ using namespace std::chrono_literals;
 namespace {
 
 constexpr int thread_count = 4;
+constexpr int many_threads = 64; // the `_threads64` rows
 constexpr int batch = 64;
 constexpr int rounds = 3;
 
@@ -98,10 +100,16 @@ struct Bench {
   std::chrono::milliseconds duration;
   std::string nonce;
   std::vector<bench::Row> rows;
+  /// The server at every default option (pool_size 8, pool_wait_timeout 1 s): the
+  /// `_threads64` rows share one such Redis among 64 threads.
+  lc::RedisOptions default_options;
 
-  void run(const Scenario& scenario) {
+  // The `_sync`, `_threads` and `_batch64` rows of `scenario`; with `threads64`, its
+  // `_threads64` row instead: 64 threads, every call that throws counted as a failure on
+  // either side (the baseline has one connection per thread).
+  void run(const Scenario& scenario, bool threads64 = false) {
     std::vector<std::unique_ptr<RawClient>> raw;
-    for (int t = 0; t < thread_count; ++t) {
+    for (int t = 0; t < (threads64 ? many_threads : thread_count); ++t) {
       raw.push_back(std::make_unique<RawClient>(options));
     }
     const auto baseline = [&](int t, std::uint64_t i) {
@@ -136,6 +144,22 @@ struct Bench {
       }
       rows.push_back(best);
     };
+    if (threads64) {
+      std::atomic<std::uint64_t> failures[2] = {{0}, {0}};
+      const auto counted = [&failures](int who, const std::function<void(int, std::uint64_t)>& op) {
+        return [&failures, who, op](int t, std::uint64_t i) {
+          try {
+            op(t, i);
+          } catch (const std::exception&) {
+            ++failures[who];
+          }
+        };
+      };
+      row("_threads64", many_threads, 1, counted(0, scenario.library), counted(1, baseline));
+      rows.back().library.failures = failures[0];
+      rows.back().baseline.failures = failures[1];
+      return;
+    }
     row("_sync", 1, 1, scenario.library, baseline);
     row("_threads", thread_count, 1, scenario.library, baseline);
     if (scenario.library_batch) {
@@ -147,6 +171,34 @@ struct Bench {
 std::string id(const char* kind, const std::string& nonce, int t, std::uint64_t i) {
   return std::string(kind) + nonce.substr(nonce.size() - 6) + "-" + std::to_string(t) + "-" +
          std::to_string(i);
+}
+
+// sms_cap rows; with `threads64`, its `_threads64` row (`counter` then on a default Redis).
+void cap_scenario(Bench& bench, lc::LimitCounter& counter, bool threads64) {
+  const auto now = lc::Clock::now();
+  Scenario cap;
+  cap.name = "sms_cap";
+  const auto day = counter.calendar().window(lc::Period::day, now);
+  const std::string cap_key = counter.keys().cap_window("sms", day.id);
+  const std::string cap_expiry = std::to_string(
+      std::chrono::duration_cast<std::chrono::milliseconds>((day.end + 1h).time_since_epoch())
+          .count());
+  cap.call = [=](int, std::uint64_t i) {
+    return lc::ScriptCall{&lc::scripts::cap_take,
+                          {cap_key},
+                          {"acct" + std::to_string(i % 1000), "1", "1000000000000", cap_expiry}};
+  };
+  cap.library = [&, now](int, std::uint64_t i) {
+    counter.take_daily_cap("sms", "acct" + std::to_string(i % 1000), 1'000'000'000'000, now);
+  };
+  cap.library_batch = [&, now](int, std::uint64_t i) {
+    std::vector<lc::CapRequest> requests;
+    for (std::uint64_t k = i * batch; k < (i + 1) * batch; ++k) {
+      requests.push_back({"sms", "acct" + std::to_string(k % 1000), 1'000'000'000'000, now, 1});
+    }
+    counter.take_daily_cap_many(requests);
+  };
+  bench.run(cap, threads64);
 }
 
 void counter_scenarios(Bench& bench, lc::LimitCounter& counter) {
@@ -184,29 +236,7 @@ void counter_scenarios(Bench& bench, lc::LimitCounter& counter) {
   };
   bench.run(add);
 
-  Scenario cap;
-  cap.name = "sms_cap";
-  const auto day = counter.calendar().window(lc::Period::day, now);
-  const std::string cap_key = counter.keys().cap_window("sms", day.id);
-  const std::string cap_expiry = std::to_string(
-      std::chrono::duration_cast<std::chrono::milliseconds>((day.end + 1h).time_since_epoch())
-          .count());
-  cap.call = [=](int, std::uint64_t i) {
-    return lc::ScriptCall{&lc::scripts::cap_take,
-                          {cap_key},
-                          {"acct" + std::to_string(i % 1000), "1", "1000000000000", cap_expiry}};
-  };
-  cap.library = [&, now](int, std::uint64_t i) {
-    counter.take_daily_cap("sms", "acct" + std::to_string(i % 1000), 1'000'000'000'000, now);
-  };
-  cap.library_batch = [&, now](int, std::uint64_t i) {
-    std::vector<lc::CapRequest> requests;
-    for (std::uint64_t k = i * batch; k < (i + 1) * batch; ++k) {
-      requests.push_back({"sms", "acct" + std::to_string(k % 1000), 1'000'000'000'000, now, 1});
-    }
-    counter.take_daily_cap_many(requests);
-  };
-  bench.run(cap);
+  cap_scenario(bench, counter, false);
 
   Scenario sliding;
   sliding.name = "sliding_window";
@@ -248,7 +278,38 @@ lc::RuleSet consume_rules(int count) {
   return rules;
 }
 
-void consume_scenario(Bench& bench, lc::LimitCounter& limits, int rule_count) {
+// The exact limit.lua call the library makes to decide `transaction(t, i)`, for the baseline:
+// its arguments come from the library's own builder (kept per thread while the fingerprint
+// stays the same); only the record key changes per transaction.
+std::function<lc::ScriptCall(int, std::uint64_t)>
+decide_calls(const lc::LimitCounter& limits, const lc::RuleSet& rules, lc::TimePoint now,
+             std::function<lc::Transaction(int, std::uint64_t)> transaction) {
+  return [&limits, keys = lc::CounterKeys(limits.keys()), rules, now,
+          transaction](int t, std::uint64_t i) {
+    const lc::Transaction tx = transaction(t, i);
+    lc::detail::DecideContext context;
+    context.calendar = &limits.calendar();
+    context.keys = &keys;
+    context.window_grace = 1h;
+    context.record_min_ttl = 24h;
+    context.reservation_timeout = 15min;
+    context.now = now;
+    static thread_local std::optional<lc::detail::LimitCall> templates[16];
+    auto& cached = templates[static_cast<std::size_t>(i % 50 % 16)];
+    if (!cached || cached->args[1] != lc::detail::fingerprint("consume", tx)) {
+      const auto matched = lc::detail::match_rules(rules, tx);
+      cached =
+          lc::detail::build_decide("consume", tx, matched.per_transaction, matched.window, context);
+    }
+    lc::ScriptCall call{&lc::scripts::limit, cached->keys, cached->args};
+    call.keys[0] = keys.transaction(tx.id);
+    return call;
+  };
+}
+
+// consume_<n>_rules rows; with `threads64`, its `_threads64` row (`limits` then on a default
+// Redis).
+void consume_scenario(Bench& bench, lc::LimitCounter& limits, int rule_count, bool threads64) {
   const lc::RuleSet rules = consume_rules(rule_count);
   limits.set_rules(rules);
   const auto now = lc::Clock::now();
@@ -263,32 +324,10 @@ void consume_scenario(Bench& bench, lc::LimitCounter& limits, int rule_count) {
     tx.time = now;
     return tx;
   };
-  // The baseline sends exactly what the library would: its arguments come from the same
-  // builder; only the record key changes per transaction.
-  lc::CounterKeys keys(limits.keys());
   Scenario consume;
   consume.name = "consume_" + std::to_string(rule_count) + "_rules";
-  consume.call = [&, keys, rules, transaction](int t, std::uint64_t i) {
-    const lc::Transaction tx = transaction("b", t, i);
-    lc::detail::DecideContext context;
-    context.calendar = &limits.calendar();
-    context.keys = &keys;
-    context.window_grace = 1h;
-    context.record_min_ttl = 24h;
-    context.reservation_timeout = 15min;
-    context.now = now;
-    static thread_local std::optional<lc::detail::LimitCall> templates[64];
-    auto& cached =
-        templates[static_cast<std::size_t>(t) * 16 + static_cast<std::size_t>(i % 50) % 16];
-    if (!cached || cached->args[1] != lc::detail::fingerprint("consume", tx)) {
-      const auto matched = lc::detail::match_rules(rules, tx);
-      cached =
-          lc::detail::build_decide("consume", tx, matched.per_transaction, matched.window, context);
-    }
-    lc::ScriptCall call{&lc::scripts::limit, cached->keys, cached->args};
-    call.keys[0] = keys.transaction(tx.id);
-    return call;
-  };
+  consume.call = decide_calls(
+      limits, rules, now, [transaction](int t, std::uint64_t i) { return transaction("b", t, i); });
   consume.library = [&, transaction](int t, std::uint64_t i) {
     limits.consume(transaction("l", t, i));
   };
@@ -299,7 +338,46 @@ void consume_scenario(Bench& bench, lc::LimitCounter& limits, int rule_count) {
     }
     limits.consume_many(txs);
   };
-  bench.run(consume);
+  bench.run(consume, threads64);
+}
+
+// Denials of an exhausted dimension (a count limit of 1, used): exhausted_cache_off sends each
+// to Redis; exhausted_cache_on (max_staleness 1 s) decides them in this process, sending one
+// a second. Both next to raw hiredis sending the call the library sends with the cache off.
+void exhausted_scenarios(Bench& bench, const lc::LimitCounterOptions& base) {
+  const lc::RuleSet rules =
+      lc::RuleSet().add(lc::Rule("full").where("merchant").per(lc::Period::day).max_count(1));
+  const auto now = lc::Clock::now();
+  for (const bool on : {false, true}) {
+    lc::LimitCounterOptions options = base;
+    options.key_prefix += "exhausted:";
+    options.exhausted_cache.enabled = on;
+    lc::LimitCounter limits(bench.redis, lc::Calendar("Asia/Shanghai"), options);
+    limits.set_rules(rules);
+    const std::string kinds = on ? "cCd" : "oOp"; // library, library batch, baseline
+    const auto transaction = [&bench, now, kinds](int kind, int t, std::uint64_t i) {
+      const char letter[2] = {kinds[static_cast<std::size_t>(kind)], 0};
+      return lc::Transaction{id(letter, bench.nonce, t, i), {{"merchant", "full"}}, 100, now};
+    };
+    limits.consume(transaction(0, -1, 0)); // fills the limit (a repeat in the second pass)
+    Scenario denial;
+    denial.name = on ? "exhausted_cache_on" : "exhausted_cache_off";
+    denial.call = decide_calls(
+        limits, rules, now, [transaction](int t, std::uint64_t i) { return transaction(2, t, i); });
+    denial.library = [&, transaction](int t, std::uint64_t i) {
+      if (limits.consume(transaction(0, t, i)).allowed()) {
+        throw std::runtime_error("exhausted: a transaction was allowed");
+      }
+    };
+    denial.library_batch = [&, transaction](int t, std::uint64_t i) {
+      std::vector<lc::Transaction> txs;
+      for (int k = 0; k < batch; ++k) {
+        txs.push_back(transaction(1, t, i * batch + static_cast<std::uint64_t>(k)));
+      }
+      limits.consume_many(txs);
+    };
+    bench.run(denial);
+  }
 }
 
 void wallet_scenario(Bench& bench) {
@@ -549,11 +627,9 @@ int main(int argc, char** argv) try {
   lc::RedisOptions options = lc::RedisOptions::from_uri(argv[1]);
   options.command_timeout = 2000ms;
   options.pool_size = thread_count * 2;
-  Bench bench{options,
-              lc::Redis(options),
-              duration,
-              std::to_string(lc::Clock::now().time_since_epoch().count()),
-              {}};
+  Bench bench{options,  lc::Redis(options),
+              duration, std::to_string(lc::Clock::now().time_since_epoch().count()),
+              {},       lc::RedisOptions::from_uri(argv[1])};
   lc::LimitCounterOptions counter_options;
   counter_options.key_prefix = "bench:" + bench.nonce + ":";
   lc::LimitCounter counter(bench.redis, lc::Calendar("Asia/Shanghai"), counter_options);
@@ -568,8 +644,24 @@ int main(int argc, char** argv) try {
   }
   for (const int rules : {1, 4, 16}) {
     if (wanted(("consume_" + std::to_string(rules) + "_rules").c_str())) {
-      consume_scenario(bench, counter, rules);
+      consume_scenario(bench, counter, rules, false);
     }
+  }
+  if (wanted("consume_1_rules_threads64") || wanted("sms_cap_threads64")) {
+    // One Redis at every default option shared by 64 threads (own keys: no id repeats).
+    lc::LimitCounterOptions defaults_options = counter_options;
+    defaults_options.key_prefix += "t64:";
+    lc::LimitCounter defaults(lc::Redis(bench.default_options), counter.calendar(),
+                              defaults_options);
+    if (wanted("consume_1_rules_threads64")) {
+      consume_scenario(bench, defaults, 1, true);
+    }
+    if (wanted("sms_cap_threads64")) {
+      cap_scenario(bench, defaults, true);
+    }
+  }
+  if (wanted("exhausted_cache_off") || wanted("exhausted_cache_on")) {
+    exhausted_scenarios(bench, counter_options);
   }
   if (wanted("wallet_deduct")) {
     wallet_scenario(bench);

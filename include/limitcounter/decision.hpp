@@ -76,9 +76,16 @@ struct Decision {
   /// True when Redis could not answer and the rules' failure policy decided (allow or
   /// deny) without counting anything.
   bool degraded = false;
+  /// True for a denial decided by this process from a denial Redis gave within
+  /// `ExhaustedCacheOptions::max_staleness` (LimitCounterOptions::exhausted_cache): nothing
+  /// was sent and nothing recorded in Redis, so this is not the id's decision. A retry of the
+  /// same id after the cache entry has expired asks Redis, which may allow it if room was
+  /// freed meanwhile, or replay what it decided for the id before. `denial` names the limit
+  /// and the `used` Redis reported; `rules` is empty.
+  bool cached = false;
   /// Which rule and limit denied (set when `verdict` is denied).
   std::optional<Denial> denial;
-  /// Every applicable window rule, in rule-set order.
+  /// Every applicable window rule, in rule-set order (empty for a `cached` denial).
   std::vector<RuleStatus> rules;
   /// The version of the rule set this call was decided by (`LimitCounter::set_rules`; 0 for
   /// rules set without a version). A replay reports the version in force at the replay, not

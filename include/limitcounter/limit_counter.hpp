@@ -28,7 +28,35 @@ namespace limitcounter {
 namespace detail {
 class LocalLedger;
 struct LocalCounter;
+class ExhaustedCache;
+struct ExhaustedPlace;
 } // namespace detail
+
+/// The exhausted cache (LimitCounterOptions::exhausted_cache): once Redis denies a consume
+/// or reserve because a window limit is full, this process denies further transactions on
+/// that rule, window and dimension itself, without a round trip, for a bounded time.
+///
+/// It denies only what Redis would deny too given the `used` Redis reported: a full count
+/// limit denies every transaction there; a full amount limit only an amount that does not fit
+/// beside that `used` (a smaller one goes to Redis and may be allowed). An entry ends when room
+/// may have been freed or the limit may no longer apply: after `max_staleness` (so a refund,
+/// cancel or expired hold elsewhere in the fleet is seen within it), at the end of its window
+/// (by the transaction's time), at `set_rules`, and at any refund, cancel or confirm that this
+/// LimitCounter runs (whatever its outcome). While this process holds a reservation on a
+/// counter (until its reservation_timeout), that counter's denials are not cached: the hold's
+/// expiry would free room. Denials by per-transaction rules, by `check` (which does not
+/// release expired holds), replays and degraded decisions are never remembered (a `check` may
+/// still be answered from an entry a consume or reserve left). A cached denial is marked
+/// `Decision::cached` and writes nothing in Redis (see there for what it means for retries);
+/// a call of this process that ended Outcome::unknown is retried in Redis, not from the cache.
+struct ExhaustedCacheOptions {
+  bool enabled = false; ///< off by default: every decision goes to Redis
+  /// How long a denial Redis gave is reused at most; > 0.
+  std::chrono::milliseconds max_staleness{1000};
+  /// Denials kept at most; the oldest makes room; >= 1. It bounds as well the counters this
+  /// process holds reservations on and the ids whose outcome is unknown that the cache tracks.
+  std::size_t max_entries = 10'000;
+};
 
 /// Settings of a LimitCounter.
 struct LimitCounterOptions {
@@ -62,6 +90,9 @@ struct LimitCounterOptions {
   /// An allowed transaction that leaves a window at or above this share of a limit is
   /// reported to `observer->on_near_limit`.
   double near_limit_fraction = 0.9;
+  /// Denials of full window limits decided in this process for a bounded time; off by
+  /// default (see `ExhaustedCacheOptions`).
+  ExhaustedCacheOptions exhausted_cache;
 };
 
 /// One add of `LimitCounter::add_many`: the arguments of one `add` call.
@@ -316,6 +347,11 @@ public:
   /// amount or attribute, a transaction dated past `max_future_skew`, or no `set_rules`
   /// yet; window_closed when a window it would count in has ended more than the grace ago
   /// (as `add`); nothing is sent then.
+  ///
+  /// With `LimitCounterOptions::exhausted_cache` on, a denial may come from this process
+  /// (`Decision::cached`: nothing sent, nothing recorded): it is not the id's decision, so a
+  /// host that needs what Redis decided for an id (e.g. one it sent before) retries it after
+  /// `max_staleness`, when Redis answers (a replay if Redis had decided it).
   Decision consume(const Transaction& transaction);
 
   /// Runs many independent `consume`s pipelined on one connection and returns one result per
@@ -414,6 +450,11 @@ private:
     FailurePolicy on_failure = FailurePolicy::raise;  ///< of the applicable rules, the strictest
     std::string failure_rule;                         ///< the rule whose policy that is
     std::vector<detail::LocalCounter> local_counters; ///< for FailurePolicy::local
+    /// With the exhausted cache on: the counters of the window rules, the cache's generation
+    /// before sending, and the denial the cache decided (then nothing else is prepared).
+    std::vector<detail::ExhaustedPlace> places;
+    std::uint64_t cache_generation = 0;
+    std::optional<Decision> cached;
   };
   PreparedDecision prepare_decide(std::string_view op, const Transaction& transaction,
                                   const RuleSet& rules, TimePoint now) const;
@@ -483,6 +524,17 @@ private:
   /// The script call of one sliding-window hit; throws on bad input.
   ScriptCall prepare_sliding(const SlidingRequest& request) const;
   Reply run_limit(const std::vector<std::string>& keys, const std::vector<std::string>& args);
+  // The exhausted cache (src/limit_counter/limits_cache.cpp).
+  /// Fills `prepared.places` and, if the cache denies, `prepared.cached`.
+  void consult_cache(std::string_view op, const Transaction& transaction, const RuleSet& rules,
+                     const std::vector<const Rule*>& window_rules,
+                     PreparedDecision& prepared) const;
+  /// Learns from what Redis decided (`decision`) or the error it ended with (`error`).
+  void learn(std::string_view op, const Transaction& transaction, const PreparedDecision& prepared,
+             const Decision* decision, const Error* error) const;
+  /// `run_transition`, then the cache is dropped (room may have been freed), whatever happened.
+  Reply freeing_transition(const std::string& transaction_id, const std::vector<std::string>& args,
+                           std::string_view skip);
 
   Redis redis_;
   Calendar calendar_;
@@ -491,6 +543,7 @@ private:
   mutable std::mutex rules_mutex_;
   std::shared_ptr<const RulesInForce> rules_;
   std::shared_ptr<detail::LocalLedger> local_;
+  std::shared_ptr<detail::ExhaustedCache> exhausted_; ///< null when the cache is off
 };
 
 } // namespace limitcounter

@@ -7,6 +7,7 @@
 #include <limitcounter/detail/lua_scripts.hpp>
 
 #include "limit_counter/counter_codec.hpp"
+#include "limit_counter/exhausted_cache.hpp"
 #include "limit_counter/listing.hpp"
 #include "limit_counter/local_ledger.hpp"
 #include "limit_counter/window_closed.hpp"
@@ -30,7 +31,8 @@ std::string new_node_id() {
 LimitCounter::LimitCounter(Redis redis, Calendar calendar, LimitCounterOptions options)
     : redis_(std::move(redis)), calendar_(std::move(calendar)), options_(std::move(options)),
       keys_(options_.key_prefix, options_.counter_buckets),
-      local_(std::make_shared<detail::LocalLedger>(new_node_id())) {
+      local_(std::make_shared<detail::LocalLedger>(new_node_id())),
+      exhausted_(detail::ExhaustedCache::make(options_.exhausted_cache)) {
   if (options_.window_grace.count() < 0) {
     throw Error(errc::invalid_argument, "window_grace " +
                                             std::to_string(options_.window_grace.count()) +

@@ -3,6 +3,7 @@
 
 #include <limitcounter/detail/lua_scripts.hpp>
 
+#include "limit_counter/exhausted_cache.hpp"
 #include "limit_counter/limit_codec.hpp"
 #include "limit_counter/local_ledger.hpp"
 #include "limit_counter/rule_matching.hpp"
@@ -55,6 +56,9 @@ void LimitCounter::set_rules(RuleSet rules, std::uint64_t version) {
   auto fresh = std::make_shared<const RulesInForce>(RulesInForce{std::move(rules), version});
   const std::lock_guard<std::mutex> lock(rules_mutex_);
   rules_ = std::move(fresh);
+  if (exhausted_) {
+    exhausted_->clear(); // the limits the cached denials were measured against may be gone
+  }
 }
 
 std::shared_ptr<const RuleSet> LimitCounter::rules() const {
@@ -124,6 +128,12 @@ LimitCounter::PreparedDecision LimitCounter::prepare_decide(std::string_view op,
       prepared.single_denial =
           Denial{rule->name(), Metric::single_amount, *rule->max_amount(), 0, transaction.amount};
       break;
+    }
+  }
+  if (exhausted_ && !prepared.single_denial) {
+    consult_cache(op, transaction, rules, matched.window, prepared);
+    if (prepared.cached) {
+      return prepared;
     }
   }
 
@@ -250,6 +260,10 @@ bool LimitCounter::policy_decides(const Error& error, const PreparedDecision& pr
 Decision LimitCounter::decide_with_redis(std::string_view op, const Transaction& transaction) {
   const auto in_force = rules_to_decide(op, transaction.id);
   PreparedDecision prepared = prepare_decide(op, transaction, in_force->rules, Clock::now());
+  if (prepared.cached) {
+    prepared.cached->rule_set_version = in_force->version;
+    return std::move(*prepared.cached);
+  }
   std::optional<Decision> decision;
   Reply reply;
   try {
@@ -259,6 +273,7 @@ Decision LimitCounter::decide_with_redis(std::string_view op, const Transaction&
       decision = decide_in_shares(op, transaction, prepared);
     }
   } catch (const Error& e) {
+    learn(op, transaction, prepared, nullptr, &e);
     if (!policy_decides(e, prepared)) {
       throw;
     }
@@ -273,6 +288,7 @@ Decision LimitCounter::decide_with_redis(std::string_view op, const Transaction&
     decision = finish_one_slot(op, transaction, prepared.call.args, reply);
   }
   decision->rule_set_version = in_force->version;
+  learn(op, transaction, prepared, &*decision, nullptr);
   if (!local_->empty()) {
     report_local_usage();
   }
@@ -386,7 +402,7 @@ LimitCounter::consume_many(const std::vector<Transaction>& transactions) {
     in_force = rules_to_decide("consume", transactions.front().id);
     for (const auto& transaction : transactions) {
       prepared.push_back(prepare_decide("consume", transaction, in_force->rules, started));
-      if (prepared.back().shares.empty()) {
+      if (prepared.back().shares.empty() && !prepared.back().cached) {
         calls.push_back(std::move(prepared.back().call));
       }
     }
@@ -404,10 +420,17 @@ LimitCounter::consume_many(const std::vector<Transaction>& transactions) {
   bool reached_redis = !pipeline_error && !calls.empty();
   for (std::size_t i = 0; i < transactions.size(); ++i) {
     const Transaction& transaction = transactions[i];
+    if (prepared[i].cached) {
+      prepared[i].cached->rule_set_version = in_force->version;
+      report(LimitOp::consume, transaction, *prepared[i].cached, started);
+      results.emplace_back(std::move(*prepared[i].cached));
+      continue;
+    }
     try {
       const bool one_slot = prepared[i].shares.empty();
       const std::size_t call = one_slot ? next_reply++ : 0;
       std::optional<Decision> decision;
+      bool by_redis = true;
       try {
         if (!one_slot) {
           decision = decide_in_shares("consume", transaction, prepared[i]);
@@ -416,15 +439,20 @@ LimitCounter::consume_many(const std::vector<Transaction>& transactions) {
           throw *pipeline_error;
         }
       } catch (const Error& e) {
+        learn("consume", transaction, prepared[i], nullptr, &e);
         if (!policy_decides(e, prepared[i])) {
           throw;
         }
+        by_redis = false;
         decision = decide_without_redis("consume", transaction, prepared[i]);
       }
       if (!decision) {
         decision = finish_one_slot("consume", transaction, calls[call].args, replies.at(call));
       }
       decision->rule_set_version = in_force->version;
+      if (by_redis) {
+        learn("consume", transaction, prepared[i], &*decision, nullptr);
+      }
       report(LimitOp::consume, transaction, *decision, started);
       results.emplace_back(std::move(*decision));
     } catch (const Error& e) {
@@ -453,10 +481,10 @@ ConfirmResult LimitCounter::run_confirm(const std::string& transaction_id,
     detail::check_quantity(quoted_id(transaction_id) + " final amount", *final_amount);
   }
   const Reply reply =
-      run_transition(transaction_id,
-                     {"confirm", final_amount ? std::to_string(*final_amount) : "-1",
-                      std::to_string(detail::unix_millis(Clock::now()))},
-                     "unknown");
+      freeing_transition(transaction_id,
+                         {"confirm", final_amount ? std::to_string(*final_amount) : "-1",
+                          std::to_string(detail::unix_millis(Clock::now()))},
+                         "unknown");
   const std::string& status = reply.at(0).as_string();
   if (status == "confirmed" || status == "already") {
     ConfirmResult result;
@@ -502,10 +530,10 @@ CancelResult LimitCounter::run_cancel(const std::string& transaction_id) {
   // An unknown id is recorded in every record it could have, so a later reserve of any
   // share of it is refused.
   const Reply reply =
-      run_transition(transaction_id,
-                     {"cancel", std::to_string(detail::unix_millis(now)),
-                      std::to_string(detail::unix_millis(now + options_.record_min_ttl))},
-                     "tombstone");
+      freeing_transition(transaction_id,
+                         {"cancel", std::to_string(detail::unix_millis(now)),
+                          std::to_string(detail::unix_millis(now + options_.record_min_ttl))},
+                         "tombstone");
   const std::string& status = reply.at(0).as_string();
   if (status == "cancelled") {
     return CancelResult::cancelled;
@@ -547,7 +575,7 @@ RefundResult LimitCounter::run_refund(const std::string& transaction_id,
   if (!refund_id.empty()) {
     validate_key_part("refund id", refund_id, ":");
   }
-  const Reply reply = run_transition(
+  const Reply reply = freeing_transition(
       transaction_id, {"refund", amount ? std::to_string(*amount) : "-1", amount ? refund_id : ""},
       "unknown");
   const std::string& status = reply.at(0).as_string();

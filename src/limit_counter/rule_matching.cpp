@@ -86,10 +86,7 @@ MatchedRules match_rules(const RuleSet& rules, const Transaction& transaction) {
 std::string dimension_field(const Rule& rule, const Transaction& transaction) {
   std::string field;
   for (const auto& condition : rule.conditions()) {
-    if (!field.empty()) {
-      field += '+';
-    }
-    field += transaction.attributes.at(condition.attribute);
+    field += (field.empty() ? "" : "+") + transaction.attributes.at(condition.attribute);
   }
   return field;
 }

@@ -24,8 +24,8 @@ void validate_transaction(const RuleSet& rules, const Transaction& transaction);
 /// transaction must have been validated.
 MatchedRules match_rules(const RuleSet& rules, const Transaction& transaction);
 
-/// The dimension `transaction` counts under in `rule`'s counter: the values of the rule's
-/// condition attributes joined by '+' (`Ali+Deduct+cmb`), the field of its window hashes.
+/// The dimension `transaction` counts in for `rule`: its values of the rule's attributes,
+/// joined with '+' (the field of the rule's counter). The transaction must have been validated.
 std::string dimension_field(const Rule& rule, const Transaction& transaction);
 
 } // namespace limitcounter::detail
