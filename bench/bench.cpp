@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstring>
 #include <iostream>
+#include <iterator>
 #include <memory>
 #include <optional>
 
@@ -261,6 +262,22 @@ void counter_scenarios(Bench& bench, lc::LimitCounter& counter) {
   bench.run(sliding);
 }
 
+// `count` rules over the shapes merchant, dept, channel, user and the periods day, month,
+// hour, minute (4 shapes x 4 periods at most).
+lc::RuleSet consume_rules(int count) {
+  static const char* const shapes[] = {"merchant", "dept", "channel", "user"};
+  static const lc::Period periods[] = {lc::Period::day, lc::Period::month, lc::Period::hour,
+                                       lc::Period::minute};
+  lc::RuleSet rules;
+  for (int r = 0; r < count; ++r) {
+    rules.add(lc::Rule("r" + std::to_string(r))
+                  .where(shapes[r % 4])
+                  .per(periods[r / 4])
+                  .max_amount(1'000'000'000'000'000));
+  }
+  return rules;
+}
+
 // The exact limit.lua call the library makes to decide `transaction(t, i)`, for the baseline:
 // its arguments come from the library's own builder (kept per thread while the fingerprint
 // stays the same); only the record key changes per transaction.
@@ -293,16 +310,7 @@ decide_calls(const lc::LimitCounter& limits, const lc::RuleSet& rules, lc::TimeP
 // consume_<n>_rules rows; with `threads64`, its `_threads64` row (`limits` then on a default
 // Redis).
 void consume_scenario(Bench& bench, lc::LimitCounter& limits, int rule_count, bool threads64) {
-  static const char* const shapes[] = {"merchant", "dept", "channel", "user"};
-  static const lc::Period periods[] = {lc::Period::day, lc::Period::month, lc::Period::hour,
-                                       lc::Period::minute};
-  lc::RuleSet rules;
-  for (int r = 0; r < rule_count; ++r) {
-    rules.add(lc::Rule("r" + std::to_string(r))
-                  .where(shapes[r % 4])
-                  .per(periods[r / 4])
-                  .max_amount(1'000'000'000'000'000));
-  }
+  const lc::RuleSet rules = consume_rules(rule_count);
   limits.set_rules(rules);
   const auto now = lc::Clock::now();
   const auto transaction = [&bench, now](const char* kind, int t, std::uint64_t i) {
@@ -439,36 +447,79 @@ void grab_scenario(Bench& bench) {
   bench.run(grab);
 }
 
-// Redis memory per counter (count and amount) with 100,000 dimensions in one day window.
-void memory_per_counter(Bench& bench, lc::LimitCounter& counter, bool json) {
-  const auto now = lc::Clock::now();
-  std::vector<lc::AddRequest> requests;
-  for (int i = 0; i < 100'000; ++i) {
-    requests.push_back({"memory",
-                        lc::Dimension{"Ali", "Deduct", "bank" + std::to_string(i)},
-                        {lc::Period::day},
-                        1,
-                        12345,
-                        now});
-    if (requests.size() == 1000) {
-      counter.add_many(requests);
-      requests.clear();
-    }
+// The server's EVALSHA time per consume (INFO commandstats) of `limits` under `rules` over
+// 2,000 calls, or `least` if that is less (the machine's pauses only ever add time). The
+// merchant of call i is one of `merchants`.
+double least_usec_per_consume(Bench& bench, lc::LimitCounter& limits, const lc::RuleSet& rules,
+                              const std::string& kind, std::uint64_t& next_id, double least,
+                              std::uint64_t merchants = 1) {
+  limits.set_rules(rules);
+  bench.redis.command({"CONFIG", "RESETSTAT"});
+  for (int i = 0; i < 2000; ++i) {
+    const std::uint64_t call = next_id++;
+    limits.consume({id(kind.c_str(), bench.nonce, 0, call),
+                    {{"merchant", "m" + std::to_string(call * 7919 % merchants)},
+                     {"dept", "cmb"},
+                     {"channel", "Ali"},
+                     {"user", "u1"}},
+                    100});
   }
-  const auto key = counter.keys().window("memory", lc::Period::day,
-                                         counter.calendar().window(lc::Period::day, now).id);
-  const double bytes =
-      static_cast<double>(
-          bench.redis.command({"MEMORY", "USAGE", key, "SAMPLES", "0"}).as_integer()) /
-      100'000;
-  if (json) {
-    std::printf("{\"scenario\": \"memory_per_counter\", \"bytes_per_counter\": %.1f, "
-                "\"dimensions\": 100000}\n",
-                bytes);
-  } else {
-    std::printf("memory per counter (count and amount, 100,000 dimensions, one hash per window): "
-                "%.1f bytes\n",
-                bytes);
+  const std::string stats = bench.redis.command({"INFO", "commandstats"}).as_string();
+  const auto at = stats.find("cmdstat_evalsha:");
+  const auto per_call = stats.find("usec_per_call=", at);
+  return std::min(least, std::stod(stats.substr(per_call + 14)));
+}
+
+lc::LimitCounterOptions bucketed_options(const Bench& bench, std::uint32_t buckets) {
+  lc::LimitCounterOptions options;
+  options.key_prefix = "bench:" + bench.nonce + ":b" + std::to_string(buckets) + ":";
+  options.counter_buckets = buckets;
+  return options;
+}
+
+// The bucket counts compared: one hash; about 98 and 24 dimensions per hash at 100,000
+// dimensions (within the default hash-max-listpack-entries of 128).
+constexpr std::uint32_t compared_buckets[] = {1, 1024, 4096};
+
+// Redis memory per counter (count and amount) with 100,000 dimensions of one counter in one
+// day window, for each of `compared_buckets`: MEMORY USAGE summed over every bucket's hash.
+void memory_per_counter(Bench& bench, bool json) {
+  const auto now = lc::Clock::now();
+  for (const std::uint32_t buckets : compared_buckets) {
+    lc::LimitCounter counter(bench.redis, lc::Calendar("Asia/Shanghai"),
+                             bucketed_options(bench, buckets));
+    std::vector<lc::AddRequest> requests;
+    for (int i = 0; i < 100'000; ++i) {
+      requests.push_back({"memory",
+                          lc::Dimension{"Ali", "Deduct", "bank" + std::to_string(i)},
+                          {lc::Period::day},
+                          1,
+                          12345,
+                          now});
+      if (requests.size() == 1000) {
+        counter.add_many(requests);
+        requests.clear();
+      }
+    }
+    const auto& keys = counter.keys();
+    const std::string day = counter.calendar().window(lc::Period::day, now).id;
+    long long total = 0;
+    for (std::uint32_t bucket = 0; bucket < buckets; ++bucket) {
+      const lc::Reply used = bench.redis.command(
+          {"MEMORY", "USAGE", keys.window(keys.bucket_tag("memory", bucket), lc::Period::day, day),
+           "SAMPLES", "0"});
+      total += used.is_nil() ? 0 : used.as_integer();
+    }
+    const double bytes = static_cast<double>(total) / 100'000;
+    if (json) {
+      std::printf("{\"scenario\": \"counter_bytes_buckets%u\", \"bytes_per_counter\": %.1f, "
+                  "\"dimensions\": 100000, \"buckets\": %u}\n",
+                  buckets, bytes, buckets);
+    } else {
+      std::printf("memory per counter (count and amount, 100,000 dimensions, %u bucket(s)): "
+                  "%.1f bytes\n",
+                  buckets, bytes);
+    }
   }
 }
 
@@ -476,34 +527,13 @@ void memory_per_counter(Bench& bench, lc::LimitCounter& counter, bool json) {
 // (16 counters: 4 shapes x 4 periods). The two take turns for 5 rounds of 2,000 calls; the
 // least time per call of each counts, as the machine's pauses only ever add time.
 void server_time_per_rule(Bench& bench, lc::LimitCounter& limits, bool json) {
-  static const char* const shapes[] = {"merchant", "dept", "channel", "user"};
-  static const lc::Period periods[] = {lc::Period::day, lc::Period::month, lc::Period::hour,
-                                       lc::Period::minute};
-  const int counts[2] = {1, 16};
-  lc::RuleSet rule_sets[2];
-  for (int k = 0; k < 2; ++k) {
-    for (int r = 0; r < counts[k]; ++r) {
-      rule_sets[k].add(lc::Rule("r" + std::to_string(r))
-                           .where(shapes[r % 4])
-                           .per(periods[r / 4])
-                           .max_amount(1'000'000'000'000'000));
-    }
-  }
+  const lc::RuleSet rule_sets[2] = {consume_rules(1), consume_rules(16)};
   double usec[2] = {1e9, 1e9};
   std::uint64_t next_id = 0;
   for (int round = 0; round < 5; ++round) {
     for (int k = 0; k < 2; ++k) {
-      limits.set_rules(rule_sets[k]);
-      bench.redis.command({"CONFIG", "RESETSTAT"});
-      for (int i = 0; i < 2000; ++i) {
-        limits.consume({id("s", bench.nonce, k, next_id++),
-                        {{"merchant", "m1"}, {"dept", "cmb"}, {"channel", "Ali"}, {"user", "u1"}},
-                        100});
-      }
-      const std::string stats = bench.redis.command({"INFO", "commandstats"}).as_string();
-      const auto at = stats.find("cmdstat_evalsha:");
-      const auto per_call = stats.find("usec_per_call=", at);
-      usec[k] = std::min(usec[k], std::stod(stats.substr(per_call + 14)));
+      usec[k] = least_usec_per_consume(bench, limits, rule_sets[k], "s" + std::to_string(k),
+                                       next_id, usec[k]);
     }
   }
   const double per_rule = (usec[1] - usec[0]) / 15;
@@ -516,6 +546,53 @@ void server_time_per_rule(Bench& bench, lc::LimitCounter& limits, bool json) {
     std::printf("server time of consume: %.2f us with 1 rule, %.2f us with 16 rules: %.3f us per "
                 "extra rule\n",
                 usec[0], usec[1], per_rule);
+  }
+}
+
+// Server time of a 4-rule consume (INFO commandstats) for each of `compared_buckets`, taking
+// turns, with 100,000 merchants already counted in today's merchant window: one hashtable
+// with 1 bucket, listpacks of about 98 or 24 fields with 1,024 or 4,096 buckets.
+void server_time_buckets(Bench& bench, bool json) {
+  const lc::RuleSet rules = consume_rules(4);
+  constexpr std::size_t compared = std::size(compared_buckets);
+  std::vector<std::unique_ptr<lc::LimitCounter>> counters;
+  for (const std::uint32_t buckets : compared_buckets) {
+    auto options = bucketed_options(bench, buckets);
+    options.key_prefix += "t:";
+    counters.push_back(
+        std::make_unique<lc::LimitCounter>(bench.redis, lc::Calendar("Asia/Shanghai"), options));
+    std::vector<lc::AddRequest> requests;
+    for (int i = 0; i < 100'000; ++i) {
+      requests.push_back({"merchant",
+                          lc::Dimension{"m" + std::to_string(i)},
+                          {lc::Period::day},
+                          1,
+                          100,
+                          lc::Clock::now()});
+      if (requests.size() == 1000) {
+        counters.back()->add_many(requests);
+        requests.clear();
+      }
+    }
+  }
+  std::vector<double> usec(compared, 1e9);
+  std::uint64_t next_id = 0;
+  for (int round = 0; round < 5; ++round) {
+    for (std::size_t k = 0; k < compared; ++k) {
+      usec[k] = least_usec_per_consume(bench, *counters[k], rules, "k" + std::to_string(k), next_id,
+                                       usec[k], 100'000);
+    }
+  }
+  for (std::size_t k = 0; k < compared; ++k) {
+    if (json) {
+      std::printf("{\"scenario\": \"consume_4_rules_server_time_buckets%u\", \"usec\": %.2f, "
+                  "\"merchants\": 100000}\n",
+                  compared_buckets[k], usec[k]);
+    } else {
+      std::printf("server time of a 4-rule consume, 100,000 merchants counted, %u bucket(s): "
+                  "%.2f us\n",
+                  compared_buckets[k], usec[k]);
+    }
   }
 }
 
@@ -597,11 +674,12 @@ int main(int argc, char** argv) try {
   } else {
     bench::print_table(bench.rows);
   }
-  if (wanted("memory")) {
-    memory_per_counter(bench, counter, json);
+  if (wanted("memory") || wanted("counter_bytes")) {
+    memory_per_counter(bench, json);
   }
   if (wanted("server_time")) {
     server_time_per_rule(bench, counter, json);
+    server_time_buckets(bench, json);
   }
   return 0;
 } catch (const std::exception& e) {

@@ -62,6 +62,16 @@ struct ExhaustedCacheOptions {
 struct LimitCounterOptions {
   /// Prepended to every key; see `CounterKeys`.
   std::string key_prefix = std::string(CounterKeys::default_prefix);
+  /// The number of buckets each counter's dimensions are spread over (1..16384; see
+  /// `CounterKeys`). 1, the default, keeps one hash per counter and window, `{<counter>}`;
+  /// N > 1 puts dimension `d` in hash tag `{<bucket>:<counter>}`, bucket =
+  /// `CounterKeys::bucket_of(d)`: smaller hashes (listpack-encoded, fewer bytes per counter)
+  /// spread over every cluster master, at the cost, on a cluster, of deciding every
+  /// transaction through its home record (about three round trips instead of one). Fixed per
+  /// key prefix: every writer and reader of one prefix must use the same N (a reader with
+  /// another N finds nothing; writers with another N count apart). Throws at construction of
+  /// the LimitCounter (invalid_argument) outside 1..16384.
+  std::uint32_t counter_buckets = 1;
   /// How long a window's key outlives the window's end, so that late reads, refunds and
   /// clocks a little behind still find it. The key expires at window end + grace.
   std::chrono::seconds window_grace{std::chrono::hours{1}};
@@ -267,13 +277,16 @@ public:
   };
   /// Lists the dimensions counted in `counter`'s window of `period` containing `at`, a page at
   /// a time, without changing anything: start with cursor "0", pass each page's `cursor` to the
-  /// next call, stop when `done()`. It is Redis's HSCAN of the window's hash (one key, so one
-  /// node of a cluster), with its guarantees: a dimension present from the first call to the
-  /// last is listed at least once, and may be listed twice (de-duplicate by dimension when
-  /// that matters); one added or expired meanwhile may or may not be. `count` (1 to 10,000)
-  /// is a hint for the page size; a small window comes back whole in one page. An expired or
-  /// empty window is one empty page, done. Throws invalid_argument for a bad counter name,
-  /// cursor or count (nothing sent); protocol_error for a field this library did not write.
+  /// next call, stop when `done()`. It is Redis's HSCAN of the window's hash, with its
+  /// guarantees: a dimension present from the first call to the last is listed at least once,
+  /// and may be listed twice (de-duplicate by dimension when that matters); one added or
+  /// expired meanwhile may or may not be. `count` (1 to 10,000) is a hint for the page size;
+  /// a small window comes back whole in one page. With `counter_buckets` N > 1 the hashes of
+  /// buckets 0..N-1 are scanned in turn (one HSCAN per bucket at least, on that bucket's node)
+  /// until a page has `count` dimensions, and the cursor is "<bucket>:<HSCAN cursor>". An
+  /// expired or empty window is one empty page, done. Throws invalid_argument for a bad counter
+  /// name, cursor (one that is not this bucket count's) or count (nothing sent);
+  /// protocol_error for a field this library did not write.
   DimensionPage dimensions(std::string_view counter, Period period, TimePoint at = Clock::now(),
                            std::string_view cursor = "0", std::int64_t count = 100);
 
@@ -292,7 +305,8 @@ public:
   /// Corrects `dimension` of `counter` in the window of `period` containing `at` by
   /// `correction.count` and `correction.amount` (either may be negative), and appends an
   /// audit entry (id, counter, period, window, dimension, before and after as
-  /// "<count>:<amount>", author, reason, at = now in unix ms) to `keys().audit(counter)`, in
+  /// "<count>:<amount>", author, reason, at = now in unix ms) to
+  /// `keys().audit(keys().tag(counter, dimension.field()))` (the dimension's bucket), in
   /// one script: the counter moves if and only if its entry is written. Idempotent by
   /// `correction.id` for `record_min_ttl`: a retry (e.g. after Outcome::unknown) returns
   /// the first result with `replayed`; the same id with other content throws conflict
@@ -309,7 +323,9 @@ public:
   /// Redis Cluster it reads the home record `<prefix>tx:{id}` and the share records of its
   /// plan; a transaction whose counters share one slot has only a share record
   /// `<prefix>{<counter>}:tx:<id>`, looked for under the counters of the rules in force and
-  /// of `counters`. Throws invalid_argument for a bad id or counter name (nothing sent).
+  /// of `counters` (with `counter_buckets` > 1 every transaction has a home record, and
+  /// `counters` is not needed). Throws invalid_argument for a bad id or counter name (nothing
+  /// sent).
   std::optional<TransactionRecord>
   transaction_record(const std::string& transaction_id,
                      const std::vector<std::string>& counters = {});

@@ -170,34 +170,44 @@ LimitCounter::PreparedDecision LimitCounter::prepare_decide(std::string_view op,
         continue;
       }
       const Window window = calendar_.window(*rule->period(), transaction.time);
-      prepared.local_counters.push_back(
-          {keys_.window(rule->counter_name(), *rule->period(), window.id),
-           detail::dimension_field(*rule, transaction), keys_.local_reports(rule->counter_name()),
-           window.end + options_.window_grace, rule->max_count(), rule->max_amount(),
-           rule->local_share()});
+      std::string field = detail::dimension_field(*rule, transaction);
+      const std::string tag = keys_.tag(rule->counter_name(), field);
+      prepared.local_counters.push_back({keys_.window(tag, *rule->period(), window.id),
+                                         std::move(field), keys_.local_reports(tag),
+                                         window.end + options_.window_grace, rule->max_count(),
+                                         rule->max_amount(), rule->local_share()});
     }
   }
   if (redis_.is_cluster() && !matched.window.empty()) {
-    // One share per slot: the rules whose counters live there, with a record of their own.
-    std::vector<std::pair<std::uint16_t, std::vector<const Rule*>>> by_slot;
+    // One share per slot: the rules whose counters live there, with a record of their own
+    // in the slot of the first one's counter tag.
+    struct Share {
+      std::uint16_t slot;
+      std::string tag;
+      std::vector<const Rule*> rules;
+    };
+    std::vector<Share> by_slot;
     for (const Rule* rule : matched.window) {
-      const std::uint16_t slot = detail::key_slot(keys_.holds(rule->counter_name()));
+      std::string tag =
+          keys_.tag(rule->counter_name(), detail::dimension_field(*rule, transaction));
+      const std::uint16_t slot = detail::key_slot(keys_.holds(tag));
       auto share = std::find_if(by_slot.begin(), by_slot.end(),
-                                [&](const auto& s) { return s.first == slot; });
+                                [&](const Share& s) { return s.slot == slot; });
       if (share == by_slot.end()) {
-        share = by_slot.insert(by_slot.end(), {slot, {}});
+        share = by_slot.insert(by_slot.end(), {slot, std::move(tag), {}});
       }
-      share->second.push_back(rule);
+      share->rules.push_back(rule);
     }
-    for (const auto& [slot, share_rules] : by_slot) {
-      const std::string record =
-          keys_.transaction_share(share_rules.front()->counter_name(), transaction.id);
+    for (const auto& [slot, tag, share_rules] : by_slot) {
+      const std::string record = keys_.transaction_share(tag, transaction.id);
       context.record_key = &record;
       auto call =
           detail::build_decide(op, transaction, matched.per_transaction, share_rules, context);
       prepared.shares.push_back({&scripts::limit, std::move(call.keys), std::move(call.args)});
     }
-    if (prepared.shares.size() > 1) {
+    // With several buckets, confirm, cancel and refund (given only the id) cannot tell which
+    // bucket's share a one-slot transaction used: every transaction goes through its home.
+    if (prepared.shares.size() > 1 || keys_.buckets() > 1) {
       return prepared;
     }
     prepared.call = std::move(prepared.shares.front());

@@ -234,7 +234,8 @@ void LimitCounter::void_shares(const Transaction& transaction,
 
 std::vector<std::string> LimitCounter::record_keys(const std::string& transaction_id) const {
   std::vector<std::string> records{keys_.transaction(transaction_id)};
-  if (redis_.is_cluster()) {
+  // With several buckets every cluster transaction has a home record: no share to look for.
+  if (redis_.is_cluster() && keys_.buckets() == 1) {
     for (const Rule& rule : rules()->rules()) {
       if (rule.kind() == Rule::Kind::window) {
         std::string record = keys_.transaction_share(rule.counter_name(), transaction_id);
