@@ -5,8 +5,10 @@
 //   limitcounter_bench <redis-uri> --cluster <redis-cluster-uri> [--millis N]
 //     (the consume scenarios on the cluster next to the standalone server, see cluster.hpp)
 
+#include <atomic>
 #include <cstring>
 #include <iostream>
+#include <iterator>
 #include <memory>
 #include <optional>
 
@@ -26,6 +28,7 @@ using namespace std::chrono_literals;
 namespace {
 
 constexpr int thread_count = 4;
+constexpr int many_threads = 64; // the `_threads64` rows
 constexpr int batch = 64;
 constexpr int rounds = 3;
 
@@ -97,10 +100,16 @@ struct Bench {
   std::chrono::milliseconds duration;
   std::string nonce;
   std::vector<bench::Row> rows;
+  /// The server at every default option (pool_size 8, pool_wait_timeout 1 s): the
+  /// `_threads64` rows share one such Redis among 64 threads.
+  lc::RedisOptions default_options;
 
-  void run(const Scenario& scenario) {
+  // The `_sync`, `_threads` and `_batch64` rows of `scenario`; with `threads64`, its
+  // `_threads64` row instead: 64 threads, every call that throws counted as a failure on
+  // either side (the baseline has one connection per thread).
+  void run(const Scenario& scenario, bool threads64 = false) {
     std::vector<std::unique_ptr<RawClient>> raw;
-    for (int t = 0; t < thread_count; ++t) {
+    for (int t = 0; t < (threads64 ? many_threads : thread_count); ++t) {
       raw.push_back(std::make_unique<RawClient>(options));
     }
     const auto baseline = [&](int t, std::uint64_t i) {
@@ -135,6 +144,22 @@ struct Bench {
       }
       rows.push_back(best);
     };
+    if (threads64) {
+      std::atomic<std::uint64_t> failures[2] = {{0}, {0}};
+      const auto counted = [&failures](int who, const std::function<void(int, std::uint64_t)>& op) {
+        return [&failures, who, op](int t, std::uint64_t i) {
+          try {
+            op(t, i);
+          } catch (const std::exception&) {
+            ++failures[who];
+          }
+        };
+      };
+      row("_threads64", many_threads, 1, counted(0, scenario.library), counted(1, baseline));
+      rows.back().library.failures = failures[0];
+      rows.back().baseline.failures = failures[1];
+      return;
+    }
     row("_sync", 1, 1, scenario.library, baseline);
     row("_threads", thread_count, 1, scenario.library, baseline);
     if (scenario.library_batch) {
@@ -146,6 +171,34 @@ struct Bench {
 std::string id(const char* kind, const std::string& nonce, int t, std::uint64_t i) {
   return std::string(kind) + nonce.substr(nonce.size() - 6) + "-" + std::to_string(t) + "-" +
          std::to_string(i);
+}
+
+// sms_cap rows; with `threads64`, its `_threads64` row (`counter` then on a default Redis).
+void cap_scenario(Bench& bench, lc::LimitCounter& counter, bool threads64) {
+  const auto now = lc::Clock::now();
+  Scenario cap;
+  cap.name = "sms_cap";
+  const auto day = counter.calendar().window(lc::Period::day, now);
+  const std::string cap_key = counter.keys().cap_window("sms", day.id);
+  const std::string cap_expiry = std::to_string(
+      std::chrono::duration_cast<std::chrono::milliseconds>((day.end + 1h).time_since_epoch())
+          .count());
+  cap.call = [=](int, std::uint64_t i) {
+    return lc::ScriptCall{&lc::scripts::cap_take,
+                          {cap_key},
+                          {"acct" + std::to_string(i % 1000), "1", "1000000000000", cap_expiry}};
+  };
+  cap.library = [&, now](int, std::uint64_t i) {
+    counter.take_daily_cap("sms", "acct" + std::to_string(i % 1000), 1'000'000'000'000, now);
+  };
+  cap.library_batch = [&, now](int, std::uint64_t i) {
+    std::vector<lc::CapRequest> requests;
+    for (std::uint64_t k = i * batch; k < (i + 1) * batch; ++k) {
+      requests.push_back({"sms", "acct" + std::to_string(k % 1000), 1'000'000'000'000, now, 1});
+    }
+    counter.take_daily_cap_many(requests);
+  };
+  bench.run(cap, threads64);
 }
 
 void counter_scenarios(Bench& bench, lc::LimitCounter& counter) {
@@ -183,29 +236,7 @@ void counter_scenarios(Bench& bench, lc::LimitCounter& counter) {
   };
   bench.run(add);
 
-  Scenario cap;
-  cap.name = "sms_cap";
-  const auto day = counter.calendar().window(lc::Period::day, now);
-  const std::string cap_key = counter.keys().cap_window("sms", day.id);
-  const std::string cap_expiry = std::to_string(
-      std::chrono::duration_cast<std::chrono::milliseconds>((day.end + 1h).time_since_epoch())
-          .count());
-  cap.call = [=](int, std::uint64_t i) {
-    return lc::ScriptCall{&lc::scripts::cap_take,
-                          {cap_key},
-                          {"acct" + std::to_string(i % 1000), "1", "1000000000000", cap_expiry}};
-  };
-  cap.library = [&, now](int, std::uint64_t i) {
-    counter.take_daily_cap("sms", "acct" + std::to_string(i % 1000), 1'000'000'000'000, now);
-  };
-  cap.library_batch = [&, now](int, std::uint64_t i) {
-    std::vector<lc::CapRequest> requests;
-    for (std::uint64_t k = i * batch; k < (i + 1) * batch; ++k) {
-      requests.push_back({"sms", "acct" + std::to_string(k % 1000), 1'000'000'000'000, now, 1});
-    }
-    counter.take_daily_cap_many(requests);
-  };
-  bench.run(cap);
+  cap_scenario(bench, counter, false);
 
   Scenario sliding;
   sliding.name = "sliding_window";
@@ -231,17 +262,55 @@ void counter_scenarios(Bench& bench, lc::LimitCounter& counter) {
   bench.run(sliding);
 }
 
-void consume_scenario(Bench& bench, lc::LimitCounter& limits, int rule_count) {
+// `count` rules over the shapes merchant, dept, channel, user and the periods day, month,
+// hour, minute (4 shapes x 4 periods at most).
+lc::RuleSet consume_rules(int count) {
   static const char* const shapes[] = {"merchant", "dept", "channel", "user"};
   static const lc::Period periods[] = {lc::Period::day, lc::Period::month, lc::Period::hour,
                                        lc::Period::minute};
   lc::RuleSet rules;
-  for (int r = 0; r < rule_count; ++r) {
+  for (int r = 0; r < count; ++r) {
     rules.add(lc::Rule("r" + std::to_string(r))
                   .where(shapes[r % 4])
                   .per(periods[r / 4])
                   .max_amount(1'000'000'000'000'000));
   }
+  return rules;
+}
+
+// The exact limit.lua call the library makes to decide `transaction(t, i)`, for the baseline:
+// its arguments come from the library's own builder (kept per thread while the fingerprint
+// stays the same); only the record key changes per transaction.
+std::function<lc::ScriptCall(int, std::uint64_t)>
+decide_calls(const lc::LimitCounter& limits, const lc::RuleSet& rules, lc::TimePoint now,
+             std::function<lc::Transaction(int, std::uint64_t)> transaction) {
+  return [&limits, keys = lc::CounterKeys(limits.keys()), rules, now,
+          transaction](int t, std::uint64_t i) {
+    const lc::Transaction tx = transaction(t, i);
+    lc::detail::DecideContext context;
+    context.calendar = &limits.calendar();
+    context.keys = &keys;
+    context.window_grace = 1h;
+    context.record_min_ttl = 24h;
+    context.reservation_timeout = 15min;
+    context.now = now;
+    static thread_local std::optional<lc::detail::LimitCall> templates[16];
+    auto& cached = templates[static_cast<std::size_t>(i % 50 % 16)];
+    if (!cached || cached->args[1] != lc::detail::fingerprint("consume", tx)) {
+      const auto matched = lc::detail::match_rules(rules, tx);
+      cached =
+          lc::detail::build_decide("consume", tx, matched.per_transaction, matched.window, context);
+    }
+    lc::ScriptCall call{&lc::scripts::limit, cached->keys, cached->args};
+    call.keys[0] = keys.transaction(tx.id);
+    return call;
+  };
+}
+
+// consume_<n>_rules rows; with `threads64`, its `_threads64` row (`limits` then on a default
+// Redis).
+void consume_scenario(Bench& bench, lc::LimitCounter& limits, int rule_count, bool threads64) {
+  const lc::RuleSet rules = consume_rules(rule_count);
   limits.set_rules(rules);
   const auto now = lc::Clock::now();
   const auto transaction = [&bench, now](const char* kind, int t, std::uint64_t i) {
@@ -255,32 +324,10 @@ void consume_scenario(Bench& bench, lc::LimitCounter& limits, int rule_count) {
     tx.time = now;
     return tx;
   };
-  // The baseline sends exactly what the library would: its arguments come from the same
-  // builder; only the record key changes per transaction.
-  lc::CounterKeys keys(limits.keys());
   Scenario consume;
   consume.name = "consume_" + std::to_string(rule_count) + "_rules";
-  consume.call = [&, keys, rules, transaction](int t, std::uint64_t i) {
-    const lc::Transaction tx = transaction("b", t, i);
-    lc::detail::DecideContext context;
-    context.calendar = &limits.calendar();
-    context.keys = &keys;
-    context.window_grace = 1h;
-    context.record_min_ttl = 24h;
-    context.reservation_timeout = 15min;
-    context.now = now;
-    static thread_local std::optional<lc::detail::LimitCall> templates[64];
-    auto& cached =
-        templates[static_cast<std::size_t>(t) * 16 + static_cast<std::size_t>(i % 50) % 16];
-    if (!cached || cached->args[1] != lc::detail::fingerprint("consume", tx)) {
-      const auto matched = lc::detail::match_rules(rules, tx);
-      cached =
-          lc::detail::build_decide("consume", tx, matched.per_transaction, matched.window, context);
-    }
-    lc::ScriptCall call{&lc::scripts::limit, cached->keys, cached->args};
-    call.keys[0] = keys.transaction(tx.id);
-    return call;
-  };
+  consume.call = decide_calls(
+      limits, rules, now, [transaction](int t, std::uint64_t i) { return transaction("b", t, i); });
   consume.library = [&, transaction](int t, std::uint64_t i) {
     limits.consume(transaction("l", t, i));
   };
@@ -291,7 +338,46 @@ void consume_scenario(Bench& bench, lc::LimitCounter& limits, int rule_count) {
     }
     limits.consume_many(txs);
   };
-  bench.run(consume);
+  bench.run(consume, threads64);
+}
+
+// Denials of an exhausted dimension (a count limit of 1, used): exhausted_cache_off sends each
+// to Redis; exhausted_cache_on (max_staleness 1 s) decides them in this process, sending one
+// a second. Both next to raw hiredis sending the call the library sends with the cache off.
+void exhausted_scenarios(Bench& bench, const lc::LimitCounterOptions& base) {
+  const lc::RuleSet rules =
+      lc::RuleSet().add(lc::Rule("full").where("merchant").per(lc::Period::day).max_count(1));
+  const auto now = lc::Clock::now();
+  for (const bool on : {false, true}) {
+    lc::LimitCounterOptions options = base;
+    options.key_prefix += "exhausted:";
+    options.exhausted_cache.enabled = on;
+    lc::LimitCounter limits(bench.redis, lc::Calendar("Asia/Shanghai"), options);
+    limits.set_rules(rules);
+    const std::string kinds = on ? "cCd" : "oOp"; // library, library batch, baseline
+    const auto transaction = [&bench, now, kinds](int kind, int t, std::uint64_t i) {
+      const char letter[2] = {kinds[static_cast<std::size_t>(kind)], 0};
+      return lc::Transaction{id(letter, bench.nonce, t, i), {{"merchant", "full"}}, 100, now};
+    };
+    limits.consume(transaction(0, -1, 0)); // fills the limit (a repeat in the second pass)
+    Scenario denial;
+    denial.name = on ? "exhausted_cache_on" : "exhausted_cache_off";
+    denial.call = decide_calls(
+        limits, rules, now, [transaction](int t, std::uint64_t i) { return transaction(2, t, i); });
+    denial.library = [&, transaction](int t, std::uint64_t i) {
+      if (limits.consume(transaction(0, t, i)).allowed()) {
+        throw std::runtime_error("exhausted: a transaction was allowed");
+      }
+    };
+    denial.library_batch = [&, transaction](int t, std::uint64_t i) {
+      std::vector<lc::Transaction> txs;
+      for (int k = 0; k < batch; ++k) {
+        txs.push_back(transaction(1, t, i * batch + static_cast<std::uint64_t>(k)));
+      }
+      limits.consume_many(txs);
+    };
+    bench.run(denial);
+  }
 }
 
 void wallet_scenario(Bench& bench) {
@@ -361,36 +447,79 @@ void grab_scenario(Bench& bench) {
   bench.run(grab);
 }
 
-// Redis memory per counter (count and amount) with 100,000 dimensions in one day window.
-void memory_per_counter(Bench& bench, lc::LimitCounter& counter, bool json) {
-  const auto now = lc::Clock::now();
-  std::vector<lc::AddRequest> requests;
-  for (int i = 0; i < 100'000; ++i) {
-    requests.push_back({"memory",
-                        lc::Dimension{"Ali", "Deduct", "bank" + std::to_string(i)},
-                        {lc::Period::day},
-                        1,
-                        12345,
-                        now});
-    if (requests.size() == 1000) {
-      counter.add_many(requests);
-      requests.clear();
-    }
+// The server's EVALSHA time per consume (INFO commandstats) of `limits` under `rules` over
+// 2,000 calls, or `least` if that is less (the machine's pauses only ever add time). The
+// merchant of call i is one of `merchants`.
+double least_usec_per_consume(Bench& bench, lc::LimitCounter& limits, const lc::RuleSet& rules,
+                              const std::string& kind, std::uint64_t& next_id, double least,
+                              std::uint64_t merchants = 1) {
+  limits.set_rules(rules);
+  bench.redis.command({"CONFIG", "RESETSTAT"});
+  for (int i = 0; i < 2000; ++i) {
+    const std::uint64_t call = next_id++;
+    limits.consume({id(kind.c_str(), bench.nonce, 0, call),
+                    {{"merchant", "m" + std::to_string(call * 7919 % merchants)},
+                     {"dept", "cmb"},
+                     {"channel", "Ali"},
+                     {"user", "u1"}},
+                    100});
   }
-  const auto key = counter.keys().window("memory", lc::Period::day,
-                                         counter.calendar().window(lc::Period::day, now).id);
-  const double bytes =
-      static_cast<double>(
-          bench.redis.command({"MEMORY", "USAGE", key, "SAMPLES", "0"}).as_integer()) /
-      100'000;
-  if (json) {
-    std::printf("{\"scenario\": \"memory_per_counter\", \"bytes_per_counter\": %.1f, "
-                "\"dimensions\": 100000}\n",
-                bytes);
-  } else {
-    std::printf("memory per counter (count and amount, 100,000 dimensions, one hash per window): "
-                "%.1f bytes\n",
-                bytes);
+  const std::string stats = bench.redis.command({"INFO", "commandstats"}).as_string();
+  const auto at = stats.find("cmdstat_evalsha:");
+  const auto per_call = stats.find("usec_per_call=", at);
+  return std::min(least, std::stod(stats.substr(per_call + 14)));
+}
+
+lc::LimitCounterOptions bucketed_options(const Bench& bench, std::uint32_t buckets) {
+  lc::LimitCounterOptions options;
+  options.key_prefix = "bench:" + bench.nonce + ":b" + std::to_string(buckets) + ":";
+  options.counter_buckets = buckets;
+  return options;
+}
+
+// The bucket counts compared: one hash; about 98 and 24 dimensions per hash at 100,000
+// dimensions (within the default hash-max-listpack-entries of 128).
+constexpr std::uint32_t compared_buckets[] = {1, 1024, 4096};
+
+// Redis memory per counter (count and amount) with 100,000 dimensions of one counter in one
+// day window, for each of `compared_buckets`: MEMORY USAGE summed over every bucket's hash.
+void memory_per_counter(Bench& bench, bool json) {
+  const auto now = lc::Clock::now();
+  for (const std::uint32_t buckets : compared_buckets) {
+    lc::LimitCounter counter(bench.redis, lc::Calendar("Asia/Shanghai"),
+                             bucketed_options(bench, buckets));
+    std::vector<lc::AddRequest> requests;
+    for (int i = 0; i < 100'000; ++i) {
+      requests.push_back({"memory",
+                          lc::Dimension{"Ali", "Deduct", "bank" + std::to_string(i)},
+                          {lc::Period::day},
+                          1,
+                          12345,
+                          now});
+      if (requests.size() == 1000) {
+        counter.add_many(requests);
+        requests.clear();
+      }
+    }
+    const auto& keys = counter.keys();
+    const std::string day = counter.calendar().window(lc::Period::day, now).id;
+    long long total = 0;
+    for (std::uint32_t bucket = 0; bucket < buckets; ++bucket) {
+      const lc::Reply used = bench.redis.command(
+          {"MEMORY", "USAGE", keys.window(keys.bucket_tag("memory", bucket), lc::Period::day, day),
+           "SAMPLES", "0"});
+      total += used.is_nil() ? 0 : used.as_integer();
+    }
+    const double bytes = static_cast<double>(total) / 100'000;
+    if (json) {
+      std::printf("{\"scenario\": \"counter_bytes_buckets%u\", \"bytes_per_counter\": %.1f, "
+                  "\"dimensions\": 100000, \"buckets\": %u}\n",
+                  buckets, bytes, buckets);
+    } else {
+      std::printf("memory per counter (count and amount, 100,000 dimensions, %u bucket(s)): "
+                  "%.1f bytes\n",
+                  buckets, bytes);
+    }
   }
 }
 
@@ -398,34 +527,13 @@ void memory_per_counter(Bench& bench, lc::LimitCounter& counter, bool json) {
 // (16 counters: 4 shapes x 4 periods). The two take turns for 5 rounds of 2,000 calls; the
 // least time per call of each counts, as the machine's pauses only ever add time.
 void server_time_per_rule(Bench& bench, lc::LimitCounter& limits, bool json) {
-  static const char* const shapes[] = {"merchant", "dept", "channel", "user"};
-  static const lc::Period periods[] = {lc::Period::day, lc::Period::month, lc::Period::hour,
-                                       lc::Period::minute};
-  const int counts[2] = {1, 16};
-  lc::RuleSet rule_sets[2];
-  for (int k = 0; k < 2; ++k) {
-    for (int r = 0; r < counts[k]; ++r) {
-      rule_sets[k].add(lc::Rule("r" + std::to_string(r))
-                           .where(shapes[r % 4])
-                           .per(periods[r / 4])
-                           .max_amount(1'000'000'000'000'000));
-    }
-  }
+  const lc::RuleSet rule_sets[2] = {consume_rules(1), consume_rules(16)};
   double usec[2] = {1e9, 1e9};
   std::uint64_t next_id = 0;
   for (int round = 0; round < 5; ++round) {
     for (int k = 0; k < 2; ++k) {
-      limits.set_rules(rule_sets[k]);
-      bench.redis.command({"CONFIG", "RESETSTAT"});
-      for (int i = 0; i < 2000; ++i) {
-        limits.consume({id("s", bench.nonce, k, next_id++),
-                        {{"merchant", "m1"}, {"dept", "cmb"}, {"channel", "Ali"}, {"user", "u1"}},
-                        100});
-      }
-      const std::string stats = bench.redis.command({"INFO", "commandstats"}).as_string();
-      const auto at = stats.find("cmdstat_evalsha:");
-      const auto per_call = stats.find("usec_per_call=", at);
-      usec[k] = std::min(usec[k], std::stod(stats.substr(per_call + 14)));
+      usec[k] = least_usec_per_consume(bench, limits, rule_sets[k], "s" + std::to_string(k),
+                                       next_id, usec[k]);
     }
   }
   const double per_rule = (usec[1] - usec[0]) / 15;
@@ -438,6 +546,53 @@ void server_time_per_rule(Bench& bench, lc::LimitCounter& limits, bool json) {
     std::printf("server time of consume: %.2f us with 1 rule, %.2f us with 16 rules: %.3f us per "
                 "extra rule\n",
                 usec[0], usec[1], per_rule);
+  }
+}
+
+// Server time of a 4-rule consume (INFO commandstats) for each of `compared_buckets`, taking
+// turns, with 100,000 merchants already counted in today's merchant window: one hashtable
+// with 1 bucket, listpacks of about 98 or 24 fields with 1,024 or 4,096 buckets.
+void server_time_buckets(Bench& bench, bool json) {
+  const lc::RuleSet rules = consume_rules(4);
+  constexpr std::size_t compared = std::size(compared_buckets);
+  std::vector<std::unique_ptr<lc::LimitCounter>> counters;
+  for (const std::uint32_t buckets : compared_buckets) {
+    auto options = bucketed_options(bench, buckets);
+    options.key_prefix += "t:";
+    counters.push_back(
+        std::make_unique<lc::LimitCounter>(bench.redis, lc::Calendar("Asia/Shanghai"), options));
+    std::vector<lc::AddRequest> requests;
+    for (int i = 0; i < 100'000; ++i) {
+      requests.push_back({"merchant",
+                          lc::Dimension{"m" + std::to_string(i)},
+                          {lc::Period::day},
+                          1,
+                          100,
+                          lc::Clock::now()});
+      if (requests.size() == 1000) {
+        counters.back()->add_many(requests);
+        requests.clear();
+      }
+    }
+  }
+  std::vector<double> usec(compared, 1e9);
+  std::uint64_t next_id = 0;
+  for (int round = 0; round < 5; ++round) {
+    for (std::size_t k = 0; k < compared; ++k) {
+      usec[k] = least_usec_per_consume(bench, *counters[k], rules, "k" + std::to_string(k), next_id,
+                                       usec[k], 100'000);
+    }
+  }
+  for (std::size_t k = 0; k < compared; ++k) {
+    if (json) {
+      std::printf("{\"scenario\": \"consume_4_rules_server_time_buckets%u\", \"usec\": %.2f, "
+                  "\"merchants\": 100000}\n",
+                  compared_buckets[k], usec[k]);
+    } else {
+      std::printf("server time of a 4-rule consume, 100,000 merchants counted, %u bucket(s): "
+                  "%.2f us\n",
+                  compared_buckets[k], usec[k]);
+    }
   }
 }
 
@@ -472,11 +627,9 @@ int main(int argc, char** argv) try {
   lc::RedisOptions options = lc::RedisOptions::from_uri(argv[1]);
   options.command_timeout = 2000ms;
   options.pool_size = thread_count * 2;
-  Bench bench{options,
-              lc::Redis(options),
-              duration,
-              std::to_string(lc::Clock::now().time_since_epoch().count()),
-              {}};
+  Bench bench{options,  lc::Redis(options),
+              duration, std::to_string(lc::Clock::now().time_since_epoch().count()),
+              {},       lc::RedisOptions::from_uri(argv[1])};
   lc::LimitCounterOptions counter_options;
   counter_options.key_prefix = "bench:" + bench.nonce + ":";
   lc::LimitCounter counter(bench.redis, lc::Calendar("Asia/Shanghai"), counter_options);
@@ -491,8 +644,24 @@ int main(int argc, char** argv) try {
   }
   for (const int rules : {1, 4, 16}) {
     if (wanted(("consume_" + std::to_string(rules) + "_rules").c_str())) {
-      consume_scenario(bench, counter, rules);
+      consume_scenario(bench, counter, rules, false);
     }
+  }
+  if (wanted("consume_1_rules_threads64") || wanted("sms_cap_threads64")) {
+    // One Redis at every default option shared by 64 threads (own keys: no id repeats).
+    lc::LimitCounterOptions defaults_options = counter_options;
+    defaults_options.key_prefix += "t64:";
+    lc::LimitCounter defaults(lc::Redis(bench.default_options), counter.calendar(),
+                              defaults_options);
+    if (wanted("consume_1_rules_threads64")) {
+      consume_scenario(bench, defaults, 1, true);
+    }
+    if (wanted("sms_cap_threads64")) {
+      cap_scenario(bench, defaults, true);
+    }
+  }
+  if (wanted("exhausted_cache_off") || wanted("exhausted_cache_on")) {
+    exhausted_scenarios(bench, counter_options);
   }
   if (wanted("wallet_deduct")) {
     wallet_scenario(bench);
@@ -505,11 +674,12 @@ int main(int argc, char** argv) try {
   } else {
     bench::print_table(bench.rows);
   }
-  if (wanted("memory")) {
-    memory_per_counter(bench, counter, json);
+  if (wanted("memory") || wanted("counter_bytes")) {
+    memory_per_counter(bench, json);
   }
   if (wanted("server_time")) {
     server_time_per_rule(bench, counter, json);
+    server_time_buckets(bench, json);
   }
   return 0;
 } catch (const std::exception& e) {

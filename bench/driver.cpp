@@ -47,13 +47,15 @@ Measurement measure(int threads, std::chrono::milliseconds duration, int ops_per
 }
 
 void print_table(const std::vector<Row>& rows) {
-  std::printf("%-30s %12s %9s %9s %12s %9s %7s\n", "scenario", "lib ops/s", "p50 us", "p99 us",
-              "hiredis ops/s", "p99 us", "ratio");
+  std::printf("%-34s %12s %9s %9s %12s %9s %7s %13s\n", "scenario", "lib ops/s", "p50 us", "p99 us",
+              "hiredis ops/s", "p99 us", "ratio", "failures l/h");
   for (const auto& row : rows) {
-    std::printf("%-30s %12.0f %9.1f %9.1f %12.0f %9.1f %7.3f\n", row.scenario.c_str(),
+    std::printf("%-34s %12.0f %9.1f %9.1f %12.0f %9.1f %7.3f %6llu/%-6llu\n", row.scenario.c_str(),
                 row.library.ops_per_s, row.library.p50_us, row.library.p99_us,
                 row.baseline.ops_per_s, row.baseline.p99_us,
-                row.library.ops_per_s / row.baseline.ops_per_s);
+                row.library.ops_per_s / row.baseline.ops_per_s,
+                static_cast<unsigned long long>(row.library.failures),
+                static_cast<unsigned long long>(row.baseline.failures));
   }
 }
 
@@ -62,10 +64,12 @@ void print_json(const std::vector<Row>& rows) {
     std::printf(
         "{\"scenario\": \"%s\", \"ops_per_s\": %.0f, \"p50_us\": %.2f, \"p99_us\": %.2f, "
         "\"baseline_ops_per_s\": %.0f, \"baseline_p50_us\": %.2f, \"baseline_p99_us\": %.2f, "
-        "\"ratio\": %.4f}\n",
+        "\"ratio\": %.4f, \"failures\": %llu, \"baseline_failures\": %llu}\n",
         row.scenario.c_str(), row.library.ops_per_s, row.library.p50_us, row.library.p99_us,
         row.baseline.ops_per_s, row.baseline.p50_us, row.baseline.p99_us,
-        row.library.ops_per_s / row.baseline.ops_per_s);
+        row.library.ops_per_s / row.baseline.ops_per_s,
+        static_cast<unsigned long long>(row.library.failures),
+        static_cast<unsigned long long>(row.baseline.failures));
   }
 }
 

@@ -14,6 +14,8 @@ struct Measurement {
   double ops_per_s = 0;
   double p50_us = 0;
   double p99_us = 0;
+  /// Calls that threw (counted by the `_threads64` rows only; other rows stop at an error).
+  std::uint64_t failures = 0;
 };
 
 /// Calls `op(thread, i)` with i = 0, 1, 2, ... on `threads` threads for about `duration`.

@@ -7,8 +7,14 @@
 --
 -- Record (hash KEYS[1]): fp (fingerprint: operation, amount, attributes), plan (the share record
 -- keys, newline-joined), state (pending | consumed | denied | reserved | confirmed | cancelled |
--- expired), decision (the client's encoding of the first decision), amount, hexp (hold expiry,
--- ms), refunded, and per refund r:<refund id> (rf for the full refund) = "<asked>:<given>".
+-- expired | voided), decision (the client's encoding of the first decision), amount, hexp (hold
+-- expiry, ms), refunded, and per refund r:<refund id> (rf for the full refund) = "<asked>:<given>";
+-- began (server time of the latest begin, ms); open = "<server ms>:<n>" (n counts the changes,
+-- in `changes`) while the shares may not all have followed a change of this record (a denial's
+-- voids, a confirm, expiry, cancel or refund): set by the change, cleared only by the sweep (op
+-- swept) once every share has followed, so the sweep finds interrupted fan-outs without a retry
+-- by the host and costs the hot path no round trip.
+-- voided: a transaction begun and never finished, abandoned by the sweep (its shares voided).
 -- A record without a plan is not a home (a limit.lua record of a transaction without window
 -- rules, or a tombstone): begin treats a tombstone as cancelled, the rest answers "missing".
 --
@@ -27,12 +33,20 @@
 -- replies after which the client applies the operation to every share (each share idempotently,
 -- so a retry finishes a fan-out that a lost reply or a crash interrupted); "missing" when KEYS[1]
 -- is no home (standalone, or a transaction of one slot: its share record is the authority).
+-- op sweep:   ARGV[2] age (ms), ARGV[3] the decision to store for an abandoned transaction
+--   A pending record begun at least `age` ago (server time) becomes voided (compare-and-set, so a
+--   caller that finishes later replays the abandonment) and open. Then an open record whose
+--   change is at least `age` old is handed to the sweep.
+--   Reply: {"follow", state, plan, open, amount, hexp, then per refund: asked, refund id ('' for
+--          the full refund), the full refund last} | {"none"}
+-- op swept:   ARGV[2] the open value the sweep followed: cleared if no change came since.
+--   Reply: {"closed"} | {"changed"}
 -- op confirm:  ARGV[2] final amount (-1 = all held), ARGV[3] now (ms)
 --   Reply: {"confirmed", final, released, plan} | {"already", "confirmed", final, plan}
 --          | {"expired", plan} | {"bad_state", state} | {"too_much", held} | {"missing"}
 -- op cancel:   (no more arguments)
---   Reply: {"cancelled", released, plan} | {"already", state, plan} | {"bad_state", state}
---          | {"missing"}
+--   Reply: {"cancelled", released, plan} | {"already", state, plan} (also for a voided record)
+--          | {"bad_state", state} | {"missing"}
 -- op refund:   ARGV[2] amount (-1 = all that is left), ARGV[3] refund id ('' = the full refund)
 --   Reply: {"refunded", given (by the first call of this id), refunded in total, amount,
 --           replayed "0" | "1", plan} | {"bad_state", state} | {"too_much", refundable}
@@ -45,10 +59,23 @@ local function fmt(n)
   return string.format('%d', n)
 end
 
+-- The server's clock in ms (scripts replicate their effects, so reading TIME is allowed).
+local function now_ms()
+  local time = redis.call('TIME')
+  return tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+end
+
+-- Marks the record open: its shares have a change to follow.
+local function open_fan_out()
+  local n = redis.call('HINCRBY', record, 'changes', 1)
+  redis.call('HSET', record, 'open', fmt(now_ms()) .. ':' .. fmt(n))
+end
+
 local function begin()
   local found = redis.call('HMGET', record, 'fp', 'plan', 'state', 'decision')
   if found[1] == false and found[3] == false then
-    redis.call('HSET', record, 'fp', ARGV[2], 'plan', ARGV[3], 'state', 'pending')
+    redis.call('HSET', record, 'fp', ARGV[2], 'plan', ARGV[3], 'state', 'pending', 'began',
+      fmt(now_ms()))
     redis.call('PEXPIREAT', record, ARGV[4])
     return {'go', ARGV[3]}
   end
@@ -59,6 +86,8 @@ local function begin()
     return {'conflict'}
   end
   if found[3] == 'pending' then
+    -- a caller is at work on it again: the sweep leaves it alone for another while
+    redis.call('HSET', record, 'began', fmt(now_ms()))
     return {'go', found[2]}
   end
   return {'final', found[3], found[4], found[2]}
@@ -77,6 +106,9 @@ local function finish()
   end
   redis.call('HSET', record, 'state', ARGV[3], 'decision', ARGV[4], 'amount', ARGV[5],
     'refunded', '0', 'hexp', ARGV[6])
+  if ARGV[3] == 'denied' then
+    open_fan_out() -- the shares that counted are voided next
+  end
   return {'first'}
 end
 
@@ -116,6 +148,7 @@ local function confirm()
   end
   if tonumber(redis.call('HGET', record, 'hexp')) <= tonumber(ARGV[3]) then
     redis.call('HSET', record, 'state', 'expired')
+    open_fan_out()
     return {'expired', plan}
   end
   local final = tonumber(ARGV[2])
@@ -125,6 +158,7 @@ local function confirm()
     return {'too_much', fmt(held)}
   end
   redis.call('HSET', record, 'state', 'confirmed', 'amount', fmt(final))
+  open_fan_out()
   return {'confirmed', fmt(final), fmt(held - final), plan}
 end
 
@@ -133,13 +167,14 @@ local function cancel()
   if not state then
     return {'missing'}
   end
-  if state == 'cancelled' or state == 'expired' then
+  if state == 'cancelled' or state == 'expired' or state == 'voided' then
     return {'already', state, plan}
   end
   if state ~= 'reserved' then
     return {'bad_state', state}
   end
   redis.call('HSET', record, 'state', 'cancelled')
+  open_fan_out()
   return {'cancelled', fmt(held), plan}
 end
 
@@ -168,7 +203,54 @@ local function refund()
     return {'too_much', fmt(amount - refunded)}
   end
   redis.call('HSET', record, 'refunded', fmt(refunded + give), field, ARGV[2] .. ':' .. fmt(give))
+  open_fan_out()
   return {'refunded', fmt(give), fmt(refunded + give), fmt(amount), '0', plan}
+end
+
+local function sweep()
+  local found = redis.call('HMGET', record, 'plan', 'state', 'began', 'open')
+  if not found[1] then
+    return {'none'}
+  end
+  local cutoff = now_ms() - tonumber(ARGV[2])
+  local state, open = found[2], found[4]
+  if state == 'pending' then
+    if tonumber(found[3] or '0') > cutoff then
+      return {'none'}
+    end
+    state = 'voided'
+    redis.call('HSET', record, 'state', state, 'decision', ARGV[3])
+    open_fan_out()
+    open = redis.call('HGET', record, 'open')
+  elseif not open or tonumber(string.match(open, '^(%d+):')) > cutoff then
+    return {'none'}
+  end
+  local more = redis.call('HMGET', record, 'amount', 'hexp')
+  local reply = {'follow', state, found[1], open, more[1] or '0', more[2] or '0'}
+  local fields = redis.call('HGETALL', record)
+  local full
+  for i = 1, #fields, 2 do
+    local refund_id = string.match(fields[i], '^r:(.+)$')
+    if refund_id then
+      reply[#reply + 1] = string.match(fields[i + 1], '^(-?%d+):')
+      reply[#reply + 1] = refund_id
+    elseif fields[i] == 'rf' then
+      full = string.match(fields[i + 1], '^(-?%d+):')
+    end
+  end
+  if full then
+    reply[#reply + 1] = full
+    reply[#reply + 1] = ''
+  end
+  return reply
+end
+
+local function swept()
+  if redis.call('HGET', record, 'open') ~= ARGV[2] then
+    return {'changed'}
+  end
+  redis.call('HDEL', record, 'open')
+  return {'closed'}
 end
 
 if op == 'begin' then
@@ -183,5 +265,9 @@ elseif op == 'cancel' then
   return cancel()
 elseif op == 'refund' then
   return refund()
+elseif op == 'sweep' then
+  return sweep()
+elseif op == 'swept' then
+  return swept()
 end
 return redis.error_reply('transaction_home: unknown op ' .. tostring(op))

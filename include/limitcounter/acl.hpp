@@ -13,6 +13,8 @@ inline const std::vector<std::string>& required_commands() {
       // sent directly
       "evalsha", "script|load", "hget", "hmget", "hscan", "zrangebyscore", "lrange", "time",
       "select", "ping",
+      // sent by the cluster sweep (LimitCounter::finish_interrupted) to every master
+      "scan",
       // sent once per new connection: the server check (INFO server, INFO memory)
       "info",
       // sent by the cluster router: the slot map, and the redirection of a migrating slot
@@ -28,7 +30,8 @@ inline const std::vector<std::string>& required_commands() {
       // letters read directly
       "xpending", "xclaim", "xrange", "xtrim", "xinfo|groups", "sadd", "srem", "sismember",
       // the operator calls behind limitctl: a transaction's record (lua/limit.lua inspect), a
-      // packet's status and a dead payout's requeue; `limitctl wallet journal-lag` sends XLEN
+      // packet's status and a dead payout's requeue; `limitctl wallet journal-lag` sends XLEN;
+      // HGETALL is called by the cluster sweep too (lua/transaction_home.lua sweep)
       "hgetall", "pexpiretime", "hlen", "lrem", "xlen"};
   return commands;
 }

@@ -60,25 +60,35 @@ struct RuleStatus {
 struct Decision {
   /// Whether the transaction may go ahead.
   enum class Verdict {
-    allowed,   ///< every applicable rule had room; the counters moved (not for check)
-    denied,    ///< a rule had no room (see `denial`); nothing moved
-    cancelled, ///< the id was cancelled before it was reserved; nothing moved
+    allowed, ///< every applicable rule had room; the counters moved (not for check)
+    denied,  ///< a rule had no room (see `denial`); nothing moved
+    /// the id was cancelled before it was reserved, or (on a cluster) abandoned by
+    /// `LimitCounter::finish_interrupted` before anyone learnt its decision; nothing moved
+    cancelled,
   };
 
   Verdict verdict = Verdict::allowed; ///< see `Verdict`
   /// True when the id had been decided before: this is that first decision, and nothing
   /// moved now. `state` then says where the transaction is now.
   bool replayed = false;
-  /// For replays: "consumed", "denied", "reserved", "confirmed", "cancelled" or "expired".
+  /// For replays: "consumed", "denied", "reserved", "confirmed", "cancelled" or "expired";
+  /// "voided" for a transaction the cluster sweep abandoned (see `Verdict::cancelled`).
   std::string state;
   /// True for `check`: decided without consuming.
   bool dry_run = false;
   /// True when Redis could not answer and the rules' failure policy decided (allow or
   /// deny) without counting anything.
   bool degraded = false;
+  /// True for a denial decided by this process from a denial Redis gave within
+  /// `ExhaustedCacheOptions::max_staleness` (LimitCounterOptions::exhausted_cache): nothing
+  /// was sent and nothing recorded in Redis, so this is not the id's decision. A retry of the
+  /// same id after the cache entry has expired asks Redis, which may allow it if room was
+  /// freed meanwhile, or replay what it decided for the id before. `denial` names the limit
+  /// and the `used` Redis reported; `rules` is empty.
+  bool cached = false;
   /// Which rule and limit denied (set when `verdict` is denied).
   std::optional<Denial> denial;
-  /// Every applicable window rule, in rule-set order.
+  /// Every applicable window rule, in rule-set order (empty for a `cached` denial).
   std::vector<RuleStatus> rules;
   /// The version of the rule set this call was decided by (`LimitCounter::set_rules`; 0 for
   /// rules set without a version). A replay reports the version in force at the replay, not

@@ -2,6 +2,7 @@
 // Keys: the one place that builds Redis key names. Every key carries a hash tag
 // `{...}` so that the keys one script touches share a Redis Cluster slot.
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -39,6 +40,36 @@ constexpr std::uint64_t stable_hash(std::string_view text) noexcept {
   return hash;
 }
 
+namespace detail {
+
+// CRC16-CCITT (XMODEM): polynomial 0x1021, initial value 0, as Redis Cluster specifies.
+constexpr std::array<std::uint16_t, 256> make_crc16_table() {
+  std::array<std::uint16_t, 256> table{};
+  for (unsigned byte = 0; byte < 256; ++byte) {
+    auto crc = static_cast<std::uint16_t>(byte << 8U);
+    for (int bit = 0; bit < 8; ++bit) {
+      crc = static_cast<std::uint16_t>((crc & 0x8000U) != 0 ? (crc << 1U) ^ 0x1021U : crc << 1U);
+    }
+    table[byte] = crc;
+  }
+  return table;
+}
+
+inline constexpr auto crc16_table = make_crc16_table();
+
+} // namespace detail
+
+/// CRC16-CCITT (XMODEM) of `data`, the checksum Redis Cluster takes for key slots (and
+/// Python's `binascii.crc_hqx(data, 0)`): `crc16("123456789") == 0x31C3`.
+constexpr std::uint16_t crc16(std::string_view data) noexcept {
+  std::uint16_t crc = 0;
+  for (const char c : data) {
+    const auto index = static_cast<std::uint8_t>((crc >> 8U) ^ static_cast<std::uint8_t>(c));
+    crc = static_cast<std::uint16_t>((crc << 8U) ^ detail::crc16_table[index]);
+  }
+  return crc;
+}
+
 /// Keys spread over a fixed number of partitions, each with its own hash tag
 /// `{<letter><N>}`: the base of the wallet's and the red packets' keys, whose scripts touch
 /// one owner's keys and that owner's partition queue in one slot.
@@ -74,18 +105,35 @@ private:
 };
 
 /// Keys of the period counters:
-/// `<prefix>{<counter>}:<period>:<window id>`, e.g. `trans:limit:{channel}:day:20211111`,
+/// `<prefix>{<tag>}:<period>:<window id>`, e.g. `trans:limit:{channel}:day:20211111`,
 /// a hash with one field per dimension (`Ali+Deduct+cmb`) whose value is `<count>:<amount>`.
-/// All windows of one counter share a slot, so one script updates day and month together.
+/// All windows of one counter tag share a slot, so one script updates day and month together.
+///
+/// The tag is the counter name with one bucket (the default, `buckets() == 1`), or
+/// `<bucket>:<counter>` with several: a counter's dimensions are then spread over `buckets()`
+/// hashes, `bucket_of(dimension)` each, so one counter's windows use every cluster master and
+/// each hash stays small (listpack-encoded). A counter name never contains ':' and a bucket
+/// is digits only, so two counters' tags never meet (nor a cap's, `cap:<cap>`). Every other
+/// key of a counter (holds, reports, audit, corrections, cluster share records) takes the tag
+/// of the bucket it serves: pass `tag(counter, dimension)` where these functions say
+/// `counter`. The bucket count is fixed per key prefix: every writer and reader of one prefix
+/// must use the same, or they read and write different hashes.
 class CounterKeys {
 public:
   /// The prefix when none is given.
   static constexpr std::string_view default_prefix = "trans:limit:";
+  /// The most buckets a counter may be spread over (the number of cluster slots).
+  static constexpr std::uint32_t max_buckets = 16384;
 
-  /// Throws `Error` (invalid_argument) naming a bad prefix.
-  explicit CounterKeys(std::string prefix = std::string(default_prefix))
-      : prefix_(std::move(prefix)) {
+  /// Throws `Error` (invalid_argument) naming a bad prefix, or a bucket count outside
+  /// 1..`max_buckets`.
+  explicit CounterKeys(std::string prefix = std::string(default_prefix), std::uint32_t buckets = 1)
+      : prefix_(std::move(prefix)), buckets_(buckets) {
     validate_key_prefix(prefix_);
+    if (buckets_ < 1 || buckets_ > max_buckets) {
+      throw Error(errc::invalid_argument, "counter_buckets " + std::to_string(buckets_) +
+                                              " must be from 1 to " + std::to_string(max_buckets));
+    }
   }
 
   /// Throws `Error` (invalid_argument) unless `counter` is a valid counter name: a key part
@@ -94,7 +142,36 @@ public:
     validate_key_part("counter name", counter, "+");
   }
 
-  /// The hash of `counter` for one window. `counter` must have been validated.
+  /// The number of buckets each counter's dimensions are spread over (1..`max_buckets`).
+  std::uint32_t buckets() const noexcept { return buckets_; }
+
+  /// The bucket of a dimension (its field text, `Ali+Deduct+cmb`):
+  /// `crc16(dimension) % 16384 % buckets()`, which is what `redis-cli CLUSTER KEYSLOT
+  /// <dimension>` prints, modulo `buckets()`. Always 0 with one bucket.
+  std::uint32_t bucket_of(std::string_view dimension) const noexcept {
+    return buckets_ == 1 ? 0 : crc16(dimension) % max_buckets % buckets_;
+  }
+
+  /// The tag of bucket `bucket` of `counter`: the counter name itself with one bucket, else
+  /// `<bucket>:<counter>`. `counter` must have been validated.
+  std::string bucket_tag(std::string_view counter, std::uint32_t bucket) const {
+    if (buckets_ == 1) {
+      return std::string(counter);
+    }
+    std::string tag = std::to_string(bucket);
+    tag.reserve(tag.size() + 1 + counter.size());
+    tag.append(1, ':').append(counter);
+    return tag;
+  }
+
+  /// The tag of the bucket that holds `dimension` of `counter`: what the key functions below
+  /// take as `counter`.
+  std::string tag(std::string_view counter, std::string_view dimension) const {
+    return bucket_tag(counter, bucket_of(dimension));
+  }
+
+  /// The hash of `counter` (a counter tag, see `tag`) for one window. `counter` must have
+  /// been validated.
   std::string window(std::string_view counter, Period period, std::string_view window_id) const {
     std::string rest;
     const std::string_view period_name = to_string(period);
@@ -166,6 +243,7 @@ public:
 
 private:
   std::string prefix_;
+  std::uint32_t buckets_;
 };
 
 } // namespace limitcounter

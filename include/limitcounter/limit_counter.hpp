@@ -28,12 +28,50 @@ namespace limitcounter {
 namespace detail {
 class LocalLedger;
 struct LocalCounter;
+class ExhaustedCache;
+struct ExhaustedPlace;
 } // namespace detail
+
+/// The exhausted cache (LimitCounterOptions::exhausted_cache): once Redis denies a consume
+/// or reserve because a window limit is full, this process denies further transactions on
+/// that rule, window and dimension itself, without a round trip, for a bounded time.
+///
+/// It denies only what Redis would deny too given the `used` Redis reported: a full count
+/// limit denies every transaction there; a full amount limit only an amount that does not fit
+/// beside that `used` (a smaller one goes to Redis and may be allowed). An entry ends when room
+/// may have been freed or the limit may no longer apply: after `max_staleness` (so a refund,
+/// cancel or expired hold elsewhere in the fleet is seen within it), at the end of its window
+/// (by the transaction's time), at `set_rules`, and at any refund, cancel or confirm that this
+/// LimitCounter runs (whatever its outcome). While this process holds a reservation on a
+/// counter (until its reservation_timeout), that counter's denials are not cached: the hold's
+/// expiry would free room. Denials by per-transaction rules, by `check` (which does not
+/// release expired holds), replays and degraded decisions are never remembered (a `check` may
+/// still be answered from an entry a consume or reserve left). A cached denial is marked
+/// `Decision::cached` and writes nothing in Redis (see there for what it means for retries);
+/// a call of this process that ended Outcome::unknown is retried in Redis, not from the cache.
+struct ExhaustedCacheOptions {
+  bool enabled = false; ///< off by default: every decision goes to Redis
+  /// How long a denial Redis gave is reused at most; > 0.
+  std::chrono::milliseconds max_staleness{1000};
+  /// Denials kept at most; the oldest makes room; >= 1. It bounds as well the counters this
+  /// process holds reservations on and the ids whose outcome is unknown that the cache tracks.
+  std::size_t max_entries = 10'000;
+};
 
 /// Settings of a LimitCounter.
 struct LimitCounterOptions {
   /// Prepended to every key; see `CounterKeys`.
   std::string key_prefix = std::string(CounterKeys::default_prefix);
+  /// The number of buckets each counter's dimensions are spread over (1..16384; see
+  /// `CounterKeys`). 1, the default, keeps one hash per counter and window, `{<counter>}`;
+  /// N > 1 puts dimension `d` in hash tag `{<bucket>:<counter>}`, bucket =
+  /// `CounterKeys::bucket_of(d)`: smaller hashes (listpack-encoded, fewer bytes per counter)
+  /// spread over every cluster master, at the cost, on a cluster, of deciding every
+  /// transaction through its home record (about three round trips instead of one). Fixed per
+  /// key prefix: every writer and reader of one prefix must use the same N (a reader with
+  /// another N finds nothing; writers with another N count apart). Throws at construction of
+  /// the LimitCounter (invalid_argument) outside 1..16384.
+  std::uint32_t counter_buckets = 1;
   /// How long a window's key outlives the window's end, so that late reads, refunds and
   /// clocks a little behind still find it. The key expires at window end + grace.
   std::chrono::seconds window_grace{std::chrono::hours{1}};
@@ -52,6 +90,9 @@ struct LimitCounterOptions {
   /// An allowed transaction that leaves a window at or above this share of a limit is
   /// reported to `observer->on_near_limit`.
   double near_limit_fraction = 0.9;
+  /// Denials of full window limits decided in this process for a bounded time; off by
+  /// default (see `ExhaustedCacheOptions`).
+  ExhaustedCacheOptions exhausted_cache;
 };
 
 /// One add of `LimitCounter::add_many`: the arguments of one `add` call.
@@ -116,6 +157,20 @@ struct SlidingDecision {
   TimePoint retry_at;         ///< when the oldest admitted request leaves the window
 };
 
+/// One transaction whose fan-out `LimitCounter::finish_interrupted` finished.
+struct InterruptedFanOut {
+  std::string transaction_id; ///< the transaction's id
+  /// The home record's state its shares now follow: "voided" for a consume or reserve begun and
+  /// never finished (abandoned), else "denied", "confirmed", "expired", "cancelled" or
+  /// "consumed" (a refund).
+  std::string state;
+  /// True when this sweep ended a consume or reserve that was begun and never finished: what
+  /// its shares had taken was given back, and a retry of its id replays Verdict::cancelled.
+  bool abandoned = false;
+  /// Share operations (void, confirm, cancel, refund) that changed a share now.
+  std::size_t shares_changed = 0;
+};
+
 /// The outcome of `cancel`.
 enum class CancelResult {
   cancelled,        ///< the reservation's hold was released
@@ -146,7 +201,8 @@ struct CorrectionResult {
 /// A limits transaction's record as stored in Redis (`LimitCounter::transaction_record`).
 struct TransactionRecord {
   /// consumed | denied | reserved | confirmed | cancelled | expired (a reservation that timed
-  /// out), voided (a share undone because another slot denied), pending (a cluster decision
+  /// out), voided (a share undone because another slot denied, or a home record the cluster
+  /// sweep abandoned, see `LimitCounter::finish_interrupted`), pending (a cluster decision
   /// under way), or tombstone (a cancel that came before its reserve).
   std::string state;
   std::int64_t amount = 0;   ///< consumed or held, minor units
@@ -221,13 +277,16 @@ public:
   };
   /// Lists the dimensions counted in `counter`'s window of `period` containing `at`, a page at
   /// a time, without changing anything: start with cursor "0", pass each page's `cursor` to the
-  /// next call, stop when `done()`. It is Redis's HSCAN of the window's hash (one key, so one
-  /// node of a cluster), with its guarantees: a dimension present from the first call to the
-  /// last is listed at least once, and may be listed twice (de-duplicate by dimension when
-  /// that matters); one added or expired meanwhile may or may not be. `count` (1 to 10,000)
-  /// is a hint for the page size; a small window comes back whole in one page. An expired or
-  /// empty window is one empty page, done. Throws invalid_argument for a bad counter name,
-  /// cursor or count (nothing sent); protocol_error for a field this library did not write.
+  /// next call, stop when `done()`. It is Redis's HSCAN of the window's hash, with its
+  /// guarantees: a dimension present from the first call to the last is listed at least once,
+  /// and may be listed twice (de-duplicate by dimension when that matters); one added or
+  /// expired meanwhile may or may not be. `count` (1 to 10,000) is a hint for the page size;
+  /// a small window comes back whole in one page. With `counter_buckets` N > 1 the hashes of
+  /// buckets 0..N-1 are scanned in turn (one HSCAN per bucket at least, on that bucket's node)
+  /// until a page has `count` dimensions, and the cursor is "<bucket>:<HSCAN cursor>". An
+  /// expired or empty window is one empty page, done. Throws invalid_argument for a bad counter
+  /// name, cursor (one that is not this bucket count's) or count (nothing sent);
+  /// protocol_error for a field this library did not write.
   DimensionPage dimensions(std::string_view counter, Period period, TimePoint at = Clock::now(),
                            std::string_view cursor = "0", std::int64_t count = 100);
 
@@ -246,7 +305,8 @@ public:
   /// Corrects `dimension` of `counter` in the window of `period` containing `at` by
   /// `correction.count` and `correction.amount` (either may be negative), and appends an
   /// audit entry (id, counter, period, window, dimension, before and after as
-  /// "<count>:<amount>", author, reason, at = now in unix ms) to `keys().audit(counter)`, in
+  /// "<count>:<amount>", author, reason, at = now in unix ms) to
+  /// `keys().audit(keys().tag(counter, dimension.field()))` (the dimension's bucket), in
   /// one script: the counter moves if and only if its entry is written. Idempotent by
   /// `correction.id` for `record_min_ttl`: a retry (e.g. after Outcome::unknown) returns
   /// the first result with `replayed`; the same id with other content throws conflict
@@ -263,7 +323,9 @@ public:
   /// Redis Cluster it reads the home record `<prefix>tx:{id}` and the share records of its
   /// plan; a transaction whose counters share one slot has only a share record
   /// `<prefix>{<counter>}:tx:<id>`, looked for under the counters of the rules in force and
-  /// of `counters`. Throws invalid_argument for a bad id or counter name (nothing sent).
+  /// of `counters` (with `counter_buckets` > 1 every transaction has a home record, and
+  /// `counters` is not needed). Throws invalid_argument for a bad id or counter name (nothing
+  /// sent).
   std::optional<TransactionRecord>
   transaction_record(const std::string& transaction_id,
                      const std::vector<std::string>& counters = {});
@@ -300,6 +362,11 @@ public:
   /// amount or attribute, a transaction dated past `max_future_skew`, or no `set_rules`
   /// yet; window_closed when a window it would count in has ended more than the grace ago
   /// (as `add`); nothing is sent then.
+  ///
+  /// With `LimitCounterOptions::exhausted_cache` on, a denial may come from this process
+  /// (`Decision::cached`: nothing sent, nothing recorded): it is not the id's decision, so a
+  /// host that needs what Redis decided for an id (e.g. one it sent before) retries it after
+  /// `max_staleness`, when Redis answers (a replay if Redis had decided it).
   Decision consume(const Transaction& transaction);
 
   /// Runs many independent `consume`s pipelined on one connection and returns one result per
@@ -345,6 +412,31 @@ public:
   RefundResult refund(const std::string& transaction_id,
                       std::optional<std::int64_t> amount = std::nullopt,
                       const std::string& refund_id = {});
+
+  /// The sweep of a Redis Cluster (src/limit_counter/sweep.cpp): finishes, without a retry by
+  /// the host, the fan-outs of transactions spread over several slots that a crash, a cut
+  /// connection or a host that never retried left unfinished, and returns what it changed
+  /// (at most `max` transactions; call it again while it returns `max`).
+  ///
+  /// It SCANs every master for this counter's home records (`<prefix>tx:*`) and takes those
+  /// whose last change is at least `older_than` old by the server's clock:
+  /// - a consume or reserve begun and never finished (no caller was told its decision, so no
+  ///   host acted on it) is **abandoned**: its home record becomes "voided" by compare-and-set
+  ///   and what its shares took is given back. A host that retries the id later gets
+  ///   Verdict::cancelled (replayed, state "voided"): the payment did not happen; use a new id.
+  /// - a denial whose voids, or a confirm, cancel or refund whose shares did not all follow, is
+  ///   finished exactly as a retry of it would: every share is brought to the home record's
+  ///   state, each operation idempotent.
+  /// A transaction whose shares had all followed is not reported. Running it again (or
+  /// concurrently, on several hosts) changes nothing twice. `older_than` must exceed the longest
+  /// time a call may take between its begin and its finish (see `RedisOptions::call_budget`;
+  /// a minute is ample), so that a call still running is never abandoned. The SCAN reads every
+  /// key of this prefix on every master: run it now and then (every few minutes), not per call.
+  /// On standalone Redis it returns nothing (one record, no fan-out). Throws invalid_argument
+  /// for an `older_than` below 0 or from 2^53 ms, or a `max` of 0 (nothing sent); a Redis failure
+  /// throws as described at `Redis`, leaving the unfinished transactions for the next sweep.
+  std::vector<InterruptedFanOut> finish_interrupted(std::chrono::seconds older_than,
+                                                    std::size_t max = 100);
 
   // ---- Caps and rate limits (job 3 of docs/ARCHITECTURE.md) ----
 
@@ -398,6 +490,11 @@ private:
     FailurePolicy on_failure = FailurePolicy::raise;  ///< of the applicable rules, the strictest
     std::string failure_rule;                         ///< the rule whose policy that is
     std::vector<detail::LocalCounter> local_counters; ///< for FailurePolicy::local
+    /// With the exhausted cache on: the counters of the window rules, the cache's generation
+    /// before sending, and the denial the cache decided (then nothing else is prepared).
+    std::vector<detail::ExhaustedPlace> places;
+    std::uint64_t cache_generation = 0;
+    std::optional<Decision> cached;
   };
   PreparedDecision prepare_decide(std::string_view op, const Transaction& transaction,
                                   const RuleSet& rules, TimePoint now) const;
@@ -443,9 +540,11 @@ private:
   /// lua/transaction_home.lua on the home record of `transaction_id`.
   Reply run_home(const std::string& transaction_id, const std::vector<std::string>& args);
   /// lua/limit.lua with each of `operations` (in order) on every share record of `plan`, in
-  /// one pipeline per node.
-  void run_on_shares(const std::vector<std::string>& plan,
-                     const std::vector<std::vector<std::string>>& operations);
+  /// one pipeline per node; the replies, share by share. Throws on an error reply.
+  std::vector<Reply> run_on_shares(const std::vector<std::string>& plan,
+                                   const std::vector<std::vector<std::string>>& operations);
+  /// Brings the shares of one home record that `finish_interrupted` took to its state.
+  std::optional<InterruptedFanOut> follow_home(const std::string& home_key, const Reply& taken);
   std::vector<std::vector<std::string>> share_operations(const std::vector<std::string>& args,
                                                          const Reply& home);
   /// Confirm, cancel or refund (`args` as lua/limit.lua takes them): decided at the home record
@@ -467,6 +566,17 @@ private:
   /// The script call of one sliding-window hit; throws on bad input.
   ScriptCall prepare_sliding(const SlidingRequest& request) const;
   Reply run_limit(const std::vector<std::string>& keys, const std::vector<std::string>& args);
+  // The exhausted cache (src/limit_counter/limits_cache.cpp).
+  /// Fills `prepared.places` and, if the cache denies, `prepared.cached`.
+  void consult_cache(std::string_view op, const Transaction& transaction, const RuleSet& rules,
+                     const std::vector<const Rule*>& window_rules,
+                     PreparedDecision& prepared) const;
+  /// Learns from what Redis decided (`decision`) or the error it ended with (`error`).
+  void learn(std::string_view op, const Transaction& transaction, const PreparedDecision& prepared,
+             const Decision* decision, const Error* error) const;
+  /// `run_transition`, then the cache is dropped (room may have been freed), whatever happened.
+  Reply freeing_transition(const std::string& transaction_id, const std::vector<std::string>& args,
+                           std::string_view skip);
 
   Redis redis_;
   Calendar calendar_;
@@ -475,6 +585,7 @@ private:
   mutable std::mutex rules_mutex_;
   std::shared_ptr<const RulesInForce> rules_;
   std::shared_ptr<detail::LocalLedger> local_;
+  std::shared_ptr<detail::ExhaustedCache> exhausted_; ///< null when the cache is off
 };
 
 } // namespace limitcounter

@@ -6,6 +6,7 @@
 
 #include <limitcounter/error.hpp>
 
+#include "limit_counter/rule_matching.hpp"
 #include "limit_counter/window_closed.hpp"
 #include "shared/amount.hpp"
 
@@ -159,14 +160,9 @@ LimitCall build_decide(std::string_view op, const Transaction& transaction,
       check_window_open(counter_name, period, *window, context.window_grace, context.now);
       record_expiry = std::max(record_expiry, window->end + context.window_grace);
     }
-    std::string field;
-    for (const auto& condition : rule->conditions()) {
-      if (!field.empty()) {
-        field += '+';
-      }
-      field += transaction.attributes.at(condition.attribute);
-    }
-    std::string key = context.keys->window(counter_name, period, window->id);
+    std::string field = dimension_field(*rule, transaction);
+    const std::string tag = context.keys->tag(counter_name, field);
+    std::string key = context.keys->window(tag, period, window->id);
     const auto same = std::find_if(counters.begin(), counters.end(), [&](const Counter& c) {
       return c.key == key && c.field == field;
     });
@@ -174,7 +170,7 @@ LimitCall build_decide(std::string_view op, const Transaction& transaction,
     if (same == counters.end()) {
       counters.push_back({std::move(key), std::move(field), period, &*window});
     }
-    std::string hold = context.keys->holds(counter_name);
+    std::string hold = context.keys->holds(tag);
     if (std::find(holds.begin(), holds.end(), hold) == holds.end()) {
       holds.push_back(std::move(hold));
     }

@@ -7,6 +7,7 @@
 #include <limitcounter/detail/lua_scripts.hpp>
 
 #include "limit_counter/counter_codec.hpp"
+#include "limit_counter/exhausted_cache.hpp"
 #include "limit_counter/listing.hpp"
 #include "limit_counter/local_ledger.hpp"
 #include "limit_counter/window_closed.hpp"
@@ -29,7 +30,9 @@ std::string new_node_id() {
 
 LimitCounter::LimitCounter(Redis redis, Calendar calendar, LimitCounterOptions options)
     : redis_(std::move(redis)), calendar_(std::move(calendar)), options_(std::move(options)),
-      keys_(options_.key_prefix), local_(std::make_shared<detail::LocalLedger>(new_node_id())) {
+      keys_(options_.key_prefix, options_.counter_buckets),
+      local_(std::make_shared<detail::LocalLedger>(new_node_id())),
+      exhausted_(detail::ExhaustedCache::make(options_.exhausted_cache)) {
   if (options_.window_grace.count() < 0) {
     throw Error(errc::invalid_argument, "window_grace " +
                                             std::to_string(options_.window_grace.count()) +
@@ -62,7 +65,8 @@ ScriptCall LimitCounter::prepare_add(const AddRequest& request, std::vector<Wind
     Window window = calendar_.window(period, request.at);
     const TimePoint expire_at = window.end + options_.window_grace;
     detail::check_window_open(request.counter, period, window, options_.window_grace, now);
-    call.keys.push_back(keys_.window(request.counter, period, window.id));
+    call.keys.push_back(
+        keys_.window(keys_.tag(request.counter, request.dimension.field()), period, window.id));
     call.args.push_back(std::to_string(detail::unix_millis(expire_at)));
     windows.push_back({period, std::move(window), {}});
   }
@@ -111,8 +115,9 @@ Usage LimitCounter::usage(std::string_view counter, const Dimension& dimension, 
                           TimePoint at) {
   CounterKeys::validate_counter_name(counter);
   const Window window = calendar_.window(period, at);
-  return detail::read_usage(redis_, keys_.window(counter, period, window.id), dimension.field(),
-                            "HGET of counter " + std::string(counter));
+  return detail::read_usage(redis_,
+                            keys_.window(keys_.tag(counter, dimension.field()), period, window.id),
+                            dimension.field(), "HGET of counter " + std::string(counter));
 }
 
 } // namespace limitcounter

@@ -3,6 +3,7 @@
 
 #include <limitcounter/detail/lua_scripts.hpp>
 
+#include "limit_counter/exhausted_cache.hpp"
 #include "limit_counter/limit_codec.hpp"
 #include "limit_counter/local_ledger.hpp"
 #include "limit_counter/rule_matching.hpp"
@@ -55,6 +56,9 @@ void LimitCounter::set_rules(RuleSet rules, std::uint64_t version) {
   auto fresh = std::make_shared<const RulesInForce>(RulesInForce{std::move(rules), version});
   const std::lock_guard<std::mutex> lock(rules_mutex_);
   rules_ = std::move(fresh);
+  if (exhausted_) {
+    exhausted_->clear(); // the limits the cached denials were measured against may be gone
+  }
 }
 
 std::shared_ptr<const RuleSet> LimitCounter::rules() const {
@@ -126,6 +130,12 @@ LimitCounter::PreparedDecision LimitCounter::prepare_decide(std::string_view op,
       break;
     }
   }
+  if (exhausted_ && !prepared.single_denial) {
+    consult_cache(op, transaction, rules, matched.window, prepared);
+    if (prepared.cached) {
+      return prepared;
+    }
+  }
 
   detail::DecideContext context;
   context.calendar = &calendar_;
@@ -160,37 +170,44 @@ LimitCounter::PreparedDecision LimitCounter::prepare_decide(std::string_view op,
         continue;
       }
       const Window window = calendar_.window(*rule->period(), transaction.time);
-      std::string field;
-      for (const auto& condition : rule->conditions()) {
-        field += (field.empty() ? "" : "+") + transaction.attributes.at(condition.attribute);
-      }
-      prepared.local_counters.push_back(
-          {keys_.window(rule->counter_name(), *rule->period(), window.id), std::move(field),
-           keys_.local_reports(rule->counter_name()), window.end + options_.window_grace,
-           rule->max_count(), rule->max_amount(), rule->local_share()});
+      std::string field = detail::dimension_field(*rule, transaction);
+      const std::string tag = keys_.tag(rule->counter_name(), field);
+      prepared.local_counters.push_back({keys_.window(tag, *rule->period(), window.id),
+                                         std::move(field), keys_.local_reports(tag),
+                                         window.end + options_.window_grace, rule->max_count(),
+                                         rule->max_amount(), rule->local_share()});
     }
   }
   if (redis_.is_cluster() && !matched.window.empty()) {
-    // One share per slot: the rules whose counters live there, with a record of their own.
-    std::vector<std::pair<std::uint16_t, std::vector<const Rule*>>> by_slot;
+    // One share per slot: the rules whose counters live there, with a record of their own
+    // in the slot of the first one's counter tag.
+    struct Share {
+      std::uint16_t slot;
+      std::string tag;
+      std::vector<const Rule*> rules;
+    };
+    std::vector<Share> by_slot;
     for (const Rule* rule : matched.window) {
-      const std::uint16_t slot = detail::key_slot(keys_.holds(rule->counter_name()));
+      std::string tag =
+          keys_.tag(rule->counter_name(), detail::dimension_field(*rule, transaction));
+      const std::uint16_t slot = detail::key_slot(keys_.holds(tag));
       auto share = std::find_if(by_slot.begin(), by_slot.end(),
-                                [&](const auto& s) { return s.first == slot; });
+                                [&](const Share& s) { return s.slot == slot; });
       if (share == by_slot.end()) {
-        share = by_slot.insert(by_slot.end(), {slot, {}});
+        share = by_slot.insert(by_slot.end(), {slot, std::move(tag), {}});
       }
-      share->second.push_back(rule);
+      share->rules.push_back(rule);
     }
-    for (const auto& [slot, share_rules] : by_slot) {
-      const std::string record =
-          keys_.transaction_share(share_rules.front()->counter_name(), transaction.id);
+    for (const auto& [slot, tag, share_rules] : by_slot) {
+      const std::string record = keys_.transaction_share(tag, transaction.id);
       context.record_key = &record;
       auto call =
           detail::build_decide(op, transaction, matched.per_transaction, share_rules, context);
       prepared.shares.push_back({&scripts::limit, std::move(call.keys), std::move(call.args)});
     }
-    if (prepared.shares.size() > 1) {
+    // With several buckets, confirm, cancel and refund (given only the id) cannot tell which
+    // bucket's share a one-slot transaction used: every transaction goes through its home.
+    if (prepared.shares.size() > 1 || keys_.buckets() > 1) {
       return prepared;
     }
     prepared.call = std::move(prepared.shares.front());
@@ -243,6 +260,10 @@ bool LimitCounter::policy_decides(const Error& error, const PreparedDecision& pr
 Decision LimitCounter::decide_with_redis(std::string_view op, const Transaction& transaction) {
   const auto in_force = rules_to_decide(op, transaction.id);
   PreparedDecision prepared = prepare_decide(op, transaction, in_force->rules, Clock::now());
+  if (prepared.cached) {
+    prepared.cached->rule_set_version = in_force->version;
+    return std::move(*prepared.cached);
+  }
   std::optional<Decision> decision;
   Reply reply;
   try {
@@ -252,6 +273,7 @@ Decision LimitCounter::decide_with_redis(std::string_view op, const Transaction&
       decision = decide_in_shares(op, transaction, prepared);
     }
   } catch (const Error& e) {
+    learn(op, transaction, prepared, nullptr, &e);
     if (!policy_decides(e, prepared)) {
       throw;
     }
@@ -266,6 +288,7 @@ Decision LimitCounter::decide_with_redis(std::string_view op, const Transaction&
     decision = finish_one_slot(op, transaction, prepared.call.args, reply);
   }
   decision->rule_set_version = in_force->version;
+  learn(op, transaction, prepared, &*decision, nullptr);
   if (!local_->empty()) {
     report_local_usage();
   }
@@ -379,7 +402,7 @@ LimitCounter::consume_many(const std::vector<Transaction>& transactions) {
     in_force = rules_to_decide("consume", transactions.front().id);
     for (const auto& transaction : transactions) {
       prepared.push_back(prepare_decide("consume", transaction, in_force->rules, started));
-      if (prepared.back().shares.empty()) {
+      if (prepared.back().shares.empty() && !prepared.back().cached) {
         calls.push_back(std::move(prepared.back().call));
       }
     }
@@ -397,10 +420,17 @@ LimitCounter::consume_many(const std::vector<Transaction>& transactions) {
   bool reached_redis = !pipeline_error && !calls.empty();
   for (std::size_t i = 0; i < transactions.size(); ++i) {
     const Transaction& transaction = transactions[i];
+    if (prepared[i].cached) {
+      prepared[i].cached->rule_set_version = in_force->version;
+      report(LimitOp::consume, transaction, *prepared[i].cached, started);
+      results.emplace_back(std::move(*prepared[i].cached));
+      continue;
+    }
     try {
       const bool one_slot = prepared[i].shares.empty();
       const std::size_t call = one_slot ? next_reply++ : 0;
       std::optional<Decision> decision;
+      bool by_redis = true;
       try {
         if (!one_slot) {
           decision = decide_in_shares("consume", transaction, prepared[i]);
@@ -409,15 +439,20 @@ LimitCounter::consume_many(const std::vector<Transaction>& transactions) {
           throw *pipeline_error;
         }
       } catch (const Error& e) {
+        learn("consume", transaction, prepared[i], nullptr, &e);
         if (!policy_decides(e, prepared[i])) {
           throw;
         }
+        by_redis = false;
         decision = decide_without_redis("consume", transaction, prepared[i]);
       }
       if (!decision) {
         decision = finish_one_slot("consume", transaction, calls[call].args, replies.at(call));
       }
       decision->rule_set_version = in_force->version;
+      if (by_redis) {
+        learn("consume", transaction, prepared[i], &*decision, nullptr);
+      }
       report(LimitOp::consume, transaction, *decision, started);
       results.emplace_back(std::move(*decision));
     } catch (const Error& e) {
@@ -446,10 +481,10 @@ ConfirmResult LimitCounter::run_confirm(const std::string& transaction_id,
     detail::check_quantity(quoted_id(transaction_id) + " final amount", *final_amount);
   }
   const Reply reply =
-      run_transition(transaction_id,
-                     {"confirm", final_amount ? std::to_string(*final_amount) : "-1",
-                      std::to_string(detail::unix_millis(Clock::now()))},
-                     "unknown");
+      freeing_transition(transaction_id,
+                         {"confirm", final_amount ? std::to_string(*final_amount) : "-1",
+                          std::to_string(detail::unix_millis(Clock::now()))},
+                         "unknown");
   const std::string& status = reply.at(0).as_string();
   if (status == "confirmed" || status == "already") {
     ConfirmResult result;
@@ -495,10 +530,10 @@ CancelResult LimitCounter::run_cancel(const std::string& transaction_id) {
   // An unknown id is recorded in every record it could have, so a later reserve of any
   // share of it is refused.
   const Reply reply =
-      run_transition(transaction_id,
-                     {"cancel", std::to_string(detail::unix_millis(now)),
-                      std::to_string(detail::unix_millis(now + options_.record_min_ttl))},
-                     "tombstone");
+      freeing_transition(transaction_id,
+                         {"cancel", std::to_string(detail::unix_millis(now)),
+                          std::to_string(detail::unix_millis(now + options_.record_min_ttl))},
+                         "tombstone");
   const std::string& status = reply.at(0).as_string();
   if (status == "cancelled") {
     return CancelResult::cancelled;
@@ -540,7 +575,7 @@ RefundResult LimitCounter::run_refund(const std::string& transaction_id,
   if (!refund_id.empty()) {
     validate_key_part("refund id", refund_id, ":");
   }
-  const Reply reply = run_transition(
+  const Reply reply = freeing_transition(
       transaction_id, {"refund", amount ? std::to_string(*amount) : "-1", amount ? refund_id : ""},
       "unknown");
   const std::string& status = reply.at(0).as_string();

@@ -70,10 +70,11 @@ CorrectionResult LimitCounter::adjust(std::string_view counter, const Dimension&
         correction.author, correction.reason}) {
     fingerprint.append(std::to_string(part.size())).append(1, ':').append(part);
   }
+  const std::string tag = keys_.tag(counter, dimension.field());
   const Reply reply =
       redis_.eval(scripts::counter_adjust,
-                  {keys_.window(counter, period, result.window.id), keys_.audit(counter),
-                   keys_.correction(counter, correction.id)},
+                  {keys_.window(tag, period, result.window.id), keys_.audit(tag),
+                   keys_.correction(tag, correction.id)},
                   {dimension.field(), count, amount, millis(key_expiry), millis(record_expiry),
                    fingerprint, correction.author, correction.reason, millis(now),
                    std::string(counter), period_name, result.window.id, correction.id});
@@ -111,7 +112,7 @@ LimitCounter::transaction_record(const std::string& transaction_id,
     CounterKeys::validate_counter_name(counter);
   }
   std::vector<std::string> candidates = record_keys(transaction_id);
-  if (redis_.is_cluster()) {
+  if (redis_.is_cluster() && keys_.buckets() == 1) { // with buckets: home records only
     for (const std::string& counter : counters) {
       candidates.push_back(keys_.transaction_share(counter, transaction_id));
     }

@@ -83,4 +83,12 @@ MatchedRules match_rules(const RuleSet& rules, const Transaction& transaction) {
   return matched;
 }
 
+std::string dimension_field(const Rule& rule, const Transaction& transaction) {
+  std::string field;
+  for (const auto& condition : rule.conditions()) {
+    field += (field.empty() ? "" : "+") + transaction.attributes.at(condition.attribute);
+  }
+  return field;
+}
+
 } // namespace limitcounter::detail

@@ -1,6 +1,7 @@
 #pragma once
 // Which rules apply to a transaction. Pure; unit-tested without a server.
 
+#include <string>
 #include <vector>
 
 #include <limitcounter/rule.hpp>
@@ -22,5 +23,9 @@ void validate_transaction(const RuleSet& rules, const Transaction& transaction);
 /// `dept = *`; rules of equal specificity all apply). Rule-set order is kept. The
 /// transaction must have been validated.
 MatchedRules match_rules(const RuleSet& rules, const Transaction& transaction);
+
+/// The dimension `transaction` counts in for `rule`: its values of the rule's attributes,
+/// joined with '+' (the field of the rule's counter). The transaction must have been validated.
+std::string dimension_field(const Rule& rule, const Transaction& transaction);
 
 } // namespace limitcounter::detail

@@ -44,8 +44,9 @@ Reply LimitCounter::run_home(const std::string& transaction_id,
   return redis_.eval(scripts::transaction_home, {keys_.transaction(transaction_id)}, args);
 }
 
-void LimitCounter::run_on_shares(const std::vector<std::string>& plan,
-                                 const std::vector<std::vector<std::string>>& operations) {
+std::vector<Reply>
+LimitCounter::run_on_shares(const std::vector<std::string>& plan,
+                            const std::vector<std::vector<std::string>>& operations) {
   std::vector<ScriptCall> calls;
   calls.reserve(plan.size() * operations.size());
   for (const auto& record : plan) {
@@ -53,12 +54,14 @@ void LimitCounter::run_on_shares(const std::vector<std::string>& plan,
       calls.push_back({&scripts::limit, {record}, args});
     }
   }
-  for (const Reply& reply : redis_.eval_pipeline(calls)) {
+  std::vector<Reply> replies = redis_.eval_pipeline(calls);
+  for (const Reply& reply : replies) {
     if (reply.is_error()) {
       throw Error(errc::server_error, "a share of a transaction: " + reply.as_string(),
                   Outcome::failed);
     }
   }
+  return replies;
 }
 
 // A peek spread over several slots writes nothing: its shares run side by side and the
@@ -231,7 +234,8 @@ void LimitCounter::void_shares(const Transaction& transaction,
 
 std::vector<std::string> LimitCounter::record_keys(const std::string& transaction_id) const {
   std::vector<std::string> records{keys_.transaction(transaction_id)};
-  if (redis_.is_cluster()) {
+  // With several buckets every cluster transaction has a home record: no share to look for.
+  if (redis_.is_cluster() && keys_.buckets() == 1) {
     for (const Rule& rule : rules()->rules()) {
       if (rule.kind() == Rule::Kind::window) {
         std::string record = keys_.transaction_share(rule.counter_name(), transaction_id);

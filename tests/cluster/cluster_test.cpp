@@ -53,6 +53,35 @@ TEST_CASE("period counters of many names spread over the slots of three masters"
   CHECK_FALSE(counter.hit_sliding_window("pay", "m1", 1, 10s).allowed);
 }
 
+TEST_CASE("with buckets, the 1,000 dimensions of one shape land on every master",
+          "[cluster][buckets]") {
+  Redis redis(shared_cluster().options());
+  const std::string prefix = unique_prefix() + "spread:";
+  LimitCounterOptions options = counter_options(prefix);
+  options.counter_buckets = 64;
+  LimitCounter counter(redis, Calendar("UTC"), options);
+  std::vector<AddRequest> adds;
+  for (int i = 0; i < 1000; ++i) {
+    adds.push_back({"channel+dept",
+                    Dimension{"Ali", "d" + std::to_string(i)},
+                    {Period::day},
+                    1,
+                    i,
+                    Clock::now()});
+  }
+  counter.add_many(adds);
+  // KEYS is per node: each master holds some of the shape's bucket hashes
+  std::size_t total = 0;
+  for (auto* node : shared_cluster().nodes()) {
+    const Reply keys = Redis(node->options()).command({"KEYS", prefix + "*"});
+    INFO("node " << node->port());
+    CHECK(keys.as_array().size() > 5);
+    total += keys.as_array().size();
+  }
+  CHECK(total == 64); // one day hash per bucket
+  CHECK(counter.usage("channel+dept", Dimension{"Ali", "d999"}, Period::day) == Usage{1, 999});
+}
+
 TEST_CASE("a call whose keys span slots is refused before it is sent", "[cluster]") {
   Redis redis(shared_cluster().options());
   try {

@@ -24,13 +24,15 @@ namespace {
 
 struct SpreadLimits {
   Redis redis{shared_cluster().options()};
-  LimitCounter limits{redis, Calendar("UTC"), [] {
-                        LimitCounterOptions options;
-                        options.key_prefix = unique_prefix() + "home:";
-                        return options;
-                      }()};
+  LimitCounter limits;
 
-  SpreadLimits() {
+  explicit SpreadLimits(std::uint32_t buckets = 1)
+      : limits{redis, Calendar("UTC"), [buckets] {
+                 LimitCounterOptions options;
+                 options.key_prefix = unique_prefix() + "home:";
+                 options.counter_buckets = buckets;
+                 return options;
+               }()} {
     REQUIRE(detail::key_slot("{dept}") != detail::key_slot("{merchant}"));
     limits.set_rules(
         RuleSet()
@@ -42,6 +44,12 @@ struct SpreadLimits {
   }
   Usage dept() { return limits.usage("dept", Dimension{"cmb"}, Period::day); }
   Usage merchant() { return limits.usage("merchant", Dimension{"m1"}, Period::day); }
+};
+
+// The same, run once with one bucket per counter and once with each counter spread over 64
+// (every transaction then decided through its home record, even when one slot would do).
+struct SpreadLimitsOverBuckets : SpreadLimits {
+  SpreadLimitsOverBuckets() : SpreadLimits(GENERATE(1U, 64U)) {}
 };
 
 // Runs `calls` at once on as many threads, released together.
@@ -64,7 +72,7 @@ void race(std::vector<std::function<void()>> calls) {
 
 } // namespace
 
-TEST_CASE_METHOD(SpreadLimits, "16 concurrent callers of one id: exactly one is first",
+TEST_CASE_METHOD(SpreadLimitsOverBuckets, "16 concurrent callers of one id: exactly one is first",
                  "[cluster][limits][home]") {
   for (int round = 0; round < 15; ++round) {
     const Transaction payment = tx("race-" + std::to_string(round));
@@ -83,7 +91,8 @@ TEST_CASE_METHOD(SpreadLimits, "16 concurrent callers of one id: exactly one is 
   CHECK(merchant() == Usage{15, 1500});
 }
 
-TEST_CASE_METHOD(SpreadLimits, "confirm racing cancel racing refund: one wins, every share follows",
+TEST_CASE_METHOD(SpreadLimitsOverBuckets,
+                 "confirm racing cancel racing refund: one wins, every share follows",
                  "[cluster][limits][home]") {
   int confirmed_rounds = 0;
   for (int round = 0; round < 20; ++round) {

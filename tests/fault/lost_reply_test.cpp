@@ -138,6 +138,28 @@ TEST_CASE_METHOD(LimitsThroughProxy,
 }
 
 TEST_CASE_METHOD(LimitsThroughProxy,
+                 "consume with the exhausted cache: the retry of a lost reply is replayed by "
+                 "Redis, not denied from the cache",
+                 "[fault][lost_reply][limits][exhausted_cache]") {
+  LimitCounterOptions cached_options = options();
+  cached_options.exhausted_cache.enabled = true;
+  cached_options.exhausted_cache.max_staleness = 1h; // the entry outlives the test
+  LimitCounter cached{through, limitcounter::Calendar("UTC"), cached_options};
+  cached.set_rules(RuleSet().add(Rule("day").where("merchant").per(Period::day).max_count(1)));
+  const Transaction tx = payment("x-1", 100);
+  run_with_lost_reply([&] { cached.consume(tx); });
+  CHECK(record_state("x-1") == "consumed");                     // it took the only slot
+  REQUIRE_FALSE(cached.consume(payment("x-2", 100)).allowed()); // Redis: full, now cached
+  REQUIRE(cached.consume(payment("x-3", 100)).cached);
+
+  const Decision retry = cached.consume(tx);
+  CHECK(retry.allowed()); // what Redis decided for x-1
+  CHECK(retry.replayed);
+  CHECK_FALSE(retry.cached);
+  CHECK(cached.consume(payment("x-4", 100)).cached); // others are still denied here
+}
+
+TEST_CASE_METHOD(LimitsThroughProxy,
                  "consume with a local share: a lost reply is never counted "
                  "locally",
                  "[fault][lost_reply][limits][local]") {

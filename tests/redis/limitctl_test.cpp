@@ -60,7 +60,8 @@ std::string test_uri() {
 Run limitctl(const std::vector<std::string>& args, bool with_uri = true) {
   // The environment's defaults must not leak into what is tested.
   std::string command =
-      "env -u LIMITCOUNTER_REDIS_URI -u LIMITCOUNTER_TZ " + shell_quoted(LIMITCTL_PATH);
+      "env -u LIMITCOUNTER_REDIS_URI -u LIMITCOUNTER_TZ -u LIMITCOUNTER_COUNTER_BUCKETS " +
+      shell_quoted(LIMITCTL_PATH);
   if (with_uri) {
     command += " --uri " + shell_quoted(test_uri());
   }
@@ -125,6 +126,32 @@ struct CounterData {
 };
 
 } // namespace
+
+TEST_CASE_METHOD(CounterData, "limitctl --buckets reads counters spread over buckets",
+                 "[limitctl][redis][buckets]") {
+  limitcounter::LimitCounterOptions spread = options();
+  spread.counter_buckets = 64;
+  limitcounter::LimitCounter writer{Redis(test_options()), calendar, spread};
+  writer.add("channel", Dimension{"Ali", "Deduct", "cmb"}, {Period::day}, 3, 900, at);
+  writer.add("channel", Dimension{"Wx", "Pay", "icbc"}, {Period::day}, 1, 50, at);
+  const std::string key = prefix + "{" +
+                          std::to_string(limitcounter::crc16("Ali+Deduct+cmb") % 16384 % 64) +
+                          ":channel}:day:" + calendar.window(Period::day, at).id;
+
+  const Run usage =
+      limitctl(dated({"usage", "channel", "Ali+Deduct+cmb", "--period", "day", "--buckets", "64"}));
+  CHECK(usage.code == 0);
+  CHECK_THAT(usage.out, Catch::Contains("\"key\":\"" + key + "\""));
+  CHECK_THAT(usage.out, Catch::Contains("\"count\":3,\"amount\":900"));
+  // a reader with another bucket count looks in other hashes
+  const Run unbucketed = limitctl(dated({"usage", "channel", "Ali+Deduct+cmb", "--period", "day"}));
+  CHECK_THAT(unbucketed.out, Catch::Contains("\"count\":0,\"amount\":0"));
+
+  const Run top = limitctl(dated({"top", "channel", "day", "--buckets", "64"}));
+  CHECK(top.code == 0);
+  CHECK_THAT(top.out, Catch::Contains("\"dimensions_seen\":2"));
+  CHECK(limitctl(with({"usage", "channel", "Ali", "--buckets", "0"})).code == 2);
+}
 
 TEST_CASE_METHOD(CounterData, "limitctl usage and top read what the library counted",
                  "[limitctl][redis]") {

@@ -1,5 +1,7 @@
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 #include <limitcounter/dimension.hpp>
 #include <limitcounter/keys.hpp>
 
@@ -77,6 +79,53 @@ TEST_CASE("bad key prefixes and counter names are refused", "[keys]") {
   require_invalid([] { CounterKeys::validate_counter_name("{x}"); }, "brace");
   require_invalid([] { CounterKeys::validate_counter_name(""); }, "is empty");
   CounterKeys::validate_counter_name("channel+transType+dept");
+}
+
+TEST_CASE("crc16 is the CRC16 of Redis Cluster (XMODEM)", "[keys][buckets]") {
+  static_assert(limitcounter::crc16("123456789") == 0x31C3, "the check value of CRC-16/XMODEM");
+  CHECK(limitcounter::crc16("") == 0);
+  CHECK(limitcounter::crc16("foo") % 16384 == 12182);     // CLUSTER KEYSLOT foo
+  CHECK(limitcounter::crc16("Ali+Deduct+cmb") == 0x02F7); // binascii.crc_hqx(b"...", 0)
+}
+
+TEST_CASE("one bucket keeps today's keys; several put the bucket before the counter",
+          "[keys][buckets]") {
+  const CounterKeys one;
+  CHECK(one.buckets() == 1);
+  CHECK(one.bucket_of("Ali+Deduct+cmb") == 0);
+  CHECK(one.tag("channel", "Ali+Deduct+cmb") == "channel");
+  CHECK(one.window(one.tag("channel", "Ali"), Period::day, "20211111") ==
+        "trans:limit:{channel}:day:20211111");
+
+  const CounterKeys spread("p:", 1024);
+  // 0x02F7 = 759; 759 % 16384 % 1024 = 759
+  CHECK(spread.bucket_of("Ali+Deduct+cmb") == 759);
+  CHECK(spread.tag("channel+transType+dept", "Ali+Deduct+cmb") == "759:channel+transType+dept");
+  CHECK(spread.window(spread.tag("channel", "Ali+Deduct+cmb"), Period::month, "202111") ==
+        "p:{759:channel}:month:202111");
+  CHECK(spread.holds(spread.bucket_tag("channel", 7)) == "p:{7:channel}:holds");
+  CHECK(spread.audit(spread.bucket_tag("channel", 7)) == "p:{7:channel}:audit");
+  CHECK(spread.local_reports(spread.bucket_tag("channel", 7)) == "p:{7:channel}:reports");
+  CHECK(spread.transaction_share(spread.bucket_tag("c", 0), "t1") == "p:{0:c}:tx:t1");
+
+  // every bucket of 64 gets some of 1,000 dimensions, and none is past the count
+  const CounterKeys sixty_four("p:", 64);
+  std::vector<int> per_bucket(64, 0);
+  for (int i = 0; i < 1000; ++i) {
+    const auto bucket = sixty_four.bucket_of("Ali+d" + std::to_string(i));
+    REQUIRE(bucket < 64);
+    ++per_bucket[bucket];
+  }
+  CHECK(std::count(per_bucket.begin(), per_bucket.end(), 0) == 0);
+  // a counter name never holds ':', so "<bucket>:<counter>" never meets another counter's tag
+  // nor a cap's ("cap:<cap>": a bucket is digits)
+  require_invalid([] { CounterKeys::validate_counter_name("3:channel"); }, "separator");
+}
+
+TEST_CASE("a bucket count outside 1..16384 is refused", "[keys][buckets]") {
+  require_invalid([] { CounterKeys("p:", 0); }, "counter_buckets 0 must be from 1 to 16384");
+  require_invalid([] { CounterKeys("p:", 16385); }, "counter_buckets 16385");
+  CHECK(CounterKeys("p:", 16384).bucket_of("x") == limitcounter::crc16("x") % 16384);
 }
 
 TEST_CASE("error messages quote hostile input safely and briefly", "[keys]") {

@@ -18,6 +18,7 @@ using limitcounter::Period;
 LimitCounter counter_of(const Context& context) {
   limitcounter::LimitCounterOptions options;
   options.key_prefix = context.prefix_or(limitcounter::CounterKeys::default_prefix);
+  options.counter_buckets = context.buckets;
   return LimitCounter(context.redis(), context.calendar(), options);
 }
 
@@ -53,9 +54,13 @@ void add_usage(CLI::App& app, Context& context) {
     const auto at = context.time(args->at);
     LimitCounter counter = counter_of(context);
     Json windows = Json::array();
+    const auto& keys = counter.keys();
     for (const Period period : periods) {
       const auto usage = counter.usage(args->counter, dimension, period, at);
-      windows.push(window_json(period, counter.calendar().window(period, at))
+      const auto window = counter.calendar().window(period, at);
+      windows.push(window_json(period, window)
+                       .set("key", keys.window(keys.tag(args->counter, dimension.field()), period,
+                                               window.id))
                        .set("count", usage.count)
                        .set("amount", usage.amount));
     }
@@ -212,7 +217,8 @@ void add_adjust(CLI::App& app, Context& context) {
   auto args = std::make_shared<Args>();
   CLI::App* command = app.add_subcommand(
       "adjust", "correct a counter (negative values remove) and append who, why, before and "
-                "after to its audit stream <prefix>{<counter>}:audit, in one script");
+                "after to its audit stream <prefix>{<counter>}:audit (with --buckets N > 1: "
+                "<prefix>{<bucket>:<counter>}:audit, the dimension's bucket), in one script");
   command->add_option("COUNTER", args->counter, "counter name")->required();
   command->add_option("DIMENSION", args->dimension, "values joined by '+'")->required();
   command->add_option("PERIOD", args->period, "minute, hour, day, week, month or year")->required();

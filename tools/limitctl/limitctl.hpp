@@ -14,10 +14,12 @@
 
 namespace limitctl {
 
-/// The common flags (--uri, --prefix, --tz, --json, --timeout), filled in by CLI11.
+/// The common flags (--uri, --prefix, --buckets, --tz, --json, --timeout), filled in by CLI11.
 struct Context {
-  std::string uri;        ///< --uri, else LIMITCOUNTER_REDIS_URI
-  std::string prefix;     ///< --prefix; empty: the library's default for each job
+  std::string uri;    ///< --uri, else LIMITCOUNTER_REDIS_URI
+  std::string prefix; ///< --prefix; empty: the library's default for each job
+  /// --buckets, else LIMITCOUNTER_COUNTER_BUCKETS: the writers' `counter_buckets`
+  std::uint32_t buckets = 1;
   std::string tz = "UTC"; ///< --tz, else LIMITCOUNTER_TZ: the zone the counters were cut in
   bool json = false;      ///< --json
   int timeout_ms = 2000;  ///< --timeout: connect and command timeout (an operator can wait)

@@ -54,6 +54,11 @@ int main(int argc, char** argv) {
   app.add_option("--prefix", context.prefix,
                  "key prefix (default: the library's default of each job: trans:limit:, "
                  "wallet:, rp:, lc:)");
+  app.add_option("--buckets", context.buckets,
+                 "counter_buckets of the writers of this prefix (default 1; the counters are "
+                 "read in the wrong hashes with another value)")
+      ->envname("LIMITCOUNTER_COUNTER_BUCKETS")
+      ->check(CLI::Range(1, 16384));
   app.add_option("--tz", context.tz, "IANA zone the counters' windows were cut in (default UTC)")
       ->envname("LIMITCOUNTER_TZ");
   app.add_flag("--json", context.json, "print JSON (one document) instead of text");

@@ -1,0 +1,180 @@
+// The sweep of a Redis Cluster: finishes the fan-outs of transactions spread over several slots
+// that nobody retried. A home record (lua/transaction_home.lua) says when its shares may not all
+// have followed it (`open`, set by the change itself, so the hot path pays nothing for it) and
+// when it was begun; the sweep SCANs every master for this counter's home records, lets the
+// script pick those old enough (by the server's clock), brings their shares to the home record's
+// state with the same idempotent share operations a retry sends, and only then closes the home
+// record. A sweep that dies half way leaves the record open for the next one.
+#include <limitcounter/limit_counter.hpp>
+
+#include <algorithm>
+
+#include <limitcounter/detail/lua_scripts.hpp>
+
+#include "limit_counter/limit_codec.hpp"
+#include "redis/cluster_protocol.hpp"
+#include "shared/amount.hpp"
+
+namespace limitcounter {
+namespace {
+
+// SCAN's MATCH is a glob: a prefix may contain its special characters.
+std::string glob_escaped(std::string_view text) {
+  std::string escaped;
+  for (const char c : text) {
+    if (c == '*' || c == '?' || c == '[' || c == ']' || c == '\\') {
+      escaped += '\\';
+    }
+    escaped += c;
+  }
+  return escaped;
+}
+
+// The host of a cluster seed "host:port" or "[v6]:port", for a CLUSTER SLOTS entry without one.
+std::string seed_host(const std::string& seed) {
+  std::string host = seed.substr(0, seed.rfind(':'));
+  if (host.size() > 1 && host.front() == '[') {
+    host = host.substr(1, host.size() - 2);
+  }
+  return host;
+}
+
+// The options of one master: the cluster's settings, that node only.
+std::vector<RedisOptions> master_options(Redis& redis) {
+  const RedisOptions& cluster = redis.options();
+  std::vector<RedisOptions> masters;
+  for (const auto& range : detail::parse_cluster_slots(redis.command({"CLUSTER", "SLOTS"}),
+                                                       seed_host(cluster.cluster_seeds.front()))) {
+    const bool known = std::any_of(masters.begin(), masters.end(), [&](const RedisOptions& o) {
+      return o.host == range.host && o.port == range.port;
+    });
+    if (!known) {
+      RedisOptions node = cluster;
+      node.cluster_seeds.clear();
+      node.host = range.host;
+      node.port = range.port;
+      node.pool_size = 1;
+      masters.push_back(std::move(node));
+    }
+  }
+  return masters;
+}
+
+// Whether a share's reply to a sweep operation says it changed the share.
+bool changed(const Reply& reply) {
+  const std::string& status = reply.at(0).as_string();
+  if (status == "refunded") {
+    return reply.at(4).as_string() == "0";
+  }
+  return status == "voided" || status == "confirmed" || status == "expired" ||
+         status == "cancelled";
+}
+
+} // namespace
+
+std::vector<InterruptedFanOut> LimitCounter::finish_interrupted(std::chrono::seconds older_than,
+                                                                std::size_t max) {
+  // in ms, a number the script holds exactly
+  constexpr std::chrono::seconds longest{9'007'199'254'740};
+  if (older_than.count() < 0 || older_than > longest) {
+    throw Error(errc::invalid_argument, "finish_interrupted: older_than " +
+                                            std::to_string(older_than.count()) +
+                                            "s is not in [0, 2^53 ms)");
+  }
+  if (max == 0) {
+    throw Error(errc::invalid_argument, "finish_interrupted: max 0 would finish nothing");
+  }
+  std::vector<InterruptedFanOut> done;
+  if (!redis_.is_cluster()) {
+    return done;
+  }
+  Decision abandoned;
+  abandoned.verdict = Decision::Verdict::cancelled;
+  const std::vector<std::string> take{"sweep",
+                                      std::to_string(std::chrono::milliseconds(older_than).count()),
+                                      detail::encode_stored_decision(abandoned)};
+  const std::string pattern = glob_escaped(keys_.prefix()) + "tx:*";
+  for (const RedisOptions& master : master_options(redis_)) {
+    Redis node(master);
+    std::string cursor = "0";
+    do {
+      const Reply page =
+          node.command({"SCAN", cursor, "MATCH", pattern, "COUNT", "1000", "TYPE", "hash"});
+      if (page.is_error()) {
+        throw Error(errc::server_error, "finish_interrupted: SCAN: " + page.as_string(),
+                    Outcome::failed);
+      }
+      cursor = page.at(0).as_string();
+      const auto& keys = page.at(1).as_array();
+      // Taking a pending record abandons it: take no more than may still be reported.
+      for (std::size_t next = 0; next < keys.size() && done.size() < max;) {
+        std::vector<ScriptCall> calls;
+        for (; next < keys.size() && calls.size() < max - done.size(); ++next) {
+          calls.push_back({&scripts::transaction_home, {keys[next].as_string()}, take});
+        }
+        const std::vector<Reply> taken = redis_.eval_pipeline(calls);
+        for (std::size_t i = 0; i < taken.size(); ++i) {
+          if (taken[i].is_error()) {
+            throw Error(errc::server_error, "finish_interrupted: " + taken[i].as_string(),
+                        Outcome::failed);
+          }
+          if (auto finished = follow_home(calls[i].keys.front(), taken[i])) {
+            done.push_back(std::move(*finished));
+          }
+        }
+      }
+    } while (cursor != "0" && done.size() < max);
+    if (done.size() >= max) {
+      break;
+    }
+  }
+  return done;
+}
+
+// `taken` is the home record's answer to "sweep": {"none"}, or {"follow", state, plan, open,
+// amount, hexp, refunds...}. Runs on every share what a retry of the transaction's last change
+// would run there, then closes the home record.
+std::optional<InterruptedFanOut> LimitCounter::follow_home(const std::string& home_key,
+                                                           const Reply& taken) {
+  if (taken.at(0).as_string() != "follow") {
+    return std::nullopt;
+  }
+  const auto& items = taken.as_array();
+  InterruptedFanOut result;
+  const std::string tag_start = keys_.prefix() + "tx:{";
+  result.transaction_id = home_key.substr(tag_start.size(), home_key.size() - tag_start.size() - 1);
+  result.state = taken.at(1).as_string();
+  result.abandoned = result.state == "voided";
+  const std::string& amount = taken.at(4).as_string();
+  std::vector<std::vector<std::string>> operations;
+  if (result.state == "voided" || result.state == "denied") {
+    operations.push_back({"void"});
+  } else if (result.state == "cancelled") {
+    const auto now = Clock::now();
+    operations.push_back({"cancel", std::to_string(detail::unix_millis(now)),
+                          std::to_string(detail::unix_millis(now + options_.record_min_ttl)),
+                          "probe"});
+  } else if (result.state == "expired") {
+    // at the hold's own expiry, so every share that still holds releases it as expired
+    operations.push_back({"confirm", "-1", taken.at(5).as_string()});
+  } else if (result.state == "confirmed") {
+    operations.push_back({"confirm", amount, "0"});
+  }
+  for (std::size_t i = 6; i + 1 < items.size(); i += 2) {
+    operations.push_back({"refund", items[i].as_string(), items[i + 1].as_string()});
+  }
+  const auto parts = detail::split(taken.at(2).as_string(), '\n');
+  const std::vector<std::string> plan(parts.begin(), parts.end());
+  if (!operations.empty()) {
+    for (const Reply& reply : run_on_shares(plan, operations)) {
+      result.shares_changed += changed(reply) ? 1 : 0;
+    }
+  }
+  run_home(result.transaction_id, {"swept", taken.at(3).as_string()});
+  if (!result.abandoned && result.shares_changed == 0) {
+    return std::nullopt; // every share had followed already
+  }
+  return result;
+}
+
+} // namespace limitcounter
