@@ -236,7 +236,9 @@ std::vector<std::string> LimitCounter::record_keys(const std::string& transactio
   std::vector<std::string> records{keys_.transaction(transaction_id)};
   // With several buckets every cluster transaction has a home record: no share to look for.
   if (redis_.is_cluster() && keys_.buckets() == 1) {
-    for (const Rule& rule : rules()->rules()) {
+    // Keep the set alive through the loop: without rules, rules() returns a fresh empty set.
+    const std::shared_ptr<const RuleSet> rule_set = rules();
+    for (const Rule& rule : rule_set->rules()) {
       if (rule.kind() == Rule::Kind::window) {
         std::string record = keys_.transaction_share(rule.counter_name(), transaction_id);
         if (std::find(records.begin(), records.end(), record) == records.end()) {
