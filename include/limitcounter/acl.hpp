@@ -15,8 +15,9 @@ inline const std::vector<std::string>& required_commands() {
       "select", "ping",
       // sent by the cluster sweep (LimitCounter::finish_interrupted) to every master
       "scan",
-      // sent once per new connection: the server check (INFO server, INFO memory)
-      "info",
+      // sent once per new connection: the server check (INFO server, INFO memory, COMMAND INFO
+      // evalsha script|load hget hmget hset)
+      "info", "command|info",
       // sent by the cluster router: the slot map, and the redirection of a migrating slot
       "cluster|slots", "asking",
       // with Redis Sentinel: is the server the sentinels name the master? (The sentinels' own

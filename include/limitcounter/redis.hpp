@@ -19,7 +19,9 @@ namespace limitcounter {
 /// server's certificate is verified by default. Checked when `Redis` is constructed: a file
 /// that cannot be read or a key that does not match its certificate throws `Error`
 /// (invalid_argument) naming the path; a field set while `enabled` is false throws too, so that
-/// a forgotten `enabled` never sends in plaintext. Not available over `unix_socket`.
+/// a forgotten `enabled` never sends in plaintext. Not available over `unix_socket`. With
+/// `sentinels`, these options apply to the sentinels and the master alike. The TCP connect
+/// and the handshake end by one deadline, `connect_timeout`.
 struct TlsOptions {
   bool enabled = false; ///< connect with TLS (1.2 or newer); set by `rediss://`
   /// PEM file of the CA certificates that may sign the server's certificate. With neither
@@ -110,9 +112,11 @@ struct RedisOptions {
   /// that fail at once ask once). Must not be negative.
   std::chrono::milliseconds sentinel_recheck{100};
   /// Every new connection (to each node of a cluster too) checks the server once, with
-  /// `INFO server` and `INFO memory` in one round trip, and refuses it with `Error`
-  /// (connect_failed, Outcome::not_sent) naming the server's version or policy when it is older
-  /// than Redis 7.0 (the scripts use PEXPIREAT ... NX / GT), or when it has a `maxmemory` above 0
+  /// `INFO server`, `INFO memory` and `COMMAND INFO evalsha script|load hget hmget hset` in one
+  /// round trip, and refuses it with `Error` (connect_failed, Outcome::not_sent) naming the
+  /// server's version, a missing command or the policy when it is older than Redis 7.0 (the
+  /// scripts use PEXPIREAT ... NX / GT), when it lacks one of those commands (renamed or
+  /// disabled with rename-command), or when it has a `maxmemory` above 0
   /// with a `maxmemory-policy` other than `noeviction`: Redis would then evict keys under memory
   /// pressure, and an evicted counter resets a limit, an evicted balance or order record loses
   /// money. Set this to true only to accept that risk (e.g. a cache-only deployment of counters
@@ -182,7 +186,7 @@ struct ScriptCall {
 /// moment the call starts and B its budget (`call_budget`, or `command_timeout` when that
 /// is 0). No request is sent again after T0 + B, and no back-off sleeps past it. So a call
 /// ends by T0 + B + one attempt, where one attempt waits at most `pool_wait_timeout` for a
-/// connection, `connect_timeout` plus four `command_timeout`s (AUTH, SELECT, and the two
+/// connection, `connect_timeout` plus five `command_timeout`s (AUTH, SELECT, and the three
 /// replies of the server check, see `allow_evicting_server`) for a new one, and `command_timeout`
 /// per write and per read of each of at most three requests (ASKING, SCRIPT LOAD, the command).
 /// `eval_pipeline` first sends one pipeline to each node it touches, one node after another; each

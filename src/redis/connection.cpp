@@ -108,8 +108,9 @@ std::unique_ptr<Connection> Connection::open(const RedisOptions& options, const 
     return connection;
   }
   // Once per connection, before it serves a caller: is this a server the library can run on
-  // (version, eviction)? Two INFO commands in one pipeline, as INFO with several sections
-  // needs Redis 7.0 and an older server must get a clear refusal too.
+  // (version, the commands every job needs, eviction)? Two INFO commands and COMMAND INFO in
+  // one pipeline, as INFO with several sections needs Redis 7.0 and an older server must get
+  // a clear refusal too.
   // A server that refuses INFO for a while (BUSY: a script runs past busy-reply-threshold) or
   // needs a password the options do not give (NOAUTH) has not run the caller's command either:
   // that reply is kept and becomes the reply of every command on this connection, which is
@@ -119,17 +120,22 @@ std::unique_ptr<Connection> Connection::open(const RedisOptions& options, const 
     const ReplyKind kind = classify(reply, false);
     return kind == ReplyKind::transient || kind == ReplyKind::noauth;
   };
-  std::string info;
-  for (Reply& reply : setup({{"INFO", "server"}, {"INFO", "memory"}}, "the server check (INFO)",
-                            refused_for_now)) {
+  Argv command_info{"COMMAND", "INFO"};
+  const auto& commands = checked_commands();
+  command_info.insert(command_info.end(), commands.begin(), commands.end());
+  std::vector<Reply> replies =
+      setup({{"INFO", "server"}, {"INFO", "memory"}, std::move(command_info)},
+            "the server check (INFO, COMMAND INFO)", refused_for_now);
+  for (Reply& reply : replies) {
     if (reply.is_error()) {
       connection->check_refusal_ = std::move(reply);
       connection->broken_ = true;
       return connection;
     }
-    info += reply.as_string();
   }
-  if (const auto refusal = server_refusal(parse_server_info(info), options.allow_evicting_server)) {
+  ServerInfo info = parse_server_info(replies[0].as_string() + replies[1].as_string());
+  parse_command_info(replies[2], info);
+  if (const auto refusal = server_refusal(info, options.allow_evicting_server)) {
     throw Error(errc::connect_failed, "cannot use Redis at " + connection->peer_ + ": " + *refusal);
   }
   connection->served_ = 0; // AUTH, SELECT and INFO do not make it a pooled connection

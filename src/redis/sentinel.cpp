@@ -6,6 +6,7 @@
 #include <limitcounter/key_part.hpp>
 
 #include "redis/connection.hpp"
+#include "redis/tls_transport.hpp"
 
 namespace limitcounter::detail {
 namespace {
@@ -102,6 +103,7 @@ SentinelClient::SentinelClient(const RedisOptions& options)
   sentinel_options_.password = options.sentinel_password;
   sentinel_options_.db = 0;
   sentinel_options_.unix_socket.clear();
+  tls_ = make_tls_context(sentinel_options_);
   std::string list;
   for (const auto& sentinel : sentinels_) {
     list += (list.empty() ? "" : ",") + endpoint_text(sentinel);
@@ -126,7 +128,7 @@ Endpoint SentinelClient::master(const RetryPolicy& policy, const Confirm& confir
     try {
       // A sentinel is not a data server: no server check (version, eviction), no SELECT.
       const auto connection =
-          Connection::open(sentinel_options_, order[i].host, order[i].port, false);
+          Connection::open(sentinel_options_, order[i].host, order[i].port, false, tls_);
       const Reply reply = connection->run({"SENTINEL", "GET-MASTER-ADDR-BY-NAME", master_name_});
       if (reply.is_error()) {
         answer = "answered " + reply.as_string();

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -17,6 +18,8 @@
 #include "redis/router.hpp"
 
 namespace limitcounter::detail {
+
+class TlsContext;
 
 /// The address in a reply to `SENTINEL GET-MASTER-ADDR-BY-NAME` (an array of host and port), or
 /// nullopt when the reply is nil: the sentinel does not know the name. Throws
@@ -47,7 +50,8 @@ std::vector<Endpoint> check_sentinel_options(const RedisOptions& options);
 /// Thread-safe; every question opens a fresh connection (sentinels are asked rarely).
 class SentinelClient {
 public:
-  /// Checks the options (see check_sentinel_options); no I/O.
+  /// Checks the options (see check_sentinel_options) and, with TLS, reads its files (see
+  /// TlsContext: throws Error(invalid_argument) naming one that cannot be used); no I/O.
   explicit SentinelClient(const RedisOptions& options);
 
   /// Why an address a sentinel gave is not used (e.g. it answers ROLE slave), or nullopt to
@@ -67,6 +71,9 @@ public:
 
 private:
   RedisOptions sentinel_options_; // AUTH with the sentinel password, no SELECT
+  // The TLS options apply to the sentinels too; their files are read once, here (null without
+  // TLS).
+  std::shared_ptr<const TlsContext> tls_;
   std::string master_name_;
   std::string description_;
   std::mutex mutex_;

@@ -34,6 +34,23 @@ bool recent_enough(std::string_view version) {
 
 } // namespace
 
+const std::vector<std::string>& checked_commands() {
+  static const std::vector<std::string> commands{"evalsha", "script|load", "hget", "hmget", "hset"};
+  return commands;
+}
+
+void parse_command_info(const Reply& command_info, ServerInfo& info) {
+  const std::vector<std::string>& commands = checked_commands();
+  const bool readable = command_info.type() == Reply::Type::array &&
+                        command_info.as_array().size() == commands.size();
+  info.missing_commands.clear();
+  for (std::size_t i = 0; i < commands.size(); ++i) {
+    if (!readable || command_info.as_array()[i].is_nil()) {
+      info.missing_commands.push_back(commands[i]);
+    }
+  }
+}
+
 ServerInfo parse_server_info(std::string_view info) {
   ServerInfo result;
   while (!info.empty()) {
@@ -73,6 +90,17 @@ std::optional<std::string> server_refusal(const ServerInfo& info, bool allow_evi
   }
   if (!recent_enough(info.version)) {
     return "the server is Redis " + info.version + "; " + needed;
+  }
+  if (!info.missing_commands.empty()) {
+    std::string names;
+    for (const std::string& name : info.missing_commands) {
+      names += (names.empty() ? "" : ", ") + name;
+    }
+    return "the server (Redis " + info.version + ") does not know the command" +
+           (info.missing_commands.size() > 1 ? "s " : " ") + names +
+           " (COMMAND INFO answers nil: renamed or disabled with rename-command?); limitcounter "
+           "needs " +
+           (info.missing_commands.size() > 1 ? "them" : "it") + " to run its scripts";
   }
   if (allow_evicting_server) {
     return std::nullopt;

@@ -28,38 +28,24 @@ using Clock = std::chrono::steady_clock;
 
 std::string errno_text(int error_number) { return std::system_category().message(error_number); }
 
-// Connects `fd` (non-blocking) to `address` by `deadline`; returns 0 or the errno.
-int connect_by(int fd, const sockaddr* address, socklen_t length, Clock::time_point deadline) {
-  if (::connect(fd, address, length) == 0) {
+// Connects `socket` (non-blocking) to `address` by `deadline`; returns 0 or the errno.
+int connect_by(const Socket& socket, const sockaddr* address, socklen_t length,
+               Clock::time_point deadline) {
+  if (::connect(socket.fd(), address, length) == 0) {
     return 0;
   }
   if (errno != EINPROGRESS) {
     return errno;
   }
-  for (;;) {
-    const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    if (left <= 0) {
-      return ETIMEDOUT;
-    }
-    pollfd entry{fd, POLLOUT, 0};
-    const int ready = ::poll(&entry, 1, static_cast<int>(left));
-    if (ready < 0 && errno == EINTR) {
-      continue;
-    }
-    if (ready < 0) {
-      return errno;
-    }
-    if (ready == 0) {
-      return ETIMEDOUT;
-    }
-    int error_number = 0;
-    socklen_t size = sizeof(error_number);
-    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &error_number, &size) != 0) {
-      return errno;
-    }
-    return error_number;
+  if (const int waited = socket.wait_until(POLLOUT, deadline); waited != 0) {
+    return waited;
   }
+  int error_number = 0;
+  socklen_t size = sizeof(error_number);
+  if (getsockopt(socket.fd(), SOL_SOCKET, SO_ERROR, &error_number, &size) != 0) {
+    return errno;
+  }
+  return error_number;
 }
 
 // A connected socket, back in blocking mode (the timeouts bound each wait), or the errno.
@@ -71,7 +57,7 @@ std::unique_ptr<Socket> connect_one(int family, const sockaddr* address, socklen
     return nullptr;
   }
   auto socket = std::make_unique<Socket>(fd);
-  error_number = connect_by(fd, address, length, deadline);
+  error_number = connect_by(*socket, address, length, deadline);
   if (error_number != 0) {
     return nullptr;
   }
@@ -89,8 +75,8 @@ std::unique_ptr<Socket> connect_one(int family, const sockaddr* address, socklen
 }
 
 std::unique_ptr<Socket> connect_socket(const RedisOptions& options, const std::string& host,
-                                       int port, const std::string& peer) {
-  const auto deadline = Clock::now() + options.connect_timeout;
+                                       int port, const std::string& peer,
+                                       Clock::time_point deadline) {
   int error_number = 0;
   if (host.empty()) {
     sockaddr_un address{};
@@ -189,6 +175,25 @@ bool Socket::idle_and_open() const {
   return false; // 0: the server closed it; > 0: unread bytes on an idle connection
 }
 
+int Socket::wait_until(short events, std::chrono::steady_clock::time_point deadline) const {
+  for (;;) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) {
+      return ETIMEDOUT;
+    }
+    pollfd entry{fd_, events, 0};
+    const int ready = ::poll(&entry, 1, static_cast<int>(left));
+    if (ready < 0 && errno == EINTR) {
+      continue;
+    }
+    if (ready < 0) {
+      return errno;
+    }
+    return ready == 0 ? ETIMEDOUT : 0;
+  }
+}
+
 void Socket::set_timeout(std::chrono::milliseconds timeout, const std::string& peer) const {
   timeval tv{};
   tv.tv_sec = static_cast<decltype(tv.tv_sec)>(timeout.count() / 1000);
@@ -203,9 +208,11 @@ void Socket::set_timeout(std::chrono::milliseconds timeout, const std::string& p
 std::unique_ptr<Transport> Transport::open(const RedisOptions& options, const std::string& host,
                                            int port, const std::string& peer,
                                            const TlsContext* tls) {
-  std::unique_ptr<Socket> socket = connect_socket(options, host, port, peer);
+  // One deadline for the TCP connect and the TLS handshake, as connect_timeout promises.
+  const auto deadline = Clock::now() + options.connect_timeout;
+  std::unique_ptr<Socket> socket = connect_socket(options, host, port, peer, deadline);
   if (tls != nullptr) {
-    return open_tls(*tls, std::move(socket), options, host, peer);
+    return open_tls(*tls, std::move(socket), options, host, peer, deadline);
   }
   socket->set_timeout(options.command_timeout, peer);
   return std::make_unique<PlainTransport>(std::move(socket));

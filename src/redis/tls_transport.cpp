@@ -8,6 +8,7 @@
 #include <system_error>
 
 #include <arpa/inet.h>
+#include <poll.h>
 #include <sys/stat.h>
 
 #include <openssl/err.h>
@@ -69,18 +70,44 @@ bool is_ip_address(const std::string& name) {
 // then consuming a pending one) costs two system calls per write and races with a SIGPIPE
 // the host sends itself. Our BIO also counts the bytes that left (decides "not sent"), keeps
 // the errno of the last failure, and the first byte the server sent (a plaintext server's
-// answer is not a TLS record).
+// answer is not a TLS record). During the handshake each read and write first waits only the
+// time left before the connect's deadline: the socket's timeout bounds one wait, and a server
+// sending a byte before each timeout would hold the handshake for ever.
 struct BioState {
   const Socket* socket = nullptr;
+  bool handshaking = false;
+  std::chrono::steady_clock::time_point deadline{};
   std::uint64_t* sent = nullptr;
   std::uint64_t* received = nullptr;
   int last_error = 0;
   int first_byte = -1;
 };
 
+// False when the handshake's deadline passed first (a retry flag: SSL_ERROR_WANT_READ or
+// WANT_WRITE, as the socket's timeout) or the wait failed.
+bool ready_by_deadline(BIO* bio, BioState& state, short events) {
+  if (!state.handshaking) {
+    return true;
+  }
+  const int waited = state.socket->wait_until(events, state.deadline);
+  if (waited == 0) {
+    return true;
+  }
+  state.last_error = waited == ETIMEDOUT ? EAGAIN : waited;
+  if (waited == ETIMEDOUT && events == POLLIN) {
+    BIO_set_retry_read(bio);
+  } else if (waited == ETIMEDOUT) {
+    BIO_set_retry_write(bio);
+  }
+  return false;
+}
+
 int bio_write(BIO* bio, const char* data, int size) {
   auto* state = static_cast<BioState*>(BIO_get_data(bio));
   BIO_clear_retry_flags(bio);
+  if (!ready_by_deadline(bio, *state, POLLOUT)) {
+    return -1;
+  }
   const IoResult result = state->socket->send(data, static_cast<std::size_t>(size), *state->sent);
   state->last_error = result.error_number;
   if (result.bytes == 0) {
@@ -95,6 +122,9 @@ int bio_write(BIO* bio, const char* data, int size) {
 int bio_read(BIO* bio, char* data, int size) {
   auto* state = static_cast<BioState*>(BIO_get_data(bio));
   BIO_clear_retry_flags(bio);
+  if (!ready_by_deadline(bio, *state, POLLIN)) {
+    return -1;
+  }
   const IoResult result =
       state->socket->receive(data, static_cast<std::size_t>(size), *state->received);
   state->last_error = result.error_number;
@@ -162,10 +192,14 @@ public:
     return true;
   }
 
-  // The handshake; throws Error(connect_failed) naming the reason.
-  void handshake(const RedisOptions& options, const std::string& name, const std::string& peer) {
+  // The handshake, ended by `deadline`; throws Error(connect_failed) naming the reason.
+  void handshake(const RedisOptions& options, const std::string& name, const std::string& peer,
+                 std::chrono::steady_clock::time_point deadline) {
     ERR_clear_error();
+    state_.handshaking = true;
+    state_.deadline = deadline;
     const int result = SSL_connect(ssl_);
+    state_.handshaking = false;
     if (result == 1) {
       return;
     }
@@ -351,8 +385,10 @@ std::shared_ptr<const TlsContext> make_tls_context(const RedisOptions& options) 
 
 std::unique_ptr<Transport> open_tls(const TlsContext& tls, std::unique_ptr<Socket> socket,
                                     const RedisOptions& options, const std::string& host,
-                                    const std::string& peer) {
-  // The handshake's waits are part of connecting; the session's reads and writes are commands.
+                                    const std::string& peer,
+                                    std::chrono::steady_clock::time_point deadline) {
+  // The handshake's waits are part of connecting (each also waits at most the time left before
+  // `deadline`); the session's reads and writes are commands.
   socket->set_timeout(options.connect_timeout, peer);
   Socket& raw = *socket;
   SSL* ssl = SSL_new(tls.native());
@@ -386,7 +422,7 @@ std::unique_ptr<Transport> open_tls(const TlsContext& tls, std::unique_ptr<Socke
   } else {
     SSL_set_verify(ssl, SSL_VERIFY_NONE, nullptr);
   }
-  transport->handshake(options, name, peer);
+  transport->handshake(options, name, peer, deadline);
   raw.set_timeout(options.command_timeout, peer);
   return transport;
 }

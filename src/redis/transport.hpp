@@ -71,6 +71,9 @@ public:
   /// Peeks without waiting: false once the peer closed or the socket failed, or when a byte
   /// waits unread.
   bool idle_and_open() const;
+  /// Waits until the socket can be read (`events` POLLIN) or written (POLLOUT), or until
+  /// `deadline`: 0 when ready, ETIMEDOUT at the deadline, else the errno of poll.
+  int wait_until(short events, std::chrono::steady_clock::time_point deadline) const;
   /// Both SO_RCVTIMEO and SO_SNDTIMEO; throws Error(connect_failed) naming `peer`.
   void set_timeout(std::chrono::milliseconds timeout, const std::string& peer) const;
 
@@ -79,9 +82,12 @@ private:
 };
 
 /// A TLS session over `socket` (tls_transport.cpp): the handshake, its certificate checks and
-/// their errors. `host` is the name verified unless the options give `server_name`.
+/// their errors. `host` is the name verified unless the options give `server_name`. The
+/// handshake ends by `deadline`, the one of the whole connect: each of its waits gets only
+/// the time left, so a server trickling bytes cannot stretch it.
 std::unique_ptr<Transport> open_tls(const TlsContext& tls, std::unique_ptr<Socket> socket,
                                     const RedisOptions& options, const std::string& host,
-                                    const std::string& peer);
+                                    const std::string& peer,
+                                    std::chrono::steady_clock::time_point deadline);
 
 } // namespace limitcounter::detail

@@ -55,3 +55,15 @@ TEST_CASE("a server with maxmemory and noeviction is used; the check is once per
   }
   CHECK(command_calls(redis, "info") == at_connect + 1); // just the first commandstats
 }
+
+TEST_CASE("a server without EVALSHA (rename-command) is refused at connect, naming it",
+          "[redis][server_check][standalone]") {
+  RedisServer server({"--rename-command", "evalsha", ""});
+  const Error e = error_of([&] { Redis(server.options()).command({"SET", "k", "1"}); });
+  CHECK(e.code() == errc::connect_failed);
+  CHECK(e.outcome() == Outcome::not_sent);
+  CHECK_THAT(e.what(), Catch::Contains("127.0.0.1:" + std::to_string(server.port())) &&
+                           Catch::Contains("Redis 7.") &&
+                           Catch::Contains("does not know the command evalsha (") &&
+                           Catch::Contains("rename-command"));
+}

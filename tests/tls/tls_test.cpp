@@ -2,8 +2,14 @@
 // in is TLS), with certificates the test makes with the openssl CLI (support/tls_certificates).
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <set>
 #include <string>
+#include <thread>
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <limitcounter/limitcounter.hpp>
 
@@ -150,6 +156,68 @@ TEST_CASE("a TLS client at a plaintext port fails clearly, not by a hang", "[tls
   const Error error = connect_error(options);
   CHECK_THAT(error.what(), Catch::Contains("over TLS"));
   CHECK_THAT(error.what(), Catch::Contains("is it a plaintext port?"));
+}
+
+// A server that accepts one connection and answers the ClientHello with the header of a
+// 16 KiB handshake record, then one byte of it every 20 ms: each byte comes well within
+// the connect timeout, the record never completes. It stops after `limit` bytes and closes
+// (so that a handshake without a deadline fails too, as a close, instead of a hang).
+class TricklingServer {
+public:
+  TricklingServer() {
+    listener_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t size = sizeof(address);
+    REQUIRE(::bind(listener_, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0);
+    REQUIRE(::listen(listener_, 1) == 0);
+    REQUIRE(::getsockname(listener_, reinterpret_cast<sockaddr*>(&address), &size) == 0);
+    port_ = ntohs(address.sin_port);
+    thread_ = std::thread([this] { serve(); });
+  }
+  ~TricklingServer() {
+    ::shutdown(listener_, SHUT_RDWR); // ends an accept still waiting
+    thread_.join();
+    ::close(listener_);
+  }
+  TricklingServer(const TricklingServer&) = delete;
+  TricklingServer& operator=(const TricklingServer&) = delete;
+  int port() const { return port_; }
+
+private:
+  void serve() {
+    const int client = ::accept(listener_, nullptr, nullptr);
+    if (client < 0) {
+      return;
+    }
+    const unsigned char header[] = {0x16, 0x03, 0x03, 0x40, 0x00};
+    bool open = ::send(client, header, sizeof(header), MSG_NOSIGNAL) == sizeof(header);
+    const char byte = 0;
+    for (int sent = 0; open && sent < limit; ++sent) {
+      std::this_thread::sleep_for(20ms);
+      open = ::send(client, &byte, 1, MSG_NOSIGNAL) == 1; // fails once the client closed
+    }
+    ::close(client);
+  }
+
+  static constexpr int limit = 500; // 10 s of bytes
+  int listener_ = -1;
+  int port_ = 0;
+  std::thread thread_;
+};
+
+TEST_CASE("a server trickling its handshake cannot stretch the connect timeout", "[tls]") {
+  TricklingServer server;
+  RedisOptions options;
+  options.host = "127.0.0.1";
+  options.port = server.port();
+  options.tls.enabled = true;
+  options.tls.ca_file = tls_certificates().ca_file();
+  options.connect_timeout = 300ms;
+  const Error error = connect_error(options);
+  CHECK_THAT(error.what(), Catch::Contains("127.0.0.1:" + std::to_string(server.port())));
+  CHECK_THAT(error.what(), Catch::Contains("no TLS handshake within the connect timeout (300 ms)"));
 }
 
 TEST_CASE("a plaintext client at the TLS port fails clearly, not by a hang", "[tls]") {

@@ -117,6 +117,19 @@ TEST_CASE("TLS files are checked when Redis is constructed, naming the path", "[
   } catch (const Error& e) {
     CHECK_THAT(e.what(), Catch::Contains("Redis serves TLS on a TCP port only"));
   }
+  // With sentinels too: the TLS options apply to the sentinels and the master.
+  RedisOptions sentinel;
+  sentinel.sentinels = {"127.0.0.1:26379"};
+  sentinel.sentinel_master = "mymaster";
+  sentinel.tls.enabled = true;
+  sentinel.tls.ca_file = "/nonexistent/ca.pem";
+  try {
+    Redis redis(sentinel);
+    FAIL("accepted");
+  } catch (const Error& e) {
+    CHECK(e.code() == errc::invalid_argument);
+    CHECK_THAT(e.what(), Catch::Contains("ca_file \"/nonexistent/ca.pem\" cannot be read"));
+  }
 }
 
 TEST_CASE("bad Redis URIs name the bad part and never the password", "[uri]") {

@@ -2,9 +2,13 @@
 #include <catch2/catch.hpp>
 
 #include <string>
+#include <vector>
 
 #include "redis/server_check.hpp"
 
+using limitcounter::Reply;
+using limitcounter::detail::checked_commands;
+using limitcounter::detail::parse_command_info;
 using limitcounter::detail::parse_server_info;
 using limitcounter::detail::server_refusal;
 
@@ -87,4 +91,47 @@ TEST_CASE("a server that may evict keys is refused unless allowed", "[server_che
         std::string::npos);
   CHECK_FALSE(refusal("redis_version:7.0.15\r\nmaxmemory_policy:noeviction\r\n").empty());
   CHECK(refusal("redis_version:7.0.15\r\nmaxmemory_policy:noeviction\r\n", true).empty());
+}
+
+namespace {
+
+// A COMMAND INFO reply for checked_commands(): an entry (its name first, as Redis sends it)
+// for each command, nil for the one named `missing`.
+Reply command_info_reply(const std::string& missing) {
+  std::vector<Reply> entries;
+  for (const std::string& name : checked_commands()) {
+    entries.push_back(name == missing ? Reply()
+                                      : Reply::array({Reply::string(name), Reply::integer(-3)}));
+  }
+  return Reply::array(std::move(entries));
+}
+
+std::string command_refusal(const Reply& command_info) {
+  auto info = parse_server_info(info_text("7.0.15", "0", "noeviction"));
+  parse_command_info(command_info, info);
+  return server_refusal(info, false).value_or("");
+}
+
+} // namespace
+
+TEST_CASE("COMMAND INFO: a command the server does not know is refused, naming it",
+          "[server_check]") {
+  CHECK(command_refusal(command_info_reply("")).empty());
+  for (const std::string& missing : checked_commands()) {
+    const std::string reason = command_refusal(command_info_reply(missing));
+    CAPTURE(missing, reason);
+    CHECK(reason.find("Redis 7.0.15") != std::string::npos);
+    CHECK(reason.find("does not know the command " + missing + " (") != std::string::npos);
+    CHECK(reason.find("rename-command") != std::string::npos);
+  }
+  // a reply that is not one entry per command cannot show them known: all are named
+  for (const Reply& odd : {Reply(), Reply::array({}), Reply::string("evalsha")}) {
+    const std::string reason = command_refusal(odd);
+    CAPTURE(reason);
+    CHECK(reason.find("commands evalsha, script|load, hget, hmget, hset (") != std::string::npos);
+  }
+  // the version is checked first: an old server is refused for its version
+  auto old = parse_server_info(info_text("6.2.6", "0", "noeviction"));
+  parse_command_info(command_info_reply("script|load"), old);
+  CHECK(server_refusal(old, false).value_or("").find("needs Redis 7.0") != std::string::npos);
 }

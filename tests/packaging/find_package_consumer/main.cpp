@@ -1,6 +1,9 @@
 // A program outside the project, built against limitcounter (installed, or added as a
 // subdirectory): it includes the umbrella header, links limitcounter::limitcounter and
-// checks one zone-aware fact, and prints the version it links ("limitcounter 0.2.0").
+// checks one zone-aware fact, and prints the version it links ("limitcounter 0.2.0"). It also
+// makes a TLS `Redis` and calls it, so that a static link needs the Redis code and with it
+// hiredis and OpenSSL: a missing -lhiredis, -lssl or -lcrypto fails the link. No server is
+// needed: the call goes to port 1 of the loopback (never 6379) and must fail to connect.
 #include <chrono>
 #include <cstring>
 #include <iostream>
@@ -24,6 +27,18 @@ int main() {
   if (window.id != "20211112") {
     std::cerr << "expected 20211112\n";
     return 1;
+  }
+  try {
+    limitcounter::Redis redis("rediss://127.0.0.1:1?verify_peer=no");
+    redis.command({"PING"});
+    std::cerr << "PING to 127.0.0.1:1 answered\n";
+    return 1;
+  } catch (const limitcounter::Error& e) {
+    std::cout << "TLS Redis at 127.0.0.1:1: " << e.what() << '\n';
+    if (e.code() != limitcounter::errc::connect_failed) {
+      std::cerr << "expected connect_failed\n";
+      return 1;
+    }
   }
   return 0;
 }
