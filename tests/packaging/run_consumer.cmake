@@ -246,7 +246,10 @@ check_version("${run_output}")
 if(component_args)
   # find_package(limitcounter COMPONENTS rules_file) gave limitcounter::rules_file.
   find_executable(program "${consumer_build}" rules_file_consumer)
-  run_program("${program}")
+  # A shared liblimitcounter_rules_file needs liblimitcounter.so, and installed libraries
+  # carry no RUNPATH: in this private prefix the loader needs its libdir (as a system
+  # prefix's libdir is known to it).
+  run_program("${program}" "LD_LIBRARY_PATH=${pc_libdir}")
   if(NOT run_output MATCHES "rules_from_yaml: 1 rule\n")
     message(FATAL_ERROR "rules_file_consumer did not read its rule:\n${run_output}")
   endif()
