@@ -184,8 +184,8 @@ public:
   /// then follows. So a process (re)started while the current version does not parse fails
   /// loudly here rather than running without rules; the store refuses sets that do not
   /// validate, so only a version written by hand (or by another tool) can be bad: fix it
-  /// with `RuleStore::rollback` to a good version. Throws invalid_argument for a null counter or a
-  /// poll_interval <= 0.
+  /// with `RuleStore::rollback` to a good version. Throws invalid_argument for a null
+  /// counter or a poll_interval <= 0.
   RuleFollower(RuleStore store, std::vector<std::shared_ptr<LimitCounter>> counters,
                RuleFollowerOptions options = {});
   /// Stops and joins the thread: returns within about min(`poll_interval`, 250 ms) +

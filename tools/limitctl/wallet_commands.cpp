@@ -125,7 +125,6 @@ std::set<std::string> group_names(limitcounter::Redis& redis,
     if (checked(redis, {"EXISTS", journal}).as_integer() == 0) {
       continue; // XINFO of a missing stream is an error
     }
-    // XINFO's key is its third word: on a cluster the first routing may be redirected.
     // Held by value: the loop below walks its array (a temporary would die first).
     const Reply groups = checked(redis, {"XINFO", "GROUPS", journal});
     for (const Reply& group : groups.as_array()) {
