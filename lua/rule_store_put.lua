@@ -11,7 +11,7 @@
 -- ARGV[2]  the YAML text of the set
 -- ARGV[3]  author
 -- ARGV[4]  reason
--- ARGV[5]  action ("put", "put_rule", "delete_rule", "rollback:<n>")
+-- ARGV[5]  action ("put", "put_rule", "delete_rule", "clear", "rollback:<n>")
 -- ARGV[6]  history limit, integer >= 1
 --
 -- Version hash fields: yaml, author, reason, action, at (server time, unix ms).
@@ -49,7 +49,9 @@ local text = string.format('%d', version)
 redis.call('HSET', KEYS[2], 'yaml', ARGV[2], 'author', ARGV[3], 'reason', ARGV[4],
            'action', ARGV[5], 'at', at)
 redis.call('SET', KEYS[1], text)
-redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[6], '*', 'version', text, 'action', ARGV[5],
+-- Exactly (=, not ~): an approximate trim keeps entries of versions KEYS[4] deleted, and
+-- history() would list versions that get() no longer finds.
+redis.call('XADD', KEYS[3], 'MAXLEN', '=', ARGV[6], '*', 'version', text, 'action', ARGV[5],
            'author', ARGV[3], 'reason', ARGV[4], 'at', at)
 if KEYS[4] then
   redis.call('DEL', KEYS[4])

@@ -308,11 +308,12 @@ public:
   /// "<count>:<amount>", author, reason, at = now in unix ms) to
   /// `keys().audit(keys().tag(counter, dimension.field()))` (the dimension's bucket), in
   /// one script: the counter moves if and only if its entry is written. Idempotent by
-  /// `correction.id` for `record_min_ttl`: a retry (e.g. after Outcome::unknown) returns
-  /// the first result with `replayed`; the same id with other content throws conflict
-  /// (Outcome::failed). Throws invalid_argument for a bad counter, id, author or reason, both
-  /// deltas 0, or a total it would leave below 0; precision_overflow for a delta or total
-  /// past 2^53 - 1; window_closed for a window whose key has expired (as `add`). Nothing is
+  /// `correction.id` while its record lives (until the window's end + `window_grace` or
+  /// `record_min_ttl` after now, whichever is later; then the id is forgotten): a retry (e.g. after
+  /// Outcome::unknown) returns the first result with `replayed`; the same id with other content
+  /// throws conflict (Outcome::failed). Throws invalid_argument for a bad counter, id, author or
+  /// reason, both deltas 0, or a total it would leave below 0; precision_overflow for a delta or
+  /// total past 2^53 - 1; window_closed for a window whose key has expired (as `add`). Nothing is
   /// written when it throws. Counts it adds are not transactions: they have no record to
   /// refund.
   CorrectionResult adjust(std::string_view counter, const Dimension& dimension, Period period,

@@ -37,7 +37,7 @@ struct RuleSetVersion {
   std::uint64_t version = 0; ///< 1, 2, 3, ... per store name
   std::string author;        ///< from RuleChange
   std::string reason;        ///< from RuleChange
-  std::string action;        ///< "put", "put_rule", "delete_rule", "rollback:<n>"
+  std::string action;        ///< "put", "put_rule", "delete_rule", "clear", "rollback:<n>"
   TimePoint at;              ///< when it was stored (the Redis server's clock)
   std::string yaml;          ///< the whole set in the docs/RULES.md format (to_yaml)
 };
@@ -45,8 +45,9 @@ struct RuleSetVersion {
 /// Options of a `RuleStore`.
 struct RuleStoreOptions {
   std::string key_prefix = "lc:"; ///< prefix of every key of the store
-  /// Versions kept: the history stream is trimmed to about this many entries (MAXLEN ~) and
-  /// the version that falls out is deleted, so `get` of an older one returns nullopt. >= 1.
+  /// Versions kept: the history stream is trimmed to exactly this many entries (MAXLEN =)
+  /// and the version that falls out is deleted, so `get` of an older one returns nullopt and
+  /// every version `history` lists can be read with `get`. >= 1.
   std::size_t history_limit = 1000;
 };
 
@@ -91,6 +92,12 @@ public:
   /// Removes one rule by name, as a new version (action "delete_rule"); throws
   /// invalid_argument naming it if absent (also when nothing is stored).
   std::uint64_t delete_rule(std::string_view rule_name, const RuleChange& change);
+  /// Removes every rule, as a new version with no rules and the current set's attributes
+  /// (action "clear"); older versions stay in the history, so `rollback` brings them back.
+  /// An empty store gets a first, empty version. Edits as `put_rule` (compare-and-set, again
+  /// on the newer set if another writer came first); a lost reply (Outcome::unknown) may
+  /// have stored it: `current()` tells.
+  std::uint64_t clear(const RuleChange& change);
   /// Stores the content of `version` again as a new version (action "rollback:<version>").
   /// Throws not_found naming the version if it is not stored (never, or trimmed).
   std::uint64_t rollback(std::uint64_t version, const RuleChange& change);
@@ -99,6 +106,10 @@ public:
   std::optional<RuleSetVersion> current() const;
   /// One given version (nullopt when it is not stored: never, or trimmed).
   std::optional<RuleSetVersion> get(std::uint64_t version) const;
+  /// The rule named `rule_name` in the current version (nullopt when no rule has that name
+  /// or nothing is stored). Reads and parses the current version (throws as `current` and
+  /// `parse`).
+  std::optional<Rule> get_rule(std::string_view rule_name) const;
   /// The current version number (0 when nothing is stored), one GET.
   std::uint64_t current_version() const;
   /// Newest first, at most `limit` entries (yaml left empty in history entries).
@@ -170,7 +181,11 @@ class RuleFollower {
 public:
   /// Loads the current version synchronously first (throws not_found if the store is empty,
   /// invalid_argument if it does not parse, or the Redis error), sets it on every counter,
-  /// then follows. Throws invalid_argument for a null counter or a poll_interval <= 0.
+  /// then follows. So a process (re)started while the current version does not parse fails
+  /// loudly here rather than running without rules; the store refuses sets that do not
+  /// validate, so only a version written by hand (or by another tool) can be bad: fix it
+  /// with `RuleStore::rollback` to a good version. Throws invalid_argument for a null
+  /// counter or a poll_interval <= 0.
   RuleFollower(RuleStore store, std::vector<std::shared_ptr<LimitCounter>> counters,
                RuleFollowerOptions options = {});
   /// Stops and joins the thread: returns within about min(`poll_interval`, 250 ms) +

@@ -72,7 +72,8 @@ std::optional<std::string_view> routing_key(const std::vector<std::string>& argv
       "SLOWLOG",  "LATENCY", "HELLO",   "READONLY"};
   static constexpr std::array<std::string_view, 6> scripts{"EVAL",       "EVALSHA", "EVAL_RO",
                                                            "EVALSHA_RO", "FCALL",   "FCALL_RO"};
-  static constexpr std::array<std::string_view, 3> subcommand_key{"MEMORY", "OBJECT", "XINFO"};
+  static constexpr std::array<std::string_view, 4> subcommand_key{"MEMORY", "OBJECT", "XGROUP",
+                                                                  "XINFO"};
   if (argv.size() < 2 || is_one_of(argv[0], keyless)) {
     return std::nullopt;
   }

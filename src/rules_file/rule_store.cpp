@@ -228,6 +228,11 @@ std::uint64_t RuleStore::delete_rule(std::string_view rule_name, const RuleChang
   });
 }
 
+std::uint64_t RuleStore::clear(const RuleChange& change) {
+  return edit_current(change, "clear",
+                      [](const RuleSet& set) { return RuleSet(set.attributes()); });
+}
+
 std::uint64_t RuleStore::rollback(std::uint64_t version, const RuleChange& change) {
   const auto old = get(version);
   if (!old) {
@@ -248,6 +253,19 @@ std::uint64_t RuleStore::current_version() const {
 std::optional<RuleSetVersion> RuleStore::current() const {
   const std::uint64_t version = current_version();
   return version == 0 ? std::nullopt : get(version);
+}
+
+std::optional<Rule> RuleStore::get_rule(std::string_view rule_name) const {
+  const auto now = current();
+  if (now) {
+    const RuleSet set = parse(*now); // named: the loop walks its rules
+    for (const Rule& rule : set.rules()) {
+      if (rule.name() == rule_name) {
+        return rule;
+      }
+    }
+  }
+  return std::nullopt;
 }
 
 std::optional<RuleSetVersion> RuleStore::get(std::uint64_t version) const {

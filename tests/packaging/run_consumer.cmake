@@ -6,7 +6,9 @@
 #   `pkg-config --cflags --libs`, as a Makefile would), then configures, builds and runs the
 #   find_package consumer with CMAKE_PREFIX_PATH=<prefix> asking for MAJOR.MINOR, and checks
 #   that incompatible versions are refused (the next major; while 0.x, the next and the
-#   previous minor).
+#   previous minor). When the build made rules_file, the consumer also asks for that
+#   component and runs its rules_file_consumer; when it made limitctl, bin/limitctl must be
+#   installed.
 # MODE=shared: first builds the library alone from LIMITCOUNTER_SOURCE_DIR with
 #   BUILD_SHARED_LIBS=ON under WORK_DIR, then does all of find_package mode with it.
 # MODE=add_subdirectory: configures, builds and runs the add_subdirectory consumer against
@@ -118,6 +120,24 @@ if(MODE STREQUAL "find_package")
   if(NOT pc_files)
     message(FATAL_ERROR "limitcounter.pc was not installed under ${prefix}")
   endif()
+  # The optional parts the build made must be installed: rules_file's targets (the consumer
+  # then asks for the component and uses it) and limitctl.
+  foreach(option LIMITCOUNTER_RULES_FILE LIMITCOUNTER_LIMITCTL)
+    file(STRINGS "${LIMITCOUNTER_BINARY_DIR}/CMakeCache.txt" line REGEX "^${option}:BOOL=")
+    string(REGEX REPLACE "^[^=]*=" "" ${option} "${line}")
+  endforeach()
+  set(component_args)
+  if(LIMITCOUNTER_RULES_FILE)
+    if(NOT EXISTS "${config_dir}/limitcounterRulesFileTargets.cmake")
+      message(FATAL_ERROR "rules_file was built, but limitcounterRulesFileTargets.cmake is not in ${config_dir}")
+    endif()
+    set(component_args -DWITH_RULES_FILE=ON)
+  endif()
+  if(LIMITCOUNTER_LIMITCTL)
+    if(NOT EXISTS "${prefix}/bin/limitctl")
+      message(FATAL_ERROR "limitctl was built, but ${prefix}/bin/limitctl was not installed")
+    endif()
+  endif()
 
   # pkg-config, as a Makefile-based consumer would use it.
   if(NOT PKG_CONFIG)
@@ -176,7 +196,7 @@ if(MODE STREQUAL "find_package")
   set(major "${CMAKE_MATCH_1}")
   set(minor "${CMAKE_MATCH_2}")
   run(${CMAKE_COMMAND} ${configure_args} "-DCMAKE_PREFIX_PATH=${prefix}"
-      "-DLIMITCOUNTER_VERSION_REQUIRED=${major_minor}")
+      "-DLIMITCOUNTER_VERSION_REQUIRED=${major_minor}" ${component_args})
   file(STRINGS "${consumer_build}/CMakeCache.txt" found_dir REGEX "^limitcounter_DIR:")
   string(REGEX REPLACE "^[^=]*=" "" found_dir "${found_dir}")
   if(NOT found_dir STREQUAL config_dir)
@@ -223,3 +243,14 @@ run(${CMAKE_COMMAND} --build "${consumer_build}" --config "${CONFIG}" -j2)
 find_executable(program "${consumer_build}" "${consumer_name}")
 run_program("${program}")
 check_version("${run_output}")
+if(component_args)
+  # find_package(limitcounter COMPONENTS rules_file) gave limitcounter::rules_file.
+  find_executable(program "${consumer_build}" rules_file_consumer)
+  # A shared liblimitcounter_rules_file needs liblimitcounter.so, and installed libraries
+  # carry no RUNPATH: in this private prefix the loader needs its libdir (as a system
+  # prefix's libdir is known to it).
+  run_program("${program}" "LD_LIBRARY_PATH=${pc_libdir}")
+  if(NOT run_output MATCHES "rules_from_yaml: 1 rule\n")
+    message(FATAL_ERROR "rules_file_consumer did not read its rule:\n${run_output}")
+  endif()
+endif()

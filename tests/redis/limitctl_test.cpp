@@ -3,15 +3,22 @@
 #include <catch2/catch.hpp>
 
 #include <array>
+#include <atomic>
 #include <cstdio>
 #include <ctime>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <limitcounter/journal_consumer.hpp>
 #include <limitcounter/limit_counter.hpp>
 #include <limitcounter/red_packet.hpp>
 #include <limitcounter/wallet.hpp>
@@ -166,6 +173,9 @@ TEST_CASE_METHOD(CounterData, "limitctl usage and top read what the library coun
   CHECK_THAT(usage.out, Catch::Contains("{\"period\":\"day\",\"window\":\"" + day + "\""));
   CHECK_THAT(usage.out, Catch::Contains("\"count\":3,\"amount\":900"));
   CHECK_THAT(usage.out, Catch::Contains("\"period\":\"year\""));
+  // Without --period every period is shown, the short ones too.
+  CHECK_THAT(usage.out, Catch::Contains("{\"period\":\"minute\","));
+  CHECK_THAT(usage.out, Catch::Contains("{\"period\":\"hour\","));
 
   const Run by_amount = limitctl(dated({"top", "channel", "day", "--n", "2"}));
   CHECK(by_amount.code == 0);
@@ -298,6 +308,124 @@ TEST_CASE("limitctl wallet show, compare, freeze and journal-lag", "[limitctl][r
   // deduct + freeze + unfreeze: three events in ann's partition, one order unpersisted.
   CHECK_THAT(lag.out,
              Catch::Contains("{\"partition\":" + partition + ",\"length\":3,\"unpersisted\":1"));
+
+  // With consumer groups: "audit" created by hand (nothing read), "persister" has read the
+  // three events without acknowledging them.
+  const std::string journal = wallet.keys().journal(wallet.keys().partition_of("ann"));
+  Redis redis(test_options());
+  REQUIRE_FALSE(redis.command({"XGROUP", "CREATE", journal, "audit", "0"}).is_error());
+  limitcounter::JournalConsumer persister(redis, options);
+  REQUIRE(persister.read(wallet.keys().partition_of("ann")).size() == 3);
+  const Run grouped = limitctl(with({"wallet", "journal-lag"}));
+  CHECK(grouped.code == 0);
+  CHECK_THAT(grouped.out,
+             Catch::Contains("{\"partition\":" + partition +
+                             ",\"length\":3,\"unpersisted\":1,\"groups\":[{\"group\":\"audit\","
+                             "\"pending\":0,\"lag\":3},{\"group\":\"persister\",\"pending\":3,"
+                             "\"lag\":0}]}"));
+}
+
+namespace {
+
+// A server that passes the connection's server check (it answers the two INFO commands as a
+// Redis 7.2 without eviction) and then never answers again: the next command's reply is lost
+// (Outcome::unknown). One thread per connection; all stop with the object.
+class SilentServer {
+public:
+  SilentServer() {
+    listener_ = socket(AF_INET, SOCK_STREAM, 0);
+    REQUIRE(listener_ >= 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t size = sizeof address;
+    REQUIRE(bind(listener_, reinterpret_cast<sockaddr*>(&address), size) == 0);
+    REQUIRE(listen(listener_, 16) == 0);
+    REQUIRE(getsockname(listener_, reinterpret_cast<sockaddr*>(&address), &size) == 0);
+    port_ = ntohs(address.sin_port);
+    acceptor_ = std::thread([this] { accept_loop(); });
+  }
+  ~SilentServer() {
+    stop_ = true;
+    acceptor_.join();
+    for (auto& thread : connections_) {
+      thread.join();
+    }
+    close(listener_);
+  }
+  SilentServer(const SilentServer&) = delete;
+  SilentServer& operator=(const SilentServer&) = delete;
+
+  std::string uri() const { return "redis://127.0.0.1:" + std::to_string(port_); }
+
+private:
+  void accept_loop() {
+    while (!stop_) {
+      pollfd ready{listener_, POLLIN, 0};
+      if (poll(&ready, 1, 50) == 1) {
+        const int fd = accept(listener_, nullptr, nullptr);
+        if (fd >= 0) {
+          connections_.emplace_back([this, fd] { serve(fd); });
+        }
+      }
+    }
+  }
+  void serve(int fd) const {
+    const std::string info =
+        "redis_version:7.2.0\r\nmaxmemory:0\r\nmaxmemory_policy:noeviction\r\n";
+    const std::string reply = "$" + std::to_string(info.size()) + "\r\n" + info + "\r\n";
+    std::string received;
+    int answered = 0;
+    std::array<char, 4096> buffer{};
+    while (!stop_) {
+      pollfd ready{fd, POLLIN, 0};
+      if (poll(&ready, 1, 50) != 1) {
+        continue;
+      }
+      const ssize_t n = recv(fd, buffer.data(), buffer.size(), 0);
+      if (n <= 0) {
+        break; // the client closed
+      }
+      received.append(buffer.data(), static_cast<std::size_t>(n));
+      // Each INFO is answered; everything after them is read and never answered.
+      for (std::size_t at = received.find("INFO"); at != std::string::npos && answered < 2;
+           at = received.find("INFO", at + 1)) {
+        if (++answered == 2) {
+          const std::string both = reply + reply;
+          // (No Catch assertion off the test's thread: a short send shows as the test failing.)
+          if (send(fd, both.data(), both.size(), MSG_NOSIGNAL) !=
+              static_cast<ssize_t>(both.size())) {
+            break;
+          }
+        }
+      }
+    }
+    close(fd);
+  }
+
+  int listener_ = -1;
+  std::uint16_t port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::thread acceptor_;
+  std::vector<std::thread> connections_; ///< only the acceptor adds, joined after it
+};
+
+} // namespace
+
+TEST_CASE("limitctl: a read whose reply is lost changed nothing, a write may have run",
+          "[limitctl]") {
+  SilentServer server;
+  const auto with = [&server](std::vector<std::string> args) {
+    args.insert(args.begin(), {"--uri", server.uri(), "--timeout", "200"});
+    return args;
+  };
+  const Run read = limitctl(with({"wallet", "show", "ann"}), false);
+  const Run write = limitctl(with({"wallet", "freeze", "ann", "--reason", "x"}), false);
+  CHECK(read.code == 3);
+  CHECK_THAT(read.out, Catch::Contains("(a read: nothing changed, retry)"));
+  CHECK_THAT(read.out, !Catch::Contains("retry with the same id"));
+  CHECK(write.code == 3);
+  CHECK_THAT(write.out, Catch::Contains("(may have run: retry with the same id)"));
 }
 
 TEST_CASE("limitctl packet show, dead-letters and requeue", "[limitctl][redis]") {
@@ -390,6 +518,18 @@ TEST_CASE("limitctl rules apply, history, diff and rollback on a rule store", "[
   CHECK_THAT(history.out, Catch::Contains("\"version\":2,"));
   CHECK_THAT(history.out, !Catch::Contains("\"version\":1,"));
   CHECK(limitctl(store({"rules", "rollback", "9", "--author", "cy", "--reason", "x"})).code == 1);
+
+  // One rule of the current version (3, the content of 1), then a version with no rules.
+  const Run rule = limitctl(store({"rules", "get", "merchant-day"}));
+  CHECK(rule.code == 0);
+  CHECK_THAT(rule.out,
+             Catch::Contains("name: merchant-day") && Catch::Contains("max_amount: 1000"));
+  CHECK(limitctl(store({"rules", "get", "cmb-day"})).code == 1);
+  const Run cleared = limitctl(store({"rules", "clear", "--author", "dd", "--reason", "pause"}));
+  CHECK(cleared.code == 0);
+  CHECK_THAT(cleared.out, Catch::Contains("\"version\":4"));
+  CHECK(limitctl(store({"rules", "get", "merchant-day"})).code == 1);
+  CHECK(limitctl(store({"rules", "clear", "--author", "dd"})).code == 2); // --reason required
 }
 
 TEST_CASE("limitctl without Redis: exit 2 without a URI, 3 when unreachable", "[limitctl][redis]") {

@@ -225,6 +225,51 @@ TEST_CASE("rule store: the history keeps history_limit versions", "[rule_store]"
   CHECK(small.get(3));
   CHECK(small.get(4));
   CHECK(error_of([&] { small.rollback(1, alice); }).code() == errc::not_found);
+  // The stream is trimmed exactly: history lists only versions that are still stored.
+  const auto history = small.history(100);
+  REQUIRE(history.size() == 2);
+  CHECK(history[0].version == 4);
+  CHECK(history[1].version == 3);
+  for (const auto& entry : history) {
+    CHECK(small.get(entry.version));
+  }
+  CHECK(f.redis.command({"XLEN", small.history_key()}).as_integer() == 2);
+}
+
+TEST_CASE("rule store: get_rule reads one rule of the current version", "[rule_store]") {
+  StoreFixture f;
+  CHECK_FALSE(f.store.get_rule("merchant-day")); // nothing stored
+  f.store.put(day_limit(10), alice);
+  f.store.put_rule(Rule("user-day").where("user").per(Period::day).max_amount(500), alice);
+  const auto rule = f.store.get_rule("user-day");
+  REQUIRE(rule);
+  CHECK(rule->name() == "user-day");
+  CHECK(rule->max_amount() == 500);
+  CHECK(f.store.get_rule("merchant-day")->max_count() == 10);
+  CHECK_FALSE(f.store.get_rule("nope"));
+}
+
+TEST_CASE("rule store: clear stores an empty set, the old one stays for rollback", "[rule_store]") {
+  StoreFixture f;
+  RuleSet rules({"merchant", "channel"});
+  rules.add(Rule("merchant-day").where("merchant").per(Period::day).max_count(10));
+  f.store.put(rules, alice);
+  CHECK(f.store.clear({"bob", "pause every limit"}) == 2);
+  const auto current = f.store.current();
+  REQUIRE(current);
+  CHECK(current->action == "clear");
+  CHECK(current->author == "bob");
+  const RuleSet cleared = RuleStore::parse(*current);
+  CHECK(cleared.rules().empty());
+  CHECK(cleared.attributes() == std::vector<std::string>{"merchant", "channel"});
+  CHECK_FALSE(f.store.get_rule("merchant-day"));
+  CHECK(f.store.history().size() == 2);
+  CHECK(f.store.rollback(1, {"bob", "resume"}) == 3);
+  CHECK(f.store.get_rule("merchant-day")->max_count() == 10);
+  // An empty store gets a first, empty version.
+  RuleStore fresh(f.redis, "fresh", RuleStoreOptions{f.prefix, 10});
+  CHECK(fresh.clear(alice) == 1);
+  CHECK(RuleStore::parse(*fresh.current()).rules().empty());
 }
 
 namespace {

@@ -73,6 +73,7 @@ TEST_CASE("a command is routed by its first key, wherever the command keeps it",
   CHECK_FALSE(routing_key(Argv{"EVAL", "return 1", "x", "arg"}));
   CHECK(routing_key(Argv{"MEMORY", "USAGE", "k"}) == "k");
   CHECK(routing_key(Argv{"XINFO", "STREAM", "s"}) == "s");
+  CHECK(routing_key(Argv{"XGROUP", "CREATE", "s", "g", "0"}) == "s");
   CHECK_FALSE(routing_key(Argv{"PING"}));
   CHECK_FALSE(routing_key(Argv{"INFO", "commandstats"}));
   CHECK_FALSE(routing_key(Argv{"SCRIPT", "EXISTS", "abc"}));

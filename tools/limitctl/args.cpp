@@ -154,7 +154,7 @@ limitcounter::Dimension parse_dimension(std::string_view text) {
 
 std::vector<Period> periods_to_show(const std::string& period) {
   if (period.empty()) {
-    return {Period::day, Period::week, Period::month, Period::year};
+    return {Period::minute, Period::hour, Period::day, Period::week, Period::month, Period::year};
   }
   try {
     return {limitcounter::parse_period(period)};

@@ -48,7 +48,7 @@ limitcounter::TimePoint parse_time(std::string_view text, const std::string& zon
 /// Throws Failure(exit_usage) naming the bad part.
 limitcounter::Dimension parse_dimension(std::string_view text);
 
-/// The periods `usage` shows: `period` alone, or day, week, month and year when empty.
+/// The periods `usage` shows: `period` alone, or every period (minute to year) when empty.
 /// Throws Failure(exit_usage) for an unknown period.
 std::vector<limitcounter::Period> periods_to_show(const std::string& period);
 

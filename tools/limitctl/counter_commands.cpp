@@ -40,8 +40,8 @@ void add_usage(CLI::App& app, Context& context) {
   };
   auto args = std::make_shared<Args>();
   CLI::App* command = app.add_subcommand(
-      "usage", "count and amount of one dimension in each period's window (day, week, month, "
-               "year, or --period) containing --at");
+      "usage", "count and amount of one dimension in each period's window (minute, hour, day, "
+               "week, month, year, or --period) containing --at");
   command->add_option("COUNTER", args->counter, "counter name, e.g. channel+transType+dept")
       ->required();
   command->add_option("DIMENSION", args->dimension, "values joined by '+', e.g. Ali+Deduct+cmb")

@@ -23,6 +23,9 @@ struct Context {
   std::string tz = "UTC"; ///< --tz, else LIMITCOUNTER_TZ: the zone the counters were cut in
   bool json = false;      ///< --json
   int timeout_ms = 2000;  ///< --timeout: connect and command timeout (an operator can wait)
+  /// Set by the commands that change data: only their lost reply (Outcome::unknown) "may
+  /// have run"; a read's changed nothing.
+  bool writes = false;
 
   /// The connection from the URI; Failure(exit_usage) when none is given.
   limitcounter::Redis redis() const;

@@ -44,10 +44,11 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   // The common flags may also follow the subcommand (`limitctl usage ... --json`).
   app.fallthrough();
-  app.footer("Exit codes: 0 ok; 1 not found (no such transaction, account, packet or dead "
-             "payout); 2 bad usage or bad input; 3 Redis unreachable or a Redis error (a "
-             "message saying \"may have run\": retry with the same id); 4 conflict (a stale "
-             "--expect-version, an id reused for other content, wallet compare mismatch).");
+  app.footer(
+      "Exit codes: 0 ok; 1 not found (no such transaction, account, packet or dead "
+      "payout); 2 bad usage or bad input; 3 Redis unreachable or a Redis error (a "
+      "write's message saying \"may have run\": retry with the same id); 4 conflict (a stale "
+      "--expect-version, an id reused for other content, wallet compare mismatch).");
   Context context;
   app.add_option("--uri", context.uri, "Redis URI (redis://, rediss://, unix://, redis-cluster://)")
       ->envname("LIMITCOUNTER_REDIS_URI");
@@ -80,7 +81,8 @@ int main(int argc, char** argv) {
   } catch (const limitcounter::Error& error) {
     std::cerr << "limitctl: " << error.what();
     if (error.outcome() == limitcounter::Outcome::unknown) {
-      std::cerr << " (may have run: retry with the same id)";
+      std::cerr << (context.writes ? " (may have run: retry with the same id)"
+                                   : " (a read: nothing changed, retry)");
     }
     std::cerr << '\n';
     return exit_code_of(error);

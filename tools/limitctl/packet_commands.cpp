@@ -106,6 +106,7 @@ void add_requeue(CLI::App& packet, Context& context) {
   command->add_option("TASK", args->tasks, "<packet>:<user>, as dead-letters prints it")
       ->required();
   command->callback([&context, args] {
+    context.writes = true;
     std::vector<std::pair<std::string, std::string>> tasks;
     for (const auto& task : args->tasks) {
       tasks.push_back(split_task(task)); // every argument checked before anything is moved

@@ -1,5 +1,5 @@
-// limitctl rules validate | diff | apply | history | rollback: rule files (docs/RULES.md)
-// and the shared rule store.
+// limitctl rules validate | diff | apply | get | clear | history | rollback: rule files
+// (docs/RULES.md) and the shared rule store.
 #include <limitcounter/rule_store.hpp>
 #include <limitcounter/rules_file.hpp>
 
@@ -80,6 +80,7 @@ void add_apply(CLI::App& rules, Context& context) {
   command->add_option("--expect-version", args->expect,
                       "store only if this is the current version (0: an empty store)");
   command->callback([&context, args] {
+    context.writes = true;
     const limitcounter::RuleSet set = limitcounter::rules_from_file(args->file);
     limitcounter::RuleStore store = store_of(context, *args);
     const RuleDiff diff = diff_rules(current_rules(store), set);
@@ -130,12 +131,52 @@ void add_rollback(CLI::App& rules, Context& context) {
   command->add_option("VERSION", args->version, "the version to go back to")->required();
   store_options(*command, *args, true);
   command->callback([&context, args] {
+    context.writes = true;
     const std::uint64_t version =
         store_of(context, *args).rollback(args->version, {args->author, args->reason});
     context.show(Json::object()
                      .set("store", args->store)
                      .set("version", version)
                      .set("content_of", args->version));
+  });
+}
+
+void add_get(CLI::App& rules, Context& context) {
+  struct Args : StoreArgs {
+    std::string rule;
+  };
+  auto args = std::make_shared<Args>();
+  CLI::App* command = rules.add_subcommand(
+      "get", "one rule of the store's current version, as YAML; exit 1 when it has no such rule");
+  command->add_option("NAME", args->rule, "the rule's name")->required();
+  store_options(*command, *args, false);
+  command->callback([&context, args] {
+    const limitcounter::RuleStore store = store_of(context, *args);
+    const auto rule = store.get_rule(args->rule);
+    if (!rule) {
+      throw Failure(exit_not_found,
+                    "rule store " + args->store + " has no rule \"" + args->rule + "\"");
+    }
+    // Printed as a set of one rule (with the current set's attributes): the file format.
+    limitcounter::RuleSet one(current_rules(store).attributes());
+    one.add(*rule);
+    context.show(Json::object()
+                     .set("store", args->store)
+                     .set("rule", args->rule)
+                     .set("yaml", limitcounter::to_yaml(one)));
+  });
+}
+
+void add_clear(CLI::App& rules, Context& context) {
+  auto args = std::make_shared<StoreArgs>();
+  CLI::App* command = rules.add_subcommand(
+      "clear", "store a version with no rules (same attributes); the history keeps the old "
+               "ones: rollback brings them back");
+  store_options(*command, *args, true);
+  command->callback([&context, args] {
+    context.writes = true;
+    const std::uint64_t version = store_of(context, *args).clear({args->author, args->reason});
+    context.show(Json::object().set("store", args->store).set("version", version));
   });
 }
 
@@ -170,6 +211,8 @@ void add_rules_commands(CLI::App& app, Context& context) {
   add_validate(*rules, context);
   add_diff(*rules, context);
   add_apply(*rules, context);
+  add_get(*rules, context);
+  add_clear(*rules, context);
   add_history(*rules, context);
   add_rollback(*rules, context);
 }

@@ -1,7 +1,9 @@
 // limitctl wallet show | compare | journal-lag | freeze | unfreeze.
 #include <chrono>
 #include <map>
+#include <set>
 
+#include <limitcounter/journal_consumer.hpp>
 #include <limitcounter/wallet.hpp>
 
 #include "limitctl.hpp"
@@ -17,11 +19,15 @@ struct WalletArgs {
   std::uint32_t partitions = limitcounter::WalletOptions{}.partitions;
 };
 
-Wallet wallet_of(const Context& context, const WalletArgs& args) {
+limitcounter::WalletOptions wallet_options(const Context& context, const WalletArgs& args) {
   limitcounter::WalletOptions options;
   options.key_prefix = context.prefix_or(limitcounter::WalletKeys::default_prefix);
   options.partitions = args.partitions;
-  return Wallet(context.redis(), options);
+  return options;
+}
+
+Wallet wallet_of(const Context& context, const WalletArgs& args) {
+  return Wallet(context.redis(), wallet_options(context, args));
 }
 
 // Every wallet command takes --partitions (it picks a user's keys); most take USER too.
@@ -99,55 +105,73 @@ void add_compare(CLI::App& wallet, Context& context) {
   });
 }
 
+// `argv`'s reply; an error reply throws server_error naming the command and key.
+Reply checked(limitcounter::Redis& redis, const std::vector<std::string>& argv) {
+  Reply reply = redis.command(argv);
+  if (reply.is_error()) {
+    throw limitcounter::Error(limitcounter::errc::server_error,
+                              argv[0] + " " + argv[1] + ": " + reply.as_string(),
+                              limitcounter::Outcome::failed);
+  }
+  return reply;
+}
+
+// The consumer groups of any partition's journal (XINFO GROUPS), in name order.
+std::set<std::string> group_names(limitcounter::Redis& redis,
+                                  const limitcounter::WalletKeys& keys) {
+  std::set<std::string> names;
+  for (std::uint32_t p = 0; p < keys.partitions(); ++p) {
+    const std::string journal = keys.journal(p);
+    if (checked(redis, {"EXISTS", journal}).as_integer() == 0) {
+      continue; // XINFO of a missing stream is an error
+    }
+    // Held by value: the loop below walks its array (a temporary would die first).
+    const Reply groups = checked(redis, {"XINFO", "GROUPS", journal});
+    for (const Reply& group : groups.as_array()) {
+      const auto& items = group.as_array();
+      for (std::size_t i = 0; i + 1 < items.size(); i += 2) {
+        if (items[i].as_string() == "name") {
+          names.insert(items[i + 1].as_string());
+        }
+      }
+    }
+  }
+  return names;
+}
+
 void add_journal_lag(CLI::App& wallet, Context& context) {
   auto args = std::make_shared<WalletArgs>();
   wallet_command(wallet, "journal-lag",
                  "per partition: journal length, unpersisted orders, and each consumer group's "
-                 "pending entries and lag (XINFO GROUPS)",
+                 "unread events (lag) and unacknowledged ones (pending), as JournalConsumer::lag",
                  *args, false)
       ->callback([&context, args] {
         limitcounter::Redis redis = context.redis();
-        const limitcounter::WalletKeys keys(
-            context.prefix_or(limitcounter::WalletKeys::default_prefix), args->partitions);
-        const auto checked = [&redis](const std::vector<std::string>& argv) {
-          Reply reply = redis.command(argv);
-          if (reply.is_error()) {
-            throw limitcounter::Error(limitcounter::errc::server_error,
-                                      argv[0] + " " + argv[1] + ": " + reply.as_string(),
-                                      limitcounter::Outcome::failed);
-          }
-          return reply;
-        };
+        const limitcounter::WalletOptions options = wallet_options(context, *args);
+        const limitcounter::WalletKeys keys(options.key_prefix, options.partitions);
+        // Every group's lag in every partition, one round trip per group (the library's own
+        // reading of XINFO GROUPS; a partition the group never read counts all its events).
+        std::map<std::string, std::vector<limitcounter::JournalLag>> lags;
+        for (const std::string& group : group_names(redis, keys)) {
+          limitcounter::JournalConsumerOptions consumer;
+          consumer.group = group;
+          lags[group] = limitcounter::JournalConsumer(redis, options, consumer).lag();
+        }
         Json partitions = Json::array();
         for (std::uint32_t p = 0; p < keys.partitions(); ++p) {
-          const std::string journal = keys.journal(p);
-          const std::int64_t length = checked({"XLEN", journal}).as_integer();
-          const std::int64_t unpersisted = checked({"ZCARD", keys.pending(p)}).as_integer();
           Json groups = Json::array();
-          if (checked({"EXISTS", journal}).as_integer() == 1) {
-            // XINFO's key is its third word: on a cluster the first routing may be redirected.
-            for (const Reply& group : checked({"XINFO", "GROUPS", journal}).as_array()) {
-              std::map<std::string, Json> fields;
-              const auto& items = group.as_array();
-              for (std::size_t i = 0; i + 1 < items.size(); i += 2) {
-                const Reply& value = items[i + 1];
-                fields[items[i].as_string()] = value.type() == Reply::Type::integer
-                                                   ? Json(value.as_integer())
-                                               : value.is_nil() ? Json()
-                                                                : Json(value.as_string());
-              }
-              groups.push(Json::object()
-                              .set("group", fields["name"])
-                              .set("pending", fields["pending"])
-                              .set("lag", fields["lag"])
-                              .set("last_delivered", fields["last-delivered-id"]));
-            }
+          for (const auto& [group, lag] : lags) {
+            groups.push(Json::object()
+                            .set("group", group)
+                            .set("pending", lag[p].pending)
+                            .set("lag", lag[p].unread ? Json(*lag[p].unread) : Json()));
           }
-          partitions.push(Json::object()
-                              .set("partition", static_cast<std::int64_t>(p))
-                              .set("length", length)
-                              .set("unpersisted", unpersisted)
-                              .set("groups", std::move(groups)));
+          partitions.push(
+              Json::object()
+                  .set("partition", static_cast<std::int64_t>(p))
+                  .set("length", checked(redis, {"XLEN", keys.journal(p)}).as_integer())
+                  .set("unpersisted", checked(redis, {"ZCARD", keys.pending(p)}).as_integer())
+                  .set("groups", std::move(groups)));
         }
         context.show(Json::object().set("partitions", std::move(partitions)));
       });
@@ -168,6 +192,7 @@ void add_freeze(CLI::App& wallet, Context& context, bool freeze) {
   command->add_option("--author", args->author,
                       "who: kept as \"<author>: <reason>\" (the account keeps one reason text)");
   command->callback([&context, args, freeze] {
+    context.writes = true;
     Wallet w = wallet_of(context, *args);
     const std::string reason =
         args->author.empty() ? args->reason : args->author + ": " + args->reason;
