@@ -23,6 +23,7 @@
 #include <limitcounter/red_packet.hpp>
 #include <limitcounter/wallet.hpp>
 
+#include "redis/server_check.hpp"
 #include "support/redis_server.hpp"
 #include "support/topology.hpp"
 
@@ -328,7 +329,8 @@ TEST_CASE("limitctl wallet show, compare, freeze and journal-lag", "[limitctl][r
 namespace {
 
 // A server that passes the connection's server check (it answers the two INFO commands as a
-// Redis 7.2 without eviction) and then never answers again: the next command's reply is lost
+// Redis 7.2 without eviction, and COMMAND INFO as a server that knows every command asked) and
+// then never answers again: the next command's reply is lost
 // (Outcome::unknown). One thread per connection; all stop with the object.
 class SilentServer {
 public:
@@ -374,6 +376,12 @@ private:
     const std::string info =
         "redis_version:7.2.0\r\nmaxmemory:0\r\nmaxmemory_policy:noeviction\r\n";
     const std::string reply = "$" + std::to_string(info.size()) + "\r\n" + info + "\r\n";
+    // One (non-nil) entry per command asked: every command is known.
+    std::string command_info =
+        "*" + std::to_string(limitcounter::detail::checked_commands().size()) + "\r\n";
+    for (std::size_t i = 0; i < limitcounter::detail::checked_commands().size(); ++i) {
+      command_info += "*1\r\n:0\r\n";
+    }
     std::string received;
     int answered = 0;
     std::array<char, 4096> buffer{};
@@ -387,14 +395,14 @@ private:
         break; // the client closed
       }
       received.append(buffer.data(), static_cast<std::size_t>(n));
-      // Each INFO is answered; everything after them is read and never answered.
-      for (std::size_t at = received.find("INFO"); at != std::string::npos && answered < 2;
+      // The check's three commands ("INFO", "INFO", "COMMAND INFO ...") are answered at once;
+      // everything after them is read and never answered.
+      for (std::size_t at = received.find("INFO"); at != std::string::npos && answered < 3;
            at = received.find("INFO", at + 1)) {
-        if (++answered == 2) {
-          const std::string both = reply + reply;
+        if (++answered == 3) {
+          const std::string all = reply + reply + command_info;
           // (No Catch assertion off the test's thread: a short send shows as the test failing.)
-          if (send(fd, both.data(), both.size(), MSG_NOSIGNAL) !=
-              static_cast<ssize_t>(both.size())) {
+          if (send(fd, all.data(), all.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(all.size())) {
             break;
           }
         }

@@ -63,8 +63,9 @@ TEST_CASE("DIMENSION and PERIOD arguments", "[limitctl][unit]") {
     CHECK(usage_failure([&] { limitctl::parse_dimension(bad); }, "dimension") ==
           limitctl::exit_usage);
   }
-  CHECK(limitctl::periods_to_show("") ==
-        std::vector<Period>{Period::day, Period::week, Period::month, Period::year});
+  CHECK(limitctl::periods_to_show("") == std::vector<Period>{Period::minute, Period::hour,
+                                                             Period::day, Period::week,
+                                                             Period::month, Period::year});
   CHECK(limitctl::periods_to_show("hour") == std::vector<Period>{Period::hour});
   CHECK(usage_failure([] { limitctl::periods_to_show("fortnight"); }, "fortnight") ==
         limitctl::exit_usage);
