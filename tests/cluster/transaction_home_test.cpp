@@ -50,8 +50,7 @@ struct SpreadLimits {
   Usage merchant() { return limits.usage("merchant", Dimension{"m1"}, Period::day); }
 };
 
-// The same, run once with one bucket per counter and once with each counter spread over 64
-// (every transaction then decided through its home record, even when one slot would do).
+// The same, run once with one bucket per counter and once with each counter spread over 64.
 struct SpreadLimitsOverBuckets : SpreadLimits {
   SpreadLimitsOverBuckets() : SpreadLimits(GENERATE(1U, 64U)) {}
 };
@@ -310,4 +309,14 @@ TEST_CASE_METHOD(SpreadLimits, "a begin with another plan leaves a pending recor
   CHECK(began() == first);
   REQUIRE(begin("plan-a") == "go"); // the first caller's own retry: at work again
   CHECK(began() != first);
+}
+
+TEST_CASE("a negative cluster_hold_grace is refused, naming it", "[cluster][limits][home]") {
+  LimitCounterOptions options;
+  options.key_prefix = unique_prefix() + "home:";
+  options.cluster_hold_grace = std::chrono::milliseconds{-1};
+  const Error refused =
+      error_of([&] { LimitCounter(Redis(shared_cluster().options()), Calendar("UTC"), options); });
+  CHECK(refused.code() == errc::invalid_argument);
+  CHECK(std::string(refused.what()).find("cluster_hold_grace -1ms") != std::string::npos);
 }
