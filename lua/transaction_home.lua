@@ -1,9 +1,10 @@
 -- transaction_home: the one authoritative record of a limits transaction on a Redis Cluster
 -- (every one, also one whose counters live in one slot). Each slot's share is decided by
--- lua/limit.lua with a record of its own; this record, in the slot of the transaction id, says what the transaction IS.
--- Its state changes only here, by compare-and-set, and the shares follow it: so exactly one
--- caller of an id is first, one of confirm and cancel wins, and a refused operation writes
--- nothing anywhere (the client touches the shares only after this record said go).
+-- lua/limit.lua with a record of its own; this record, in the slot of the transaction id, says
+-- what the transaction IS. Its state changes only here, by compare-and-set, and the shares
+-- follow it: so exactly one caller of an id is first, one of confirm and cancel wins, and a
+-- refused operation writes nothing anywhere (the client touches the shares only after this
+-- record said go).
 --
 -- Record (hash KEYS[1]): fp (fingerprint: operation, amount, attributes), plan (the share record
 -- keys, newline-joined), state (pending | consumed | denied | reserved | confirmed | cancelled |
