@@ -1,9 +1,10 @@
--- transaction_home: the one authoritative record of a limits transaction whose counters live
--- in several Redis Cluster slots. Each slot's share is decided by lua/limit.lua with a record
--- of its own; this record, in the slot of the transaction id, says what the transaction IS.
--- Its state changes only here, by compare-and-set, and the shares follow it: so exactly one
--- caller of an id is first, one of confirm and cancel wins, and a refused operation writes
--- nothing anywhere (the client touches the shares only after this record said go).
+-- transaction_home: the one authoritative record of a limits transaction on a Redis Cluster
+-- (every one, also one whose counters live in one slot). Each slot's share is decided by
+-- lua/limit.lua with a record of its own; this record, in the slot of the transaction id, says
+-- what the transaction IS. Its state changes only here, by compare-and-set, and the shares
+-- follow it: so exactly one caller of an id is first, one of confirm and cancel wins, and a
+-- refused operation writes nothing anywhere (the client touches the shares only after this
+-- record said go).
 --
 -- Record (hash KEYS[1]): fp (fingerprint: operation, amount, attributes), plan (the share record
 -- keys, newline-joined), state (pending | consumed | denied | reserved | confirmed | cancelled |
@@ -20,11 +21,13 @@
 --
 -- ARGV[1] = op.
 -- op begin:    ARGV[2] fingerprint, ARGV[3] plan, ARGV[4] expiry (ms)
---   Reply: {"go", plan} the transaction is pending: run its shares (plan: the first caller's)
+--   Reply: {"go", plan} the transaction is pending: run its shares (plan: the first caller's;
+--          only a begin with that plan refreshes `began`)
 --          | {"final", state, decision, plan} | {"conflict"} | {"cancelled"} (cancelled before it
 --          began)
 -- op finish:   ARGV[2] fingerprint, ARGV[3] state (consumed | reserved | denied), ARGV[4] decision,
---              ARGV[5] amount, ARGV[6] hold expiry (ms; reserved only)
+--              ARGV[5] amount, ARGV[6] hold expiry (ms; reserved only; the shares' holds last a
+--              grace longer, so that a confirm taken here reaches them before they expire)
 --   Reply: {"first"} (this call ended the pending state) | {"final", state, decision, plan}
 --          | {"conflict"} | {"missing"}
 -- op read:    (no more arguments) the decision, for a share record that says "voided"
@@ -32,7 +35,8 @@
 -- The other ops answer like lua/limit.lua's ops of the same name, with the plan appended to the
 -- replies after which the client applies the operation to every share (each share idempotently,
 -- so a retry finishes a fan-out that a lost reply or a crash interrupted); "missing" when KEYS[1]
--- is no home (standalone, or a transaction of one slot: its share record is the authority).
+-- is no home (standalone, or a one-slot transaction recorded by an earlier version, whose share
+-- record is the authority).
 -- op sweep:   ARGV[2] age (ms), ARGV[3] the decision to store for an abandoned transaction
 --   A pending record begun at least `age` ago (server time) becomes voided (compare-and-set, so a
 --   caller that finishes later replays the abandonment) and open. Then an open record whose
@@ -86,8 +90,11 @@ local function begin()
     return {'conflict'}
   end
   if found[3] == 'pending' then
-    -- a caller is at work on it again: the sweep leaves it alone for another while
-    redis.call('HSET', record, 'began', fmt(now_ms()))
+    -- a caller is at work on it again: the sweep leaves it alone for another while; not one
+    -- with another plan (rules changed), which the client refuses without running a share
+    if found[2] == ARGV[3] then
+      redis.call('HSET', record, 'began', fmt(now_ms()))
+    end
     return {'go', found[2]}
   end
   return {'final', found[3], found[4], found[2]}

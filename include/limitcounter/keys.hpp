@@ -111,7 +111,8 @@ private:
 ///
 /// The tag is the counter name with one bucket (the default, `buckets() == 1`), or
 /// `<bucket>:<counter>` with several: a counter's dimensions are then spread over `buckets()`
-/// hashes, `bucket_of(dimension)` each, so one counter's windows use every cluster master and
+/// hashes, `bucket_of(dimension)` each, so one counter's windows spread statistically over the
+/// cluster masters (N buckets over M masters: N >= 16 * M reaches every master in practice) and
 /// each hash stays small (listpack-encoded). A counter name never contains ':' and a bucket
 /// is digits only, so two counters' tags never meet (nor a cap's, `cap:<cap>`). Every other
 /// key of a counter (holds, reports, audit, corrections, cluster share records) takes the tag

@@ -66,8 +66,8 @@ struct LimitCounterOptions {
   /// `CounterKeys`). 1, the default, keeps one hash per counter and window, `{<counter>}`;
   /// N > 1 puts dimension `d` in hash tag `{<bucket>:<counter>}`, bucket =
   /// `CounterKeys::bucket_of(d)`: smaller hashes (listpack-encoded, fewer bytes per counter)
-  /// spread over every cluster master, at the cost, on a cluster, of deciding every
-  /// transaction through its home record (about three round trips instead of one). Fixed per
+  /// in N slots, spread statistically over the cluster masters (with M masters, N >= 16 * M
+  /// puts some on every master in practice). Fixed per
   /// key prefix: every writer and reader of one prefix must use the same N (a reader with
   /// another N finds nothing; writers with another N count apart). Throws at construction of
   /// the LimitCounter (invalid_argument) outside 1..16384.
@@ -75,8 +75,17 @@ struct LimitCounterOptions {
   /// How long a window's key outlives the window's end, so that late reads, refunds and
   /// clocks a little behind still find it. The key expires at window end + grace.
   std::chrono::seconds window_grace{std::chrono::hours{1}};
-  /// How long a reservation holds its quota unless confirmed or cancelled.
+  /// How long a reservation holds its quota unless confirmed or cancelled. On a Redis Cluster a
+  /// confirm is decided at the transaction's home record by this timeout, and the holds in the
+  /// counters' slots last `cluster_hold_grace` longer.
   std::chrono::milliseconds reservation_timeout{std::chrono::minutes{15}};
+  /// On a Redis Cluster, how much longer the holds in the counters' slots last than
+  /// `reservation_timeout`, so that a confirm the home record took reaches them before another
+  /// caller's reserve can release them as expired (docs/ARCHITECTURE.md, "Hold expiry on a
+  /// cluster"); an abandoned reservation holds its quota that much longer. Unset (the default):
+  /// max(30 s, 10 * `RedisOptions::command_timeout`). 0 gives the race back (tests of expiry
+  /// timing only). Throws at construction of the LimitCounter (invalid_argument) if negative.
+  std::optional<std::chrono::milliseconds> cluster_hold_grace;
   /// The least time a transaction's idempotency record is kept (it is kept at least until
   /// the end of the longest window it touched plus the grace). Also how long a cancel of
   /// an unknown id keeps that id from being reserved.
@@ -169,6 +178,11 @@ struct InterruptedFanOut {
   bool abandoned = false;
   /// Share operations (void, confirm, cancel, refund) that changed a share now.
   std::size_t shares_changed = 0;
+  /// Shares whose hold had been released as expired before they could follow the home
+  /// record's confirm: their counters no longer count the transaction, and no retry mends
+  /// that (correct them with `LimitCounter::adjust`). The home record is left open, so every
+  /// sweep reports it again until the record expires.
+  std::size_t shares_lost = 0;
 };
 
 /// The outcome of `cancel`.
@@ -322,10 +336,10 @@ public:
   /// The record of limits transaction `transaction_id` (reads only; nothing is replayed or
   /// released): empty when Redis has none (never decided, or past its replay horizon). On a
   /// Redis Cluster it reads the home record `<prefix>tx:{id}` and the share records of its
-  /// plan; a transaction whose counters share one slot has only a share record
+  /// plan. Every cluster transaction has a home record; only a one-slot transaction recorded
+  /// by an earlier version (with `counter_buckets` 1) has just a share record
   /// `<prefix>{<counter>}:tx:<id>`, looked for under the counters of the rules in force and
-  /// of `counters` (with `counter_buckets` > 1 every transaction has a home record, and
-  /// `counters` is not needed). Throws invalid_argument for a bad id or counter name (nothing
+  /// of `counters`. Throws invalid_argument for a bad id or counter name (nothing
   /// sent).
   std::optional<TransactionRecord>
   transaction_record(const std::string& transaction_id,
@@ -488,6 +502,8 @@ private:
     /// On a Redis Cluster whose counters fall in several slots: one call per slot, each
     /// with its own record (`call` is then unused).
     std::vector<ScriptCall> shares;
+    /// With `shares`: the home record's hold expiry (ms), a grace before the shares' own.
+    std::string home_hold_expiry;
     FailurePolicy on_failure = FailurePolicy::raise;  ///< of the applicable rules, the strictest
     std::string failure_rule;                         ///< the rule whose policy that is
     std::vector<detail::LocalCounter> local_counters; ///< for FailurePolicy::local
@@ -527,7 +543,10 @@ private:
                                 const PreparedDecision& prepared);
   /// Adds what this node allowed on its own while Redis was away to the Redis counters.
   void report_local_usage();
-  /// A decision spread over several cluster slots (src/limit_counter/shares.cpp): begun at
+  /// How much longer the holds of a cluster transaction's shares last than its home record's:
+  /// zero on standalone Redis.
+  std::chrono::milliseconds share_hold_grace() const;
+  /// A decision of a cluster transaction (src/limit_counter/shares.cpp): begun at
   /// the transaction's home record, decided by its shares in parallel, made final at the home
   /// record by compare-and-set.
   Decision decide_in_shares(std::string_view op, const Transaction& transaction,
@@ -553,7 +572,8 @@ private:
   Reply run_transition(const std::string& transaction_id, const std::vector<std::string>& args,
                        std::string_view skip);
   /// The records a transaction without a home record may have: one on standalone Redis; on a
-  /// cluster, the one of each slot the current rules' counters use.
+  /// cluster with one bucket, the one of each slot the current rules' counters use (one-slot
+  /// transactions recorded before every cluster transaction had a home record).
   std::vector<std::string> record_keys(const std::string& transaction_id) const;
   /// Runs `args` on every record of the transaction; returns the first reply whose status is
   /// not `skip` (or the last reply if all are).

@@ -66,4 +66,16 @@ std::string encode_stored_decision(const Decision& decision);
 /// naming `transaction_id` if `text` is not such an encoding.
 Decision decode_stored_decision(std::string_view text, std::string_view transaction_id);
 
+/// The share operation (lua/limit.lua) that follows a home record's expiry: a confirm "now" at
+/// the largest time, so that every share still holding releases its hold as expired, whatever
+/// its own (later) hold expiry.
+inline std::vector<std::string> expire_share() { return {"confirm", "-1", "9007199254740991"}; }
+
+/// Whether a share answered a confirm or refund it follows with "bad_state expired": its hold
+/// was released as expired before it could follow its home record's confirm.
+inline bool lost_hold(const Reply& share_reply) {
+  return share_reply.as_array().size() > 1 && share_reply.at(0).as_string() == "bad_state" &&
+         share_reply.at(1).as_string() == "expired";
+}
+
 } // namespace limitcounter::detail

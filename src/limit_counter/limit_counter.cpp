@@ -38,6 +38,11 @@ LimitCounter::LimitCounter(Redis redis, Calendar calendar, LimitCounterOptions o
                                             std::to_string(options_.window_grace.count()) +
                                             "s must not be negative");
   }
+  if (options_.cluster_hold_grace && options_.cluster_hold_grace->count() < 0) {
+    throw Error(errc::invalid_argument, "cluster_hold_grace " +
+                                            std::to_string(options_.cluster_hold_grace->count()) +
+                                            "ms must not be negative");
+  }
 }
 
 ScriptCall LimitCounter::prepare_add(const AddRequest& request, std::vector<WindowUsage>& windows,

@@ -179,8 +179,15 @@ LimitCounter::PreparedDecision LimitCounter::prepare_decide(std::string_view op,
     }
   }
   if (redis_.is_cluster() && !matched.window.empty()) {
-    // One share per slot: the rules whose counters live there, with a record of their own
-    // in the slot of the first one's counter tag.
+    // Every transaction goes through its home record, also one of one slot: which slots its
+    // shares use depends on the rules in force (and the buckets), so a retry after a rules
+    // change may compute another plan; only the home record, keyed by the id alone, finds the
+    // first decision. One share per slot: the rules whose counters live there, with a record
+    // of their own in the slot of the first one's counter tag. The shares hold a grace longer
+    // than the home record, which decides a confirm (see `share_hold_grace`).
+    prepared.home_hold_expiry =
+        std::to_string(detail::unix_millis(now + options_.reservation_timeout));
+    context.reservation_timeout += share_hold_grace();
     struct Share {
       std::uint16_t slot;
       std::string tag;
@@ -205,19 +212,22 @@ LimitCounter::PreparedDecision LimitCounter::prepare_decide(std::string_view op,
           detail::build_decide(op, transaction, matched.per_transaction, share_rules, context);
       prepared.shares.push_back({&scripts::limit, std::move(call.keys), std::move(call.args)});
     }
-    // With several buckets, confirm, cancel and refund (given only the id) cannot tell which
-    // bucket's share a one-slot transaction used: every transaction goes through its home.
-    if (prepared.shares.size() > 1 || keys_.buckets() > 1) {
-      return prepared;
-    }
-    prepared.call = std::move(prepared.shares.front());
-    prepared.shares.clear();
     return prepared;
   }
   auto call =
       detail::build_decide(op, transaction, matched.per_transaction, matched.window, context);
   prepared.call = {&scripts::limit, std::move(call.keys), std::move(call.args)};
   return prepared;
+}
+
+std::chrono::milliseconds LimitCounter::share_hold_grace() const {
+  // Covers the confirm's fan-out after the home record took it (a few command timeouts at
+  // most, retries included) and the clocks of the callers that release expired holds.
+  if (!redis_.is_cluster()) {
+    return std::chrono::milliseconds{0};
+  }
+  return options_.cluster_hold_grace.value_or(std::max<std::chrono::milliseconds>(
+      std::chrono::seconds{30}, redis_.options().command_timeout * 10));
 }
 
 Decision LimitCounter::finish_decide(std::string_view op, const Transaction& transaction,

@@ -63,7 +63,8 @@ void LimitCounter::learn(std::string_view op, const Transaction& transaction,
   if (decision->allowed()) {
     if (op == "reserve") {
       const TimePoint now = Clock::now();
-      exhausted_->note_hold(prepared.places, now + options_.reservation_timeout, now);
+      exhausted_->note_hold(prepared.places,
+                            now + options_.reservation_timeout + share_hold_grace(), now);
     }
     return;
   }

@@ -112,7 +112,7 @@ LimitCounter::transaction_record(const std::string& transaction_id,
     CounterKeys::validate_counter_name(counter);
   }
   std::vector<std::string> candidates = record_keys(transaction_id);
-  if (redis_.is_cluster() && keys_.buckets() == 1) { // with buckets: home records only
+  if (redis_.is_cluster() && keys_.buckets() == 1) { // one-slot records of earlier versions
     for (const std::string& counter : counters) {
       candidates.push_back(keys_.transaction_share(counter, transaction_id));
     }

@@ -1,5 +1,5 @@
-// LimitCounter on a Redis Cluster: a transaction whose rules' counters live in several slots
-// is decided in shares, one lua/limit.lua call per slot, under one authoritative home record
+// LimitCounter on a Redis Cluster: a transaction is decided in shares, one lua/limit.lua call
+// per slot its rules' counters live in (one or more), under one authoritative home record
 // (lua/transaction_home.lua) in the slot of the transaction id. The home record is begun
 // first, the shares run in parallel (one pipeline per node), and the home record's
 // compare-and-set makes the decision final: exactly one caller of an id is first, and every
@@ -35,7 +35,6 @@ std::vector<std::string> lines_of(const std::string& text) {
 constexpr std::size_t fingerprint_arg = 1;
 constexpr std::size_t amount_arg = 2;
 constexpr std::size_t record_expiry_arg = 4;
-constexpr std::size_t hold_expiry_arg = 5;
 
 } // namespace
 
@@ -171,11 +170,10 @@ Decision LimitCounter::run_shares(std::string_view op, const Transaction& transa
               Outcome::failed));
   }
   combined.state = !combined.allowed() ? "denied" : op == "reserve" ? "reserved" : "consumed";
-  const Reply finished =
-      run_home(transaction.id,
-               {"finish", prepared.shares.front().args[fingerprint_arg], combined.state,
-                detail::encode_stored_decision(combined), prepared.shares.front().args[amount_arg],
-                prepared.shares.front().args[hold_expiry_arg]});
+  const Reply finished = run_home(
+      transaction.id, {"finish", prepared.shares.front().args[fingerprint_arg], combined.state,
+                       detail::encode_stored_decision(combined),
+                       prepared.shares.front().args[amount_arg], prepared.home_hold_expiry});
   const std::string& status = finished.at(0).as_string();
   if (status == "final") {
     return replay_home(transaction, finished);
@@ -234,7 +232,9 @@ void LimitCounter::void_shares(const Transaction& transaction,
 
 std::vector<std::string> LimitCounter::record_keys(const std::string& transaction_id) const {
   std::vector<std::string> records{keys_.transaction(transaction_id)};
-  // With several buckets every cluster transaction has a home record: no share to look for.
+  // Every cluster transaction has a home record now; with one bucket, a one-slot transaction
+  // recorded by an earlier version has only its share record, named by the counter. (With
+  // several buckets there never was such a record.)
   if (redis_.is_cluster() && keys_.buckets() == 1) {
     // Keep the set alive through the loop: without rules, rules() returns a fresh empty set.
     const std::shared_ptr<const RuleSet> rule_set = rules();
@@ -266,14 +266,15 @@ Reply LimitCounter::run_on_records(const std::string& transaction_id,
 // What each share runs to follow its home record's answer `home` to `args`. Every share is
 // first brought to the home record's state, so that operations racing each other's fan-outs
 // (a refund overtaking the confirm it follows) reach every share in the same order. A share
-// follows a confirm its home record made even if its own hold has just run out ("now" 0).
+// follows a confirm its home record made even if its own hold has run out ("now" 0), and an
+// expiry its home record decided even if its own hold has not.
 std::vector<std::vector<std::string>>
 LimitCounter::share_operations(const std::vector<std::string>& args, const Reply& home) {
   const std::string& op = args.front();
   const std::string& status = home.at(0).as_string();
   if (op == "confirm") {
     if (status == "expired") {
-      return {args};
+      return {detail::expire_share()};
     }
     return {{"confirm", home.at(status == "already" ? 2 : 1).as_string(), "0"}};
   }
@@ -286,6 +287,28 @@ LimitCounter::share_operations(const std::vector<std::string>& args, const Reply
   return {{"confirm", home.at(3).as_string(), "0"}, args};
 }
 
+namespace {
+
+// A confirmed transaction (a confirm, or a refund following one) whose share had released its
+// hold as expired before it followed: the shapes disagree for good. The home record's decision
+// stands (Outcome::unknown: it ran), and every retry says the same, as the sweep does.
+void throw_if_lost_hold(const std::string& transaction_id, const std::vector<std::string>& plan,
+                        const std::vector<Reply>& replies) {
+  const std::size_t per_share = replies.size() / std::max<std::size_t>(plan.size(), 1);
+  for (std::size_t i = 0; i < replies.size(); ++i) {
+    if (detail::lost_hold(replies[i])) {
+      throw Error(errc::conflict,
+                  quoted_id(transaction_id) + " is confirmed at its home record, but its share " +
+                      plan[i / per_share] +
+                      " had released its hold as expired before it followed: that share's " +
+                      "counters do not count it (correct them with adjust)",
+                  Outcome::unknown);
+    }
+  }
+}
+
+} // namespace
+
 Reply LimitCounter::run_transition(const std::string& transaction_id,
                                    const std::vector<std::string>& args, std::string_view skip) {
   const std::string& op = args.front();
@@ -296,14 +319,19 @@ Reply LimitCounter::run_transition(const std::string& transaction_id,
       const bool applies = status == "confirmed" || status == "already" || status == "expired" ||
                            status == "cancelled" || status == "refunded";
       if (applies) {
+        const std::vector<std::string> plan = lines_of(home.as_array().back().as_string());
+        std::vector<Reply> replies;
         try {
-          run_on_shares(lines_of(home.as_array().back().as_string()), share_operations(args, home));
+          replies = run_on_shares(plan, share_operations(args, home));
         } catch (const Error& e) {
           throw Error(static_cast<errc>(e.code().value()),
                       op + " of " + quoted_id(transaction_id) +
                           " is decided at its home record, but not every share followed yet (" +
                           e.what() + "): retry it",
                       Outcome::unknown);
+        }
+        if (status != "expired" && op != "cancel") {
+          throw_if_lost_hold(transaction_id, plan, replies);
         }
       }
       return home;

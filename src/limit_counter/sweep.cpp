@@ -155,8 +155,7 @@ std::optional<InterruptedFanOut> LimitCounter::follow_home(const std::string& ho
                           std::to_string(detail::unix_millis(now + options_.record_min_ttl)),
                           "probe"});
   } else if (result.state == "expired") {
-    // at the hold's own expiry, so every share that still holds releases it as expired
-    operations.push_back({"confirm", "-1", taken.at(5).as_string()});
+    operations.push_back(detail::expire_share()); // shares hold a grace longer than the home
   } else if (result.state == "confirmed") {
     operations.push_back({"confirm", amount, "0"});
   }
@@ -166,9 +165,20 @@ std::optional<InterruptedFanOut> LimitCounter::follow_home(const std::string& ho
   const auto parts = detail::split(taken.at(2).as_string(), '\n');
   const std::vector<std::string> plan(parts.begin(), parts.end());
   if (!operations.empty()) {
-    for (const Reply& reply : run_on_shares(plan, operations)) {
-      result.shares_changed += changed(reply) ? 1 : 0;
+    const std::vector<Reply> replies = run_on_shares(plan, operations);
+    for (std::size_t share = 0; share < plan.size(); ++share) {
+      bool lost = false;
+      for (std::size_t k = 0; k < operations.size(); ++k) {
+        const Reply& reply = replies[share * operations.size() + k];
+        result.shares_changed += changed(reply) ? 1 : 0;
+        // (a share that expired under any other state gave back what the home gave back)
+        lost = lost || (result.state == "confirmed" && detail::lost_hold(reply));
+      }
+      result.shares_lost += lost ? 1 : 0;
     }
+  }
+  if (result.shares_lost > 0) {
+    return result; // left open: reported by every sweep (see InterruptedFanOut::shares_lost)
   }
   run_home(result.transaction_id, {"swept", taken.at(3).as_string()});
   if (!result.abandoned && result.shares_changed == 0) {

@@ -4,10 +4,12 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <thread>
 #include <variant>
 #include <vector>
 
+#include <limitcounter/detail/lua_scripts.hpp>
 #include <limitcounter/limitcounter.hpp>
 
 #include "redis/key_slot.hpp"
@@ -26,11 +28,13 @@ struct SpreadLimits {
   Redis redis{shared_cluster().options()};
   LimitCounter limits;
 
-  explicit SpreadLimits(std::uint32_t buckets = 1)
-      : limits{redis, Calendar("UTC"), [buckets] {
+  explicit SpreadLimits(std::uint32_t buckets = 1,
+                        std::chrono::milliseconds reservation_timeout = std::chrono::minutes{15})
+      : limits{redis, Calendar("UTC"), [buckets, reservation_timeout] {
                  LimitCounterOptions options;
                  options.key_prefix = unique_prefix() + "home:";
                  options.counter_buckets = buckets;
+                 options.reservation_timeout = reservation_timeout;
                  return options;
                }()} {
     REQUIRE(detail::key_slot("{dept}") != detail::key_slot("{merchant}"));
@@ -46,8 +50,7 @@ struct SpreadLimits {
   Usage merchant() { return limits.usage("merchant", Dimension{"m1"}, Period::day); }
 };
 
-// The same, run once with one bucket per counter and once with each counter spread over 64
-// (every transaction then decided through its home record, even when one slot would do).
+// The same, run once with one bucket per counter and once with each counter spread over 64.
 struct SpreadLimitsOverBuckets : SpreadLimits {
   SpreadLimitsOverBuckets() : SpreadLimits(GENERATE(1U, 64U)) {}
 };
@@ -95,11 +98,13 @@ TEST_CASE_METHOD(SpreadLimitsOverBuckets,
                  "confirm racing cancel racing refund: one wins, every share follows",
                  "[cluster][limits][home]") {
   int confirmed_rounds = 0;
+  int refunded_total = 0; // refunds that came after their confirm: 10 each
   for (int round = 0; round < 20; ++round) {
     const std::string id = "hold-" + std::to_string(round);
     REQUIRE(limits.reserve(tx(id)).allowed());
     std::atomic<int> confirmed{0};
     std::atomic<int> cancelled{0};
+    std::atomic<int> refunded{0};
     race({[&] {
             try {
               confirmed += limits.confirm(id, 60).already ? 0 : 1;
@@ -116,19 +121,18 @@ TEST_CASE_METHOD(SpreadLimitsOverBuckets,
           },
           [&] {
             try {
-              limits.refund(id, 10, "r");
+              refunded += static_cast<int>(limits.refund(id, 10, "r").refunded_now / 10);
             } catch (const Error& e) {
               CHECK(e.code() == errc::conflict); // not consumed (yet): refused, nothing moved
             }
           }});
     CHECK(confirmed + cancelled == 1);
     confirmed_rounds += confirmed;
+    refunded_total += refunded;
     // both shapes tell the same story
     CHECK(dept() == merchant());
   }
-  const Usage expected{confirmed_rounds, 60 * confirmed_rounds};
-  CHECK(dept().count == expected.count);
-  CHECK(dept().amount <= expected.amount); // a refund that came after its confirm took 10
+  CHECK(dept() == Usage{confirmed_rounds, 60 * confirmed_rounds - 10 * refunded_total});
   CHECK(dept() == merchant());
 }
 
@@ -176,4 +180,143 @@ TEST_CASE_METHOD(SpreadLimits, "a denial replays with its denial, after the rule
   CHECK(std::get<Decision>(batch.front()).replayed);
   CHECK_FALSE(std::get<Decision>(batch.front()).allowed());
   CHECK(dept() == Usage{0, 0});
+}
+
+// Issue 13 item 1: every cluster transaction is decided at one home record, also when its rules
+// fall in one slot, so that a retry under other rules (another plan, another slot) replays it.
+TEST_CASE_METHOD(SpreadLimits, "a retry under changed rules replays the first decision",
+                 "[cluster][limits][home]") {
+  const Rule by_dept = Rule("dept-day").where("dept").per(Period::day).max_amount(1'000'000);
+  const Rule by_merchant =
+      Rule("merchant-day").where("merchant").per(Period::day).max_amount(1'000'000);
+  const Rule by_channel =
+      Rule("channel-day").where("channel").per(Period::day).max_amount(1'000'000);
+  const auto payment = [](const std::string& id) {
+    return Transaction{id, {{"merchant", "m1"}, {"dept", "cmb"}, {"channel", "ali"}}, 100};
+  };
+  const auto counters = [&] {
+    return std::vector<Usage>{dept(), merchant(),
+                              limits.usage("channel", Dimension{"ali"}, Period::day)};
+  };
+  RuleSet first_rules;
+  RuleSet retry_rules;
+  bool allowed = true;
+  SECTION("consumed in one slot, retried over two") {
+    first_rules = RuleSet().add(by_merchant);
+    retry_rules = RuleSet().add(by_dept).add(by_merchant);
+  }
+  SECTION("consumed over two slots, retried in a third alone") {
+    first_rules = RuleSet().add(by_dept).add(by_merchant);
+    retry_rules = RuleSet().add(by_channel);
+  }
+  SECTION("denied over two slots, retried in a third alone") {
+    first_rules = RuleSet().add(by_dept).add(
+        Rule("merchant-day").where("merchant").per(Period::day).max_amount(50));
+    retry_rules = RuleSet().add(by_channel);
+    allowed = false;
+  }
+  limits.set_rules(first_rules);
+  const Decision first = limits.consume(payment("again"));
+  REQUIRE(first.allowed() == allowed);
+  const auto before = counters();
+  limits.set_rules(retry_rules);
+  const Decision retry = limits.consume(payment("again"));
+  CHECK(retry.replayed);
+  CHECK(retry.allowed() == allowed);
+  CHECK(counters() == before);
+}
+
+namespace {
+
+// Spread limits whose reservations expire after 200 ms.
+struct ShortHolds : SpreadLimits {
+  ShortHolds() : SpreadLimits(1, std::chrono::milliseconds{200}) {}
+  // Confirms `id` at its home record as a client would whose clock says `now_ms` (the home
+  // record decides by the client's clock), without the fan-out to the shares.
+  Reply confirm_at_home(const std::string& id, long long now_ms) {
+    return redis.eval(scripts::transaction_home, {limits.keys().transaction(id)},
+                      {"confirm", "-1", std::to_string(now_ms)});
+  }
+  long long home_hold_expiry(const std::string& id) {
+    return std::stoll(redis.command({"HGET", limits.keys().transaction(id), "hexp"}).as_string());
+  }
+};
+
+} // namespace
+
+TEST_CASE_METHOD(ShortHolds,
+                 "a confirm the home took just before the hold expired reaches "
+                 "every share, whoever reserves meanwhile",
+                 "[cluster][limits][home]") {
+  REQUIRE(limits.reserve(tx("late")).allowed());
+  const long long expiry = home_hold_expiry("late");
+  std::this_thread::sleep_for(std::chrono::milliseconds{300});
+  // another caller's reserve sweeps the expired holds of both shapes
+  REQUIRE(limits.reserve(tx("other")).allowed());
+  // the confirm reached the home record 1 ms before the hold expired; its fan-out comes now
+  REQUIRE(confirm_at_home("late", expiry - 1).at(0).as_string() == "confirmed");
+  CHECK(limits.confirm("late").already);
+  CHECK(dept() == Usage{2, 200});
+  CHECK(merchant() == Usage{2, 200});
+  CHECK(limits.finish_interrupted(std::chrono::seconds{0}).empty()); // nothing left to follow
+}
+
+TEST_CASE_METHOD(ShortHolds,
+                 "a share that lost its hold before it followed a confirm is an "
+                 "error the caller and the sweep see",
+                 "[cluster][limits][home]") {
+  REQUIRE(limits.reserve(tx("lost")).allowed());
+  const auto record = limits.transaction_record("lost", {});
+  REQUIRE(record);
+  REQUIRE(record->records.size() == 3); // home, dept share, merchant share
+  // the dept share's hold is released as expired (as by a clock far ahead), then the home
+  // record takes the confirm
+  REQUIRE(redis.eval(scripts::limit, {record->records[1]}, {"confirm", "-1", "9007199254740991"})
+              .at(0)
+              .as_string() == "expired");
+  REQUIRE(confirm_at_home("lost", home_hold_expiry("lost") - 1).at(0).as_string() == "confirmed");
+  for (int call = 0; call < 2; ++call) { // a retry says the same
+    const Error lost = error_of([&] { limits.confirm("lost"); });
+    CHECK(lost.code() == errc::conflict);
+    CHECK(lost.outcome() == Outcome::unknown);
+    CHECK(std::string(lost.what()).find(record->records[1]) != std::string::npos);
+  }
+  for (int sweep = 0; sweep < 2; ++sweep) { // the home record stays open: every sweep reports it
+    const auto found = limits.finish_interrupted(std::chrono::seconds{0});
+    REQUIRE(found.size() == 1);
+    CHECK(found.front().transaction_id == "lost");
+    CHECK(found.front().state == "confirmed");
+    CHECK(found.front().shares_lost == 1);
+  }
+  CHECK(merchant() == Usage{1, 100}); // the other share followed
+}
+
+TEST_CASE_METHOD(SpreadLimits, "a begin with another plan leaves a pending record's age alone",
+                 "[cluster][limits][home]") {
+  // A retry after a rules change is refused (conflict) without running a share: it must not
+  // keep the sweep from abandoning the record its first caller left pending.
+  const std::string home = limits.keys().transaction("stuck");
+  const auto begin = [&](const std::string& plan) {
+    return redis.eval(scripts::transaction_home, {home}, {"begin", "fp", plan, "9007199254740991"})
+        .at(0)
+        .as_string();
+  };
+  const auto began = [&] { return redis.command({"HGET", home, "began"}).as_string(); };
+  REQUIRE(begin("plan-a") == "go");
+  const std::string first = began();
+  std::this_thread::sleep_for(std::chrono::milliseconds{5});
+  REQUIRE(begin("plan-b") == "go");
+  CHECK(began() == first);
+  REQUIRE(begin("plan-a") == "go"); // the first caller's own retry: at work again
+  CHECK(began() != first);
+}
+
+TEST_CASE("a negative cluster_hold_grace is refused, naming it", "[cluster][limits][home]") {
+  LimitCounterOptions options;
+  options.key_prefix = unique_prefix() + "home:";
+  options.cluster_hold_grace = std::chrono::milliseconds{-1};
+  const Error refused =
+      error_of([&] { LimitCounter(Redis(shared_cluster().options()), Calendar("UTC"), options); });
+  CHECK(refused.code() == errc::invalid_argument);
+  CHECK(std::string(refused.what()).find("cluster_hold_grace -1ms") != std::string::npos);
 }

@@ -58,6 +58,8 @@ struct CacheFixture {
     options.key_prefix = prefix;
     options.max_future_skew.reset(); // dated next year
     options.reservation_timeout = reservation_timeout;
+    // these tests time expiry: on a cluster the shares' holds expire with the home's
+    options.cluster_hold_grace = std::chrono::milliseconds{0};
     if (staleness) {
       options.exhausted_cache.enabled = true;
       options.exhausted_cache.max_staleness = *staleness;

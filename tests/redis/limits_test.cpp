@@ -61,6 +61,8 @@ struct LimitsFixture {
     LimitCounterOptions o;
     o.key_prefix = prefix;
     o.reservation_timeout = reservation_timeout;
+    // these tests time expiry: on a cluster the shares' holds expire with the home's
+    o.cluster_hold_grace = std::chrono::milliseconds{0};
     o.max_future_skew.reset(); // the tests date transactions next year
     return o;
   }
