@@ -198,32 +198,29 @@ TEST_CASE_METHOD(SpreadLimits, "a retry under changed rules replays the first de
     return std::vector<Usage>{dept(), merchant(),
                               limits.usage("channel", Dimension{"ali"}, Period::day)};
   };
-  RuleSet first_rules;
-  RuleSet retry_rules;
-  bool allowed = true;
+  // Decides under `first_rules`, then retries the id under `retry_rules`: a replay, nothing moved.
+  const auto replays = [&](const RuleSet& first_rules, const RuleSet& retry_rules, bool allowed) {
+    limits.set_rules(first_rules);
+    const Decision first = limits.consume(payment("again"));
+    REQUIRE(first.allowed() == allowed);
+    const auto before = counters();
+    limits.set_rules(retry_rules);
+    const Decision retry = limits.consume(payment("again"));
+    CHECK(retry.replayed);
+    CHECK(retry.allowed() == allowed);
+    CHECK(counters() == before);
+  };
   SECTION("consumed in one slot, retried over two") {
-    first_rules = RuleSet().add(by_merchant);
-    retry_rules = RuleSet().add(by_dept).add(by_merchant);
+    replays(RuleSet().add(by_merchant), RuleSet().add(by_dept).add(by_merchant), true);
   }
   SECTION("consumed over two slots, retried in a third alone") {
-    first_rules = RuleSet().add(by_dept).add(by_merchant);
-    retry_rules = RuleSet().add(by_channel);
+    replays(RuleSet().add(by_dept).add(by_merchant), RuleSet().add(by_channel), true);
   }
   SECTION("denied over two slots, retried in a third alone") {
-    first_rules = RuleSet().add(by_dept).add(
-        Rule("merchant-day").where("merchant").per(Period::day).max_amount(50));
-    retry_rules = RuleSet().add(by_channel);
-    allowed = false;
+    replays(RuleSet().add(by_dept).add(
+                Rule("merchant-day").where("merchant").per(Period::day).max_amount(50)),
+            RuleSet().add(by_channel), false);
   }
-  limits.set_rules(first_rules);
-  const Decision first = limits.consume(payment("again"));
-  REQUIRE(first.allowed() == allowed);
-  const auto before = counters();
-  limits.set_rules(retry_rules);
-  const Decision retry = limits.consume(payment("again"));
-  CHECK(retry.replayed);
-  CHECK(retry.allowed() == allowed);
-  CHECK(counters() == before);
 }
 
 namespace {
