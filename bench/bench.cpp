@@ -291,7 +291,7 @@ decide_calls(const lc::LimitCounter& limits, const lc::RuleSet& rules, lc::TimeP
     context.calendar = &limits.calendar();
     context.keys = &keys;
     context.window_grace = 1h;
-    context.record_min_ttl = 24h;
+    context.replay_horizon = 24h;
     context.reservation_timeout = 15min;
     context.now = now;
     static thread_local std::optional<lc::detail::LimitCall> templates[16];
@@ -549,6 +549,126 @@ void server_time_per_rule(Bench& bench, lc::LimitCounter& limits, bool json) {
   }
 }
 
+// A transaction as the consume rows send it: 4 attributes, so that 1 to 16 rules match.
+lc::Transaction bench_transaction(std::string id, std::int64_t amount, std::uint64_t merchant) {
+  return {std::move(id),
+          {{"merchant", "m" + std::to_string(merchant)},
+           {"dept", "cmb"},
+           {"channel", "Ali"},
+           {"user", "u1"}},
+          amount,
+          lc::Clock::now()};
+}
+
+// Redis memory of one transaction's record (MEMORY USAGE, mean of 100), with the default key
+// prefix and ids of 17 characters: consumed with 1 and 4 rules, denied, reserved; and of the
+// counter set 4 rules' records share (one per distinct set of counters, not per transaction).
+void record_bytes(Bench& bench, bool json) {
+  lc::LimitCounter limits(bench.redis, lc::Calendar("Asia/Shanghai"), lc::LimitCounterOptions{});
+  const std::string tag = bench.nonce.substr(bench.nonce.size() - 6);
+  const auto mean_bytes = [&](const char* kind, const lc::RuleSet& rules, bool reserve,
+                              std::int64_t amount) {
+    limits.set_rules(rules);
+    long long total = 0;
+    for (int i = 0; i < 100; ++i) {
+      const std::string id = std::string("pay-") + kind + tag + "-" + std::to_string(1000 + i);
+      const auto transaction = bench_transaction(id, amount, 7);
+      reserve ? limits.reserve(transaction) : limits.consume(transaction);
+      total +=
+          bench.redis.command({"MEMORY", "USAGE", limits.keys().transaction(id), "SAMPLES", "0"})
+              .as_integer();
+    }
+    return static_cast<double>(total) / 100;
+  };
+  lc::RuleSet tight = consume_rules(3);
+  tight.add(lc::Rule("tight").where("user").per(lc::Period::day).max_amount(50));
+  const double one = mean_bytes("a", consume_rules(1), false, 100);
+  const double four = mean_bytes("b", consume_rules(4), false, 100);
+  const double denied = mean_bytes("c", tight, false, 100);
+  const double reserved = mean_bytes("d", consume_rules(4), true, 100);
+  long long sets = 0;
+  long long set_bytes = 0;
+  for (const lc::Reply& key :
+       bench.redis.command({"KEYS", std::string(lc::CounterKeys::default_prefix) + "cs:*"})
+           .as_array()) {
+    ++sets;
+    set_bytes +=
+        bench.redis.command({"MEMORY", "USAGE", key.as_string(), "SAMPLES", "0"}).as_integer();
+  }
+  if (json) {
+    std::printf("{\"scenario\": \"record_bytes\", \"consumed_1_rule\": %.1f, "
+                "\"consumed_4_rules\": %.1f, \"denied_4_rules\": %.1f, \"reserved_4_rules\": "
+                "%.1f, \"counter_sets\": %lld, \"counter_set_bytes\": %.1f}\n",
+                one, four, denied, reserved, sets, sets ? double(set_bytes) / double(sets) : 0.0);
+  } else {
+    std::printf("record bytes: consumed %.1f (1 rule), %.1f (4 rules); denied %.1f; reserved "
+                "%.1f; %lld counter sets of %.1f bytes each, shared by every record\n",
+                one, four, denied, reserved, sets, sets ? double(set_bytes) / double(sets) : 0.0);
+  }
+}
+
+// The redis-server process's CPU time so far (INFO cpu: used_cpu_user + used_cpu_sys), in µs.
+double server_cpu_usec(Bench& bench) {
+  const std::string info = bench.redis.command({"INFO", "cpu"}).as_string();
+  const auto value = [&](const char* name) {
+    const auto at = info.find(name);
+    return std::stod(info.substr(at + std::strlen(name)));
+  };
+  return (value("used_cpu_sys:") + value("used_cpu_user:")) * 1e6;
+}
+
+// Redis CPU and script time per decision of consume_many in batches of 64 (each batch one
+// script call), with 1, 4 and 16 rules: the least of 3 rounds of 50 batches each.
+void server_cpu_batch64(Bench& bench, bool json) {
+  std::uint64_t next = 0;
+  const auto measure = [&](int rule_count, double& cpu, double& script) {
+    lc::LimitCounterOptions options;
+    options.key_prefix = "bench:" + bench.nonce + ":cpu" + std::to_string(rule_count) + ":";
+    lc::LimitCounter limits(bench.redis, lc::Calendar("Asia/Shanghai"), options);
+    limits.set_rules(consume_rules(rule_count));
+    cpu = script = 1e9;
+    for (int round = 0; round < 3; ++round) {
+      std::vector<std::vector<lc::Transaction>> batches(50);
+      for (auto& transactions : batches) {
+        for (int k = 0; k < batch; ++k, ++next) {
+          transactions.push_back(
+              bench_transaction(id("c", bench.nonce, rule_count, next), 100, next % 50));
+        }
+      }
+      bench.redis.command({"CONFIG", "RESETSTAT"});
+      const double before = server_cpu_usec(bench);
+      for (const auto& transactions : batches) {
+        limits.consume_many(transactions);
+      }
+      const double used = server_cpu_usec(bench) - before;
+      const std::string stats = bench.redis.command({"INFO", "commandstats"}).as_string();
+      const auto at = stats.find("usec=", stats.find("cmdstat_evalsha:"));
+      const double decisions = 50.0 * batch;
+      cpu = std::min(cpu, used / decisions);
+      script = std::min(script, std::stod(stats.substr(at + 5)) / decisions);
+    }
+  };
+  double cpu[3];
+  double script[3];
+  const int rule_counts[3] = {1, 4, 16};
+  for (int k = 0; k < 3; ++k) {
+    measure(rule_counts[k], cpu[k], script[k]);
+  }
+  const double per_rule = (script[2] - script[0]) / 15;
+  if (json) {
+    std::printf("{\"scenario\": \"consume_server_cpu_batch64\", \"cpu_usec_1_rule\": %.2f, "
+                "\"cpu_usec_4_rules\": %.2f, \"cpu_usec_16_rules\": %.2f, "
+                "\"script_usec_1_rule\": %.2f, \"script_usec_4_rules\": %.2f, "
+                "\"script_usec_16_rules\": %.2f, \"script_usec_per_extra_rule\": %.3f}\n",
+                cpu[0], cpu[1], cpu[2], script[0], script[1], script[2], per_rule);
+  } else {
+    std::printf("Redis per decision, consume_many in batches of 64: CPU %.2f / %.2f / %.2f us, "
+                "script %.2f / %.2f / %.2f us with 1 / 4 / 16 rules; %.3f us of script per extra "
+                "rule\n",
+                cpu[0], cpu[1], cpu[2], script[0], script[1], script[2], per_rule);
+  }
+}
+
 // Server time of a 4-rule consume (INFO commandstats) for each of `compared_buckets`, taking
 // turns, with 100,000 merchants already counted in today's merchant window: one hashtable
 // with 1 bucket, listpacks of about 98 or 24 fields with 1,024 or 4,096 buckets.
@@ -676,6 +796,12 @@ int main(int argc, char** argv) try {
   }
   if (wanted("memory") || wanted("counter_bytes")) {
     memory_per_counter(bench, json);
+  }
+  if (wanted("record_bytes")) {
+    record_bytes(bench, json);
+  }
+  if (wanted("server_cpu")) {
+    server_cpu_batch64(bench, json);
   }
   if (wanted("server_time")) {
     server_time_per_rule(bench, counter, json);

@@ -1,79 +1,94 @@
--- limit: atomic check-and-consume of every rule that matches one transaction, and
--- the operations that give quota back (refund, confirm, cancel), for one group of
--- counters that share a slot. One call decides; nothing is half done: every check
--- runs before the first write.
+-- limit: atomic check-and-consume of every rule that matches one transaction, and the
+-- operations that give quota back (refund, confirm, cancel), for one group of counters that
+-- share a slot. One call decides; nothing is half done: every check runs before the first
+-- write. One call may decide several transactions (op batch), each on its own.
 --
--- Transaction record (hash KEYS[1]): fp (fingerprint: operation, amount, attributes),
--- state (consumed | denied | reserved | confirmed | cancelled | expired), amount (held or
--- consumed), refunded, counted (1 while the transaction's count is in the counters),
--- args (the counter and rule arguments of the first call, joined by newlines), keys (the
--- counter keys it moved, joined by newlines), at (when it was decided: ARGV[4] of the first
--- call, ms), reply (cmsgpack of the first reply), holds
--- (cmsgpack list of hold sets), hexp (hold expiry, ms), and per refund r:<refund id> (rf for
--- the full refund).
+-- Transaction record (string KEYS[1], words separated by spaces), kept for the replay
+-- horizon (ARGV record expiry), whatever the windows:
+--   <state> <fp> <amount> <counters> [<hold expiry>] [=<refunded>] [!] [R:<id>:<asked>:<given>]...
+--   state: c consumed | r reserved | f confirmed | x cancelled | e expired | v voided;
+--   fp: the client's digest of operation, amount and attributes ('-' for a tombstone: a cancel
+--   that came before its reserve, "x - 0 -"); counters: the name of the counter set (below) it
+--   moved, '-' for none; hold expiry (ms): reserved only; =<refunded>: given back so far; '!':
+--   the count was given back too (full refund); R:... one per refund id (the full refund has
+--   the id '').
+--   A denial: d <fp> <amount> <rule> <metric> <limit> <used>, the first decision's denial.
+-- Counter set (string <counter-set prefix><name>): what a transaction moved, shared by every
+--   record that moved the same counters: "<c>\n" then c lines "<key> <field>", then the hold
+--   sets' keys, one a line. Its name is the client's digest of that text ('.1'... appended if
+--   another text has the name); it lives the replay horizon after its latest use, so it
+--   outlives every record naming it.
 -- Counter field value: "<count>:<amount>", integers below 2^53.
 -- Hold set (zset): member = record key, score = hold expiry in ms.
 --
 -- ARGV[1] = op.
 --
--- op consume | reserve | check:
---   KEYS[1]            the transaction record
---   KEYS[2..1+h]       the hold sets of the counters' shapes
---   KEYS[2+h..1+h+c]   the counter window hashes, one per counter
---   ARGV[2]  fingerprint      ARGV[3] amount         ARGV[4] now (ms)
---   ARGV[5]  record expiry (ms, >= every window end + grace)
---   ARGV[6]  hold expiry (ms; reserve only)
---   ARGV[7]  h, number of hold sets    ARGV[8] c, number of counters
---   ARGV[9]  the call's description, stored as the record's args and brought back by a
---            replay: lines of c counters of 5 (field, period, window id, window end (ms),
---            key expiry (ms)), then r, then r rules of 4 (name, counter number (1..c), max
---            count, max amount); a max of -1 means no such limit. Counter number 0 is a
---            per-transaction rule: its max amount limits this transaction's own amount
---            (denied metric "single_amount"), so that its denial is recorded like any other.
---            The client joins it, so that the script neither parses nor joins what it only
---            stores.
---   then what the script decides with: c counters of 2 (field, key expiry (ms)), then r,
---   then r rules of 3 (counter number, max count, max amount)
+-- op consume | reserve | check: one transaction, its arguments from ARGV[1]:
+--   KEYS[1] the record, KEYS[2] its counter set, KEYS[3..2+h] the hold sets of the counters'
+--   shapes, KEYS[3+h..2+h+c] the counter window hashes, one per counter.
+--   ARGV[a] op, [a+1] fingerprint, [a+2] amount, [a+3] now (ms), [a+4] record expiry (ms),
+--   [a+5] hold expiry (ms; reserve only), [a+6] h, [a+7] c, [a+8] counter set name, [a+9] the
+--   counter set's text, [a+10] the rules' names, space-separated (a denial keeps its rule's), then
+--   c counters of 2 (field, key expiry (ms)), then r, then r rules of 3
+--   (counter number 1..c, max count, max amount; -1: no such limit). Counter number 0 is a
+--   per-transaction rule: its max amount limits this transaction's own amount (metric
+--   "single_amount").
 --   Reply: {verdict, denied rule number (0 if none), denied metric ("count" | "amount" |
---           "single_amount" | ""),
---           c, then per counter: count, amount} with the counter's totals after the write
---           (allowed) or as found (denied). verdict: "allowed" | "denied" (check:
---           "would_allow" | "would_deny"). The caller maps rules to counters from ARGV[9].
---   Expired holds are released first by reserve (up to 64 per set); by consume and reserve,
---   all of them before a denial is final (then the counters are read and the rules decided
---   again: an expired hold never denies); never by check.
---   Replays: {"replay", state, the first call's ARGV[9], <the first reply>...}; a different
---   fingerprint: {"conflict"}; an id cancelled before it was reserved: {"cancelled"}; a
---   counter total that would reach 2^53: {"overflow", counter number} (nothing written).
+--           "single_amount" | ""), c, then per counter: count, amount} with the counter's
+--           totals after the write (allowed) or as found (denied). verdict: "allowed" | "denied"
+--           (check: "would_allow" | "would_deny").
+--   Replays: {"replay", state, denial ("<rule> <metric> <limit> <used>" or ""), c, then per
+--   counter of this call: count, amount as they are now}; a different fingerprint:
+--   {"conflict"}; an id cancelled before it was reserved: {"cancelled"}; a counter total that
+--   would reach 2^53: {"overflow", counter number} (nothing written).
+--   Expired holds are released first by reserve (up to 64 per set); by consume and reserve, all
+--   of them before a denial is final (then the counters are read and the rules decided again:
+--   an expired hold never denies); never by check.
+-- op batch: ARGV[2] n, then n transactions' arguments as above, one after another; KEYS the n
+--   transactions' keys as above, one after another. Reply: the n replies.
 --
--- op refund:  KEYS[1] record; ARGV[2] amount (-1 = all that is left), ARGV[3] refund id
---   ('' = the full refund). Idempotent by refund id: the record keeps r:<id> (rf for the full
---   refund) = "<ARGV[2]>:<amount given back>"; the same id again replays, with another amount
---   it is a conflict.
+-- The reversals take KEYS[1] the record; its counter set is in its slot (counter_set_prefix).
+-- A refund, confirm or cancel of an id whose record is gone (past its replay horizon) may bring
+-- the original transaction (ARGV[o..o+5]: the fingerprint of its consume, its amount, counter
+-- set name, counter set text, record expiry (ms), the fingerprint of its reserve), with KEYS[2]
+-- its counter set: the refund then records it as consumed and goes on; a confirm answers
+-- "expired" and a cancel "already expired" (a reservation's hold never outlives its record).
+-- While the record lives it decides, and an original it was not decided for (another amount or
+-- attributes) is refused: {"mismatch"}.
+-- op refund:  ARGV[2] amount (-1 = all that is left), ARGV[3] refund id ('' = the full refund),
+--   o = 4. Idempotent by refund id: the same id again replays, with another amount it is a
+--   conflict.
 --   Reply: {"refunded", amount given back (by the first call of this id), refunded in total,
 --           amount, replayed "0" | "1"}
 --          | {"unknown"} | {"bad_state", state} | {"too_much", refundable}
 --          | {"conflict", the amount the id was first used with}
--- op confirm: KEYS[1] record; ARGV[2] final amount (-1 = all held), ARGV[3] now (ms)
+-- op confirm: ARGV[2] final amount (-1 = all held), ARGV[3] now (ms), o = 4
 --   Reply: {"confirmed", final amount, released amount} | {"already", state, amount}
 --          | {"unknown"} | {"expired"} | {"bad_state", state} | {"too_much", held}
--- op cancel:  KEYS[1] record; ARGV[2] now (ms), ARGV[3] expiry of a tombstone (ms), ARGV[4]
---   "probe" to write no tombstone for an unknown id (a cluster's client probes every record the
---   id may have before it writes tombstones)
---   Reply: {"cancelled", released amount} | {"already", state} | {"tombstone"} | {"bad_state", state}
+-- op cancel:  ARGV[2] now (ms), ARGV[3] expiry of a tombstone (ms), ARGV[4] "probe" to write no
+--   tombstone for an unknown id (a cluster's client probes every record the id may have before
+--   it writes tombstones), o = 5
+--   Reply: {"cancelled", released amount} | {"already", state} | {"tombstone"}
+--          | {"bad_state", state}
 --          | {"unknown"} (probe only)
--- op void:    KEYS[1] record (of one slot's share of a transaction that another slot denied)
+-- op void:    (record of one slot's share of a transaction that another slot denied)
 --   Gives back what this share took and marks it voided: its replays then report the state.
 --   Reply: {"voided"} | {"already"} | {"unknown"} | {"bad_state", state}
 -- op inspect: KEYS[1] a transaction's record of any kind (this script's, a home record of
---   lua/transaction_home.lua, a tombstone); reads only, for operators.
---   Reply: {"missing"} | {"record", expiry (unix ms, -1 for none), n, then n field/value pairs
---           (every field but fp, reply and holds, which are binary or internal), then the items
---           of the first reply (none for a home record or a tombstone)}
+--   lua/transaction_home.lua); reads only, for operators.
+--   Reply: {"missing"} | {"record", expiry (unix ms, -1 for none), n, then n field/value pairs}:
+--   a home record's fields but fp; of this script's record: state, amount, refunded, hexp,
+--   denial, keys (the counters it moved, "<key> <field>" a line) and r:<refund id> (rf: the full
+--   refund) = "<asked>:<given>".
 
 local op = ARGV[1]
-local record = KEYS[1]
 local max_exact = 9007199254740991 -- 2^53 - 1: the largest integer a Lua number holds exactly
+local state_names = {c = 'consumed', r = 'reserved', f = 'confirmed', x = 'cancelled',
+                     e = 'expired', v = 'voided', d = 'denied'}
+local state_codes = {}
+for code, name in pairs(state_names) do
+  state_codes[name] = code
+end
 
 local function read_counter(key, field)
   local value = redis.call('HGET', key, field)
@@ -89,45 +104,148 @@ local function write_counter(key, field, count, amount)
   return redis.call('HSET', key, field, string.format('%d:%d', count, amount))
 end
 
-local function split_lines(text)
+local function words(text)
   local parts = {}
-  for part in string.gmatch(text, '[^\n]+') do
+  for part in string.gmatch(text, '%S+') do
     parts[#parts + 1] = part
   end
   return parts
 end
 
+-- A record as a table: state (a name), fp, amount, counters, hexp, refunded, count_back,
+-- refunds (id -> "<asked>:<given>"), denial; nil if there is none.
+local function load(key)
+  local text = redis.pcall('GET', key)
+  if not text then
+    return nil
+  end
+  if type(text) == 'table' then
+    -- a cluster's home record (lua/transaction_home.lua), begun after the client found none
+    return {state = 'pending', fp = '', amount = 0, refunded = 0, count_back = false, refunds = {}}
+  end
+  local w = words(text)
+  local r = {state = state_names[w[1]], fp = w[2], amount = tonumber(w[3]), refunded = 0,
+             count_back = false, refunds = {}}
+  if w[1] == 'd' then
+    r.denial = table.concat(w, ' ', 4, 7)
+    return r
+  end
+  r.counters = w[4]
+  local i = 5
+  if w[1] == 'r' then
+    r.hexp = tonumber(w[5])
+    i = 6
+  end
+  for j = i, #w do
+    local token = w[j]
+    local head = string.sub(token, 1, 1)
+    if head == '=' then
+      r.refunded = tonumber(string.sub(token, 2))
+    elseif head == '!' then
+      r.count_back = true
+    else
+      local id, asked, given = string.match(token, '^R:(.*):(-?%d+):(%d+)$')
+      r.refunds[id] = asked .. ':' .. given
+    end
+  end
+  return r
+end
+
+-- Writes `r` back to `key`, keeping its expiry.
+local function store(key, r)
+  local w = {state_codes[r.state], r.fp, string.format('%d', r.amount), r.counters}
+  if r.state == 'reserved' then
+    w[5] = string.format('%d', r.hexp)
+  end
+  if r.refunded > 0 then
+    w[#w + 1] = '=' .. string.format('%d', r.refunded)
+  end
+  if r.count_back then
+    w[#w + 1] = '!'
+  end
+  for id, value in pairs(r.refunds) do
+    w[#w + 1] = 'R:' .. id .. ':' .. value
+  end
+  redis.call('SET', key, table.concat(w, ' '), 'KEEPTTL')
+end
+
+-- Stores the counter set `text` under `key` (or key.1, key.2, ... if another text has that
+-- name) until at least `expire_at` (ms); returns the name suffix used ('' or '.n').
+local function keep_counter_set(key, text, expire_at)
+  for n = 0, 8 do
+    local suffix = n == 0 and '' or '.' .. n
+    local found = redis.call('SET', key .. suffix, text, 'NX', 'GET')
+    if not found then
+      redis.call('PEXPIREAT', key .. suffix, expire_at)
+      return suffix
+    end
+    if found == text then
+      redis.call('PEXPIREAT', key .. suffix, expire_at, 'GT')
+      return suffix
+    end
+  end
+  error('limit: counter set names collide: ' .. key)
+end
+
+-- The counter-set prefix of a record's slot: "<p>cs:" for "<p>tx:{<id>}", "<p>{<tag>}:cs:" for a
+-- share "<p>{<tag>}:tx:<id>" (neither the prefix nor a tag nor an id has braces).
+local function counter_set_prefix(record)
+  if string.sub(record, -1) == '}' then
+    return string.sub(record, 1, string.find(record, '{', 1, true) - 4) .. 'cs:'
+  end
+  return string.sub(record, 1, string.find(record, '}', 1, true)) .. ':cs:'
+end
+
+-- The counters and hold sets a record moved: {{key, field}...}, {hold set...}.
+local function counter_set(key, r)
+  if not r.counters or r.counters == '-' then
+    return {}, {}
+  end
+  local text = redis.call('GET', counter_set_prefix(key) .. r.counters)
+  if not text then
+    return {}, {}
+  end
+  local lines = {}
+  for line in string.gmatch(text, '[^\n]+') do
+    lines[#lines + 1] = line
+  end
+  local c = tonumber(lines[1])
+  local counters, holds = {}, {}
+  for j = 1, c do
+    counters[j] = words(lines[1 + j])
+  end
+  for j = 2 + c, #lines do
+    holds[#holds + 1] = lines[j]
+  end
+  return counters, holds
+end
+
 -- Takes count and amount back out of every counter the record moved, never below zero.
 -- Keys that have expired since are left alone (their window is over).
-local function give_back(key, count, amount)
-  local moved = redis.call('HGET', key, 'keys')
-  if not moved or moved == '' then
-    return
-  end
-  local args = split_lines(redis.call('HGET', key, 'args'))
-  for j, counter in ipairs(split_lines(moved)) do
-    local field = args[5 * (j - 1) + 1]
-    if redis.call('EXISTS', counter) == 1 then
-      local c, a = read_counter(counter, field)
-      write_counter(counter, field, math.max(c - count, 0), math.max(a - amount, 0))
+local function give_back(key, r, count, amount)
+  local counters = counter_set(key, r)
+  for _, counter in ipairs(counters) do
+    local key, field = counter[1], counter[2]
+    if redis.call('EXISTS', key) == 1 then
+      local c, a = read_counter(key, field)
+      write_counter(key, field, math.max(c - count, 0), math.max(a - amount, 0))
     end
   end
 end
 
-local function drop_holds(key)
-  local packed = redis.call('HGET', key, 'holds')
-  if packed then
-    for _, holds in ipairs(cmsgpack.unpack(packed)) do
-      redis.call('ZREM', holds, key)
-    end
+local function drop_holds(key, r)
+  local _, holds = counter_set(key, r)
+  for _, hold_set in ipairs(holds) do
+    redis.call('ZREM', hold_set, key)
   end
 end
 
--- Ends a reservation: releases its hold and sets its final state.
-local function release_reservation(key, state, count, amount)
-  give_back(key, count, amount)
-  drop_holds(key)
-  redis.call('HSET', key, 'state', state)
+-- Ends a reservation: gives back, releases its hold and sets its final state.
+local function release_reservation(key, r, state, count, amount)
+  give_back(key, r, count, amount)
+  drop_holds(key, r)
+  r.state = state
+  store(key, r)
 end
 
 -- Releases up to 64 expired holds of one set. Returns how many it released and how many
@@ -136,8 +254,9 @@ local function release_expired_holds(holds, now)
   local released = 0
   local expired = redis.call('ZRANGEBYSCORE', holds, '-inf', now, 'LIMIT', '0', '64')
   for _, key in ipairs(expired) do
-    if redis.call('HGET', key, 'state') == 'reserved' then
-      release_reservation(key, 'expired', 1, tonumber(redis.call('HGET', key, 'amount')))
+    local r = load(key)
+    if r and r.state == 'reserved' then
+      release_reservation(key, r, 'expired', 1, r.amount)
       released = released + 1
     else
       redis.call('ZREM', holds, key)
@@ -146,24 +265,36 @@ local function release_expired_holds(holds, now)
   return released, #expired
 end
 
--- ARGV index of counter j's field (its key expiry follows); counter_at(c + 1) is the rule count.
-local function counter_at(j)
-  return 10 + 2 * (j - 1)
+-- One transaction's call: where its keys and arguments start, and its sizes.
+local function call_at(k, a)
+  local h, c = tonumber(ARGV[a + 6]), tonumber(ARGV[a + 7])
+  local rules_at = a + 11 + 2 * c
+  return {k = k, a = a, h = h, c = c, rules_at = rules_at,
+          rule_count = tonumber(ARGV[rules_at]), key_count = 2 + h + c}
 end
 
--- Fills reply[3 + 2j], reply[4 + 2j] with counter j's count and amount (h hold sets first in KEYS).
-local function read_counters(reply, h, c)
-  for j = 1, c do
-    reply[3 + 2 * j], reply[4 + 2 * j] = read_counter(KEYS[1 + h + j], ARGV[counter_at(j)])
+-- Argument index of counter j's field (its key expiry follows).
+local function field_at(call, j)
+  return call.a + 11 + 2 * (j - 1)
+end
+
+local function counter_key(call, j)
+  return KEYS[call.k + 1 + call.h + j]
+end
+
+-- Fills reply[3 + 2j], reply[4 + 2j] with counter j's count and amount.
+local function read_counters(reply, call)
+  for j = 1, call.c do
+    reply[3 + 2 * j], reply[4 + 2 * j] = read_counter(counter_key(call, j), ARGV[field_at(call, j)])
   end
 end
 
--- The first of `rule_count` rules (from ARGV[rules_at + 1]) without room for one more
--- transaction of `amount` over the totals in `reply`: its number and metric, or 0, ''.
--- A rule of counter 0 limits the transaction's own amount (no counter).
-local function first_denial(reply, rules_at, rule_count, amount)
-  for i = 1, rule_count do
-    local at = rules_at + 3 * (i - 1)
+-- The first rule without room for one more transaction of `amount` over the totals in
+-- `reply`: its number and metric, or 0, ''. A rule of counter 0 limits the transaction's own
+-- amount (no counter).
+local function first_denial(reply, call, amount)
+  for i = 1, call.rule_count do
+    local at = call.rules_at + 3 * (i - 1)
     local j = tonumber(ARGV[at + 1])
     local max_count, max_amount = tonumber(ARGV[at + 2]), tonumber(ARGV[at + 3])
     if j == 0 then
@@ -179,126 +310,158 @@ local function first_denial(reply, rules_at, rule_count, amount)
   return 0, ''
 end
 
--- Releases the expired holds of the h hold sets KEYS[2..1+h]: every one of them when `all`
--- (an expired hold must never deny), else up to 64 per set. Returns how many.
-local function release_all_expired(h, now, all)
+-- The denial a record keeps: "<rule> <metric> <limit> <used>" (rule names have no spaces).
+local function denial_text(reply, call, denied, metric, amount, rule_names)
+  local at = call.rules_at + 3 * (denied - 1)
+  local j = tonumber(ARGV[at + 1])
+  local limit, used = ARGV[at + 3], 0
+  if metric == 'count' then
+    limit, used = ARGV[at + 2], reply[3 + 2 * j]
+  elseif metric == 'amount' then
+    used = reply[4 + 2 * j]
+  end
+  return rule_names[denied] .. ' ' .. metric .. ' ' .. limit .. ' ' .. string.format('%d', used)
+end
+
+-- Releases the expired holds of the call's hold sets: every one of them when `all` (an
+-- expired hold must never deny), else up to 64 per set. Returns how many.
+local function release_all_expired(call, now, all)
   local released = 0
-  for i = 1, h do
+  for i = 1, call.h do
     repeat
-      local batch, seen = release_expired_holds(KEYS[1 + i], now)
+      local batch, seen = release_expired_holds(KEYS[call.k + 1 + i], now)
       released = released + batch
     until not all or seen < 64
   end
   return released
 end
 
-local function decide()
-  local fingerprint, amount, now = ARGV[2], tonumber(ARGV[3]), ARGV[4]
-  local h, c = tonumber(ARGV[7]), tonumber(ARGV[8])
+local function decide(call)
+  local a = call.a
+  local kind, fingerprint, amount, now = ARGV[a], ARGV[a + 1], tonumber(ARGV[a + 2]), ARGV[a + 3]
+  local record = KEYS[call.k]
 
-  if redis.call('EXISTS', record) == 1 then
-    local first = redis.call('HMGET', record, 'reply', 'fp', 'state', 'args')
-    if not first[1] then
+  local first = load(record)
+  if first then
+    if first.fp == '-' then
       return {'cancelled'} -- a tombstone: cancel came first
     end
-    if first[2] ~= fingerprint then
+    if first.fp ~= fingerprint then
       return {'conflict'}
     end
-    local reply = {'replay', first[3], first[4]}
-    for _, item in ipairs(cmsgpack.unpack(first[1])) do
-      reply[#reply + 1] = item
-    end
+    local reply = {'replay', first.state, first.denial or '', call.c}
+    read_counters(reply, call)
     return reply
   end
 
   -- Read every counter, then decide, then write: nothing is written before every check.
-  local reply = {'', 0, '', c}
-  local rules_at = counter_at(c + 1)
-  local rule_count = tonumber(ARGV[rules_at])
+  local reply = {'', 0, '', call.c}
   -- A reserve adds to the hold sets, so it sweeps them (at most 64 each): they stay small.
   -- A consume sweeps only when expired reservations could be what stands in its way.
-  if op == 'reserve' then
-    release_all_expired(h, now, false)
+  if kind == 'reserve' then
+    release_all_expired(call, now, false)
   end
-  read_counters(reply, h, c)
-  local denied, metric = first_denial(reply, rules_at, rule_count, amount)
-  if denied ~= 0 and op ~= 'check' and release_all_expired(h, now, true) > 0 then
-    read_counters(reply, h, c)
-    denied, metric = first_denial(reply, rules_at, rule_count, amount)
+  read_counters(reply, call)
+  local denied, metric = first_denial(reply, call, amount)
+  if denied ~= 0 and kind ~= 'check' and release_all_expired(call, now, true) > 0 then
+    read_counters(reply, call)
+    denied, metric = first_denial(reply, call, amount)
   end
   local allowed = denied == 0
   reply[2], reply[3] = denied, metric
 
-  if op == 'check' then
+  if kind == 'check' then
     reply[1] = allowed and 'would_allow' or 'would_deny'
     return reply
   end
   reply[1] = allowed and 'allowed' or 'denied'
-  if allowed then
-    for j = 1, c do
-      if reply[3 + 2 * j] + 1 > max_exact or reply[4 + 2 * j] + amount > max_exact then
-        return {'overflow', j}
-      end
-    end
-    for j = 1, c do
-      local count, total = reply[3 + 2 * j] + 1, reply[4 + 2 * j] + amount
-      reply[3 + 2 * j], reply[4 + 2 * j] = count, total
-      local at = counter_at(j)
-      -- A new field may be a new key: only then can the key lack its expiry.
-      if write_counter(KEYS[1 + h + j], ARGV[at], count, total) == 1 then
-        redis.call('PEXPIREAT', KEYS[1 + h + j], ARGV[at + 1], 'NX')
-      end
+  if not allowed then
+    local names = words(ARGV[a + 10])
+    redis.call('SET', record, 'd ' .. fingerprint .. ' ' .. ARGV[a + 2] .. ' ' ..
+      denial_text(reply, call, denied, metric, amount, names), 'PXAT', ARGV[a + 4])
+    return reply
+  end
+  for j = 1, call.c do
+    if reply[3 + 2 * j] + 1 > max_exact or reply[4 + 2 * j] + amount > max_exact then
+      return {'overflow', j}
     end
   end
-
-  local state = 'denied'
-  if allowed then
-    state = op == 'reserve' and 'reserved' or 'consumed'
+  -- Kept before the counters move: its only failure (names colliding) must write nothing else.
+  local counters = '-'
+  if call.c > 0 then
+    counters = ARGV[a + 8] .. keep_counter_set(KEYS[call.k + 1], ARGV[a + 9], ARGV[a + 4])
   end
-  redis.call('HSET', record, 'fp', fingerprint, 'state', state, 'amount', ARGV[3], 'refunded', '0',
-    'counted', allowed and '1' or '0', 'args', ARGV[9],
-    'keys', allowed and c > 0 and table.concat(KEYS, '\n', 2 + h, 1 + h + c) or '',
-    'at', now, 'reply', cmsgpack.pack(reply))
-  if allowed and op == 'reserve' then
-    local holds = {}
-    for i = 1, h do
-      holds[i] = KEYS[1 + i]
-      redis.call('ZADD', KEYS[1 + i], ARGV[6], record)
+  for j = 1, call.c do
+    local count, total = reply[3 + 2 * j] + 1, reply[4 + 2 * j] + amount
+    reply[3 + 2 * j], reply[4 + 2 * j] = count, total
+    local at = field_at(call, j)
+    -- A new field may be a new key: only then can the key lack its expiry.
+    if write_counter(counter_key(call, j), ARGV[at], count, total) == 1 then
+      redis.call('PEXPIREAT', counter_key(call, j), ARGV[at + 1], 'NX')
+    end
+  end
+  if kind == 'reserve' then
+    for i = 1, call.h do
+      local holds = KEYS[call.k + 1 + i]
+      redis.call('ZADD', holds, ARGV[a + 5], record)
       -- the set lives as long as its longest-lived record
-      if redis.call('PEXPIREAT', KEYS[1 + i], ARGV[5], 'NX') == 0 then
-        redis.call('PEXPIREAT', KEYS[1 + i], ARGV[5], 'GT')
+      if redis.call('PEXPIREAT', holds, ARGV[a + 4], 'NX') == 0 then
+        redis.call('PEXPIREAT', holds, ARGV[a + 4], 'GT')
       end
     end
-    redis.call('HSET', record, 'holds', cmsgpack.pack(holds), 'hexp', ARGV[6])
+    redis.call('SET', record, 'r ' .. fingerprint .. ' ' .. ARGV[a + 2] .. ' ' .. counters .. ' ' ..
+      ARGV[a + 5], 'PXAT', ARGV[a + 4])
+  else
+    redis.call('SET', record, 'c ' .. fingerprint .. ' ' .. ARGV[a + 2] .. ' ' .. counters,
+      'PXAT', ARGV[a + 4])
   end
-  redis.call('PEXPIREAT', record, ARGV[5])
   return reply
 end
 
+-- The record of a reversal: the one in Redis, else (refund only) the original transaction the
+-- caller brought (ARGV[o..o+4]), recorded now as consumed; nil if neither.
+local function load_or_original(o, recreate)
+  local r = load(KEYS[1])
+  if not ARGV[o + 4] then
+    return r, r ~= nil
+  end
+  if r then
+    return r, true, r.fp ~= ARGV[o] and r.fp ~= ARGV[o + 5]
+  end
+  if not recreate then
+    return nil, true
+  end
+  local counters = '-'
+  if ARGV[o + 3] ~= '' then
+    counters = ARGV[o + 2] .. keep_counter_set(KEYS[2], ARGV[o + 3], ARGV[o + 4])
+  end
+  r = {state = 'consumed', fp = ARGV[o], amount = tonumber(ARGV[o + 1]), counters = counters,
+       refunded = 0, count_back = false, refunds = {}}
+  redis.call('SET', KEYS[1], 'c ' .. ARGV[o] .. ' ' .. ARGV[o + 1] .. ' ' .. counters, 'PXAT',
+    ARGV[o + 4])
+  return r, true
+end
+
 local function refund()
-  local state = redis.call('HGET', record, 'state')
-  if not state then
+  local r, _, mismatch = load_or_original(4, true)
+  if mismatch then
+    return {'mismatch'}
+  end
+  if not r then
     return {'unknown'}
   end
-  if state ~= 'consumed' and state ~= 'confirmed' then
-    return {'bad_state', state}
+  if r.state ~= 'consumed' and r.state ~= 'confirmed' then
+    return {'bad_state', r.state}
   end
-  local amount = tonumber(redis.call('HGET', record, 'amount'))
-  local refunded = tonumber(redis.call('HGET', record, 'refunded'))
-  -- The full refund has a field of its own, so no refund id of the caller's can meet it.
-  local refund_field = ARGV[3] == '' and 'rf' or 'r:' .. ARGV[3]
-  local earlier = redis.call('HGET', record, refund_field)
+  local earlier = r.refunds[ARGV[3]]
   if earlier then
     local requested, given = string.match(earlier, '^(-?%d+):(%d+)$')
-    if not requested then
-      requested, given = ARGV[2], earlier -- written before the amount was kept with it
-    end
     if requested ~= ARGV[2] then
       return {'conflict', requested}
     end
-    return {'refunded', given, string.format('%d', refunded), string.format('%d', amount), '1'}
+    return {'refunded', given, string.format('%d', r.refunded), string.format('%d', r.amount), '1'}
   end
-  local refundable = amount - refunded
+  local refundable = r.amount - r.refunded
   local give = tonumber(ARGV[2])
   if give < 0 then
     give = refundable
@@ -306,33 +469,37 @@ local function refund()
     return {'too_much', string.format('%d', refundable)}
   end
   local count = 0
-  if refunded + give == amount and redis.call('HGET', record, 'counted') == '1' then
+  if r.refunded + give == r.amount and not r.count_back then
     count = 1
-    redis.call('HSET', record, 'counted', '0')
+    r.count_back = true
   end
   if give > 0 or count > 0 then
-    give_back(record, count, give)
+    give_back(KEYS[1], r, count, give)
   end
-  redis.call('HSET', record, 'refunded', string.format('%d', refunded + give), refund_field,
-    ARGV[2] .. ':' .. string.format('%d', give))
-  return {'refunded', string.format('%d', give), string.format('%d', refunded + give),
-          string.format('%d', amount), '0'}
+  r.refunded = r.refunded + give
+  r.refunds[ARGV[3]] = ARGV[2] .. ':' .. string.format('%d', give)
+  store(KEYS[1], r)
+  return {'refunded', string.format('%d', give), string.format('%d', r.refunded),
+          string.format('%d', r.amount), '0'}
 end
 
 local function confirm()
-  local state = redis.call('HGET', record, 'state')
-  if not state then
-    return {'unknown'}
+  local r, known, mismatch = load_or_original(4, false)
+  if mismatch then
+    return {'mismatch'}
   end
-  local held = tonumber(redis.call('HGET', record, 'amount'))
-  if state == 'confirmed' then
-    return {'already', state, string.format('%d', held)}
+  if not r then
+    return known and {'expired'} or {'unknown'}
   end
-  if state ~= 'reserved' then
-    return {'bad_state', state}
+  if r.state == 'confirmed' then
+    return {'already', r.state, string.format('%d', r.amount)}
   end
-  if tonumber(redis.call('HGET', record, 'hexp')) <= tonumber(ARGV[3]) then
-    release_reservation(record, 'expired', 1, held)
+  if r.state ~= 'reserved' then
+    return {'bad_state', r.state}
+  end
+  local held = r.amount
+  if r.hexp <= tonumber(ARGV[3]) then
+    release_reservation(KEYS[1], r, 'expired', 1, held)
     return {'expired'}
   end
   local final = tonumber(ARGV[2])
@@ -341,78 +508,112 @@ local function confirm()
   elseif final > held then
     return {'too_much', string.format('%d', held)}
   end
-  give_back(record, 0, held - final)
-  drop_holds(record)
-  redis.call('HSET', record, 'state', 'confirmed', 'amount', string.format('%d', final))
+  give_back(KEYS[1], r, 0, held - final)
+  drop_holds(KEYS[1], r)
+  r.state, r.amount = 'confirmed', final
+  store(KEYS[1], r)
   return {'confirmed', string.format('%d', final), string.format('%d', held - final)}
 end
 
 local function cancel()
-  local state = redis.call('HGET', record, 'state')
-  if not state then
+  local r, known, mismatch = load_or_original(5, false)
+  if mismatch then
+    return {'mismatch'}
+  end
+  if not r then
+    if known then
+      return {'already', 'expired'}
+    end
     if ARGV[4] == 'probe' then
       return {'unknown'}
     end
-    redis.call('HSET', record, 'state', 'cancelled', 'fp', '', 'amount', 0)
-    redis.call('PEXPIREAT', record, ARGV[3])
+    redis.call('SET', KEYS[1], 'x - 0 -', 'PXAT', ARGV[3])
     return {'tombstone'}
   end
-  if state == 'cancelled' or state == 'expired' then
-    return {'already', state}
+  if r.state == 'cancelled' or r.state == 'expired' then
+    return {'already', r.state}
   end
-  if state ~= 'reserved' then
-    return {'bad_state', state}
+  if r.state ~= 'reserved' then
+    return {'bad_state', r.state}
   end
-  local held = tonumber(redis.call('HGET', record, 'amount'))
-  release_reservation(record, 'cancelled', 1, held)
-  return {'cancelled', string.format('%d', held)}
+  release_reservation(KEYS[1], r, 'cancelled', 1, r.amount)
+  return {'cancelled', string.format('%d', r.amount)}
 end
 
 local function void()
-  local state = redis.call('HGET', record, 'state')
-  if not state then
+  local r = load(KEYS[1])
+  if not r then
     return {'unknown'}
   end
-  if state == 'voided' or state == 'denied' then
+  if r.state == 'voided' or r.state == 'denied' then
     return {'already'}
   end
-  if state ~= 'consumed' and state ~= 'reserved' then
-    return {'bad_state', state}
+  if r.state ~= 'consumed' and r.state ~= 'reserved' then
+    return {'bad_state', r.state}
   end
-  local counted = redis.call('HGET', record, 'counted') == '1' and 1 or 0
-  give_back(record, counted, tonumber(redis.call('HGET', record, 'amount')) - tonumber(redis.call('HGET', record, 'refunded')))
-  drop_holds(record)
-  redis.call('HSET', record, 'state', 'voided', 'counted', '0')
+  give_back(KEYS[1], r, r.count_back and 0 or 1, r.amount - r.refunded)
+  drop_holds(KEYS[1], r)
+  r.state, r.count_back = 'voided', true
+  store(KEYS[1], r)
   return {'voided'}
 end
 
 local function inspect()
-  local fields = redis.call('HGETALL', record)
-  if #fields == 0 then
+  local record = KEYS[1]
+  local kind = redis.call('TYPE', record).ok
+  if kind == 'none' then
     return {'missing'}
   end
   local reply = {'record', redis.call('PEXPIRETIME', record), 0}
-  local first
-  for i = 1, #fields, 2 do
-    local name = fields[i]
-    if name == 'reply' then
-      first = fields[i + 1]
-    elseif name ~= 'fp' and name ~= 'holds' then
-      reply[#reply + 1] = name
-      reply[#reply + 1] = fields[i + 1]
-      reply[3] = reply[3] + 1
-    end
+  local function add(name, value)
+    reply[#reply + 1] = name
+    reply[#reply + 1] = value
+    reply[3] = reply[3] + 1
   end
-  if first then
-    for _, item in ipairs(cmsgpack.unpack(first)) do
-      reply[#reply + 1] = item
+  if kind == 'hash' then -- a home record
+    local fields = redis.call('HGETALL', record)
+    for i = 1, #fields, 2 do
+      if fields[i] ~= 'fp' then
+        add(fields[i], fields[i + 1])
+      end
     end
+    return reply
+  end
+  local r = load(record)
+  if r.fp == '-' then
+    return reply -- a tombstone
+  end
+  add('state', r.state)
+  add('amount', string.format('%d', r.amount))
+  add('refunded', string.format('%d', r.refunded))
+  if r.hexp then
+    add('hexp', string.format('%d', r.hexp))
+  end
+  if r.denial then
+    add('denial', r.denial)
+  end
+  local lines = {}
+  for _, counter in ipairs((counter_set(record, r))) do
+    lines[#lines + 1] = counter[1] .. ' ' .. counter[2]
+  end
+  add('keys', table.concat(lines, '\n'))
+  for id, value in pairs(r.refunds) do
+    add(id == '' and 'rf' or 'r:' .. id, value)
   end
   return reply
 end
 
 if op == 'consume' or op == 'reserve' or op == 'check' then
-  return decide()
+  return decide(call_at(1, 1))
+elseif op == 'batch' then
+  local replies, k, a = {}, 1, 3
+  for i = 1, tonumber(ARGV[2]) do
+    local call = call_at(k, a)
+    replies[i] = decide(call)
+    k = k + call.key_count
+    a = call.rules_at + 1 + 3 * call.rule_count
+  end
+  return replies
 elseif op == 'refund' then
   return refund()
 elseif op == 'confirm' then

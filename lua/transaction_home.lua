@@ -16,8 +16,11 @@
 -- swept) once every share has followed, so the sweep finds interrupted fan-outs without a retry
 -- by the host and costs the hot path no round trip.
 -- voided: a transaction begun and never finished, abandoned by the sweep (its shares voided).
--- A record without a plan is not a home (a limit.lua record of a transaction without window
--- rules, or a tombstone): begin treats a tombstone as cancelled, the rest answers "missing".
+-- A string at KEYS[1] is not a home but a lua/limit.lua record (of a transaction without window
+-- rules, or the tombstone "x - 0 -" of a cancel that came first): begin treats a tombstone as
+-- cancelled and the rest as a conflict; the other ops answer "missing". A cancel of an id with no
+-- record at all writes that tombstone here, in the same script that looked (so a begin that
+-- comes later is refused, and one that came earlier is seen).
 --
 -- ARGV[1] = op.
 -- op begin:    ARGV[2] fingerprint, ARGV[3] plan, ARGV[4] expiry (ms)
@@ -48,9 +51,9 @@
 -- op confirm:  ARGV[2] final amount (-1 = all held), ARGV[3] now (ms)
 --   Reply: {"confirmed", final, released, plan} | {"already", "confirmed", final, plan}
 --          | {"expired", plan} | {"bad_state", state} | {"too_much", held} | {"missing"}
--- op cancel:   (no more arguments)
+-- op cancel:   ARGV[3] expiry of a tombstone (ms)
 --   Reply: {"cancelled", released, plan} | {"already", state, plan} (also for a voided record)
---          | {"bad_state", state} | {"missing"}
+--          | {"bad_state", state} | {"tombstone"} (no record: one was written) | {"missing"}
 -- op refund:   ARGV[2] amount (-1 = all that is left), ARGV[3] refund id ('' = the full refund)
 --   Reply: {"refunded", given (by the first call of this id), refunded in total, amount,
 --           replayed "0" | "1", plan} | {"bad_state", state} | {"too_much", refundable}
@@ -82,9 +85,6 @@ local function begin()
       fmt(now_ms()))
     redis.call('PEXPIREAT', record, ARGV[4])
     return {'go', ARGV[3]}
-  end
-  if found[1] == '' and found[3] == 'cancelled' then
-    return {'cancelled'}
   end
   if found[1] ~= ARGV[2] or not found[2] then
     return {'conflict'}
@@ -172,6 +172,10 @@ end
 local function cancel()
   local state, plan, held = home()
   if not state then
+    if redis.call('EXISTS', record) == 0 then
+      redis.call('SET', record, 'x - 0 -', 'PXAT', ARGV[3])
+      return {'tombstone'}
+    end
     return {'missing'}
   end
   if state == 'cancelled' or state == 'expired' or state == 'voided' then
@@ -258,6 +262,14 @@ local function swept()
   end
   redis.call('HDEL', record, 'open')
   return {'closed'}
+end
+
+if redis.call('TYPE', record).ok == 'string' then
+  if op ~= 'begin' then
+    return {'missing'}
+  end
+  local found = redis.call('GET', record)
+  return string.sub(found, 1, 4) == 'x - ' and {'cancelled'} or {'conflict'}
 end
 
 if op == 'begin' then

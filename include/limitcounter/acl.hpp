@@ -27,6 +27,8 @@ inline const std::vector<std::string>& required_commands() {
       "hset", "hdel", "hincrby", "exists", "del", "pexpire", "pexpireat", "zadd", "zrem", "zcard",
       "zrange", "zscore", "zremrangebyscore", "lpop", "rpush", "xadd", "xack", "xgroup|create",
       "xreadgroup",
+      // a limits transaction's record and counter set are strings (lua/limit.lua)
+      "get", "set", "type",
       // the wallet journal: ordered reads, dead letters, trimming (lua/journal.lua), dead
       // letters read directly
       "xpending", "xclaim", "xrange", "xtrim", "xinfo|groups", "sadd", "srem", "sismember",

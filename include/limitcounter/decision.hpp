@@ -40,7 +40,9 @@ struct RuleStatus {
   TimePoint resets_at;                    ///< the window's end
   std::optional<std::int64_t> max_count;  ///< transactions per window (empty: no count limit)
   std::optional<std::int64_t> max_amount; ///< minor units per window (empty: no amount limit)
-  Usage used; ///< the counter after this transaction (allowed) or as found (denied)
+  /// The counter after this transaction (allowed) or as found (denied); in a replay on
+  /// standalone Redis, as it is now.
+  Usage used;
 
   /// How many more transactions fit (empty when the rule has no count limit).
   std::optional<std::int64_t> remaining_count() const {
@@ -86,9 +88,13 @@ struct Decision {
   /// freed meanwhile, or replay what it decided for the id before. `denial` names the limit
   /// and the `used` Redis reported; `rules` is empty.
   bool cached = false;
-  /// Which rule and limit denied (set when `verdict` is denied).
+  /// Which rule and limit denied (set when `verdict` is denied; for a replay, the first
+  /// decision's denial, with `used` as it was then).
   std::optional<Denial> denial;
-  /// Every applicable window rule, in rule-set order (empty for a `cached` denial).
+  /// Every applicable window rule, in rule-set order (empty for a `cached` denial). For a
+  /// replay on standalone Redis, the rules in force now with their counters as they are now
+  /// (the transaction's record keeps no totals); on a Redis Cluster, those of the first
+  /// decision, as its home record keeps them.
   std::vector<RuleStatus> rules;
   /// The version of the rule set this call was decided by (`LimitCounter::set_rules`; 0 for
   /// rules set without a version). A replay reports the version in force at the replay, not

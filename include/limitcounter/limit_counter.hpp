@@ -30,6 +30,7 @@ class LocalLedger;
 struct LocalCounter;
 class ExhaustedCache;
 struct ExhaustedPlace;
+struct DecideShape;
 } // namespace detail
 
 /// The exhausted cache (LimitCounterOptions::exhausted_cache): once Redis denies a consume
@@ -86,10 +87,14 @@ struct LimitCounterOptions {
   /// max(30 s, 10 * `RedisOptions::command_timeout`). 0 gives the race back (tests of expiry
   /// timing only). Throws at construction of the LimitCounter (invalid_argument) if negative.
   std::optional<std::chrono::milliseconds> cluster_hold_grace;
-  /// The least time a transaction's idempotency record is kept (it is kept at least until
-  /// the end of the longest window it touched plus the grace). Also how long a cancel of
-  /// an unknown id keeps that id from being reserved.
-  std::chrono::milliseconds record_min_ttl{std::chrono::hours{24}};
+  /// The replay horizon: how long a transaction's record is kept after its decision, whatever
+  /// its windows (at least `reservation_timeout`). Within it, the same id replays the first
+  /// decision, and confirm, cancel and refund need only the id; after it, the id is forgotten:
+  /// the same id is decided anew, and a refund needs the original transaction (the overloads
+  /// taking a `Transaction`). Also how long a cancel of an unknown id keeps that id from being
+  /// reserved, and how long a correction's id is remembered (`adjust`). A record takes about
+  /// 136-168 bytes of Redis memory (docs/BENCHMARKS.md).
+  std::chrono::milliseconds replay_horizon{std::chrono::hours{24}};
   /// A transaction dated more than this after the local clock is refused (invalid_argument,
   /// nothing sent): a wrong clock or a bad date must not open next year's windows. Empty:
   /// no check (for replaying history or tests that date transactions ahead).
@@ -221,8 +226,9 @@ struct TransactionRecord {
   std::string state;
   std::int64_t amount = 0;   ///< consumed or held, minor units
   std::int64_t refunded = 0; ///< given back so far
-  /// The first decision: verdict, denial, and each window rule with its window and the
-  /// counter's usage just after (allowed) or as found (denied). Empty for a tombstone.
+  /// The first decision: its verdict and denial; from a cluster's home record also each window
+  /// rule with its window and the counter's usage just after (allowed) or as found (denied).
+  /// Empty for a tombstone.
   std::optional<Decision> decision;
   /// The refunds, refund id ("" for the full refund) -> amount given back.
   std::vector<std::pair<std::string, std::int64_t>> refunds;
@@ -230,8 +236,8 @@ struct TransactionRecord {
   /// voided because another slot denied gave back what it took and is left out).
   std::vector<std::string> counter_keys;
   /// When it was decided (the deciding call's clock; the windows in `decision` say which
-  /// periods the transaction's own time fell in). Empty for a tombstone and for records
-  /// written before this field existed.
+  /// periods the transaction's own time fell in). Empty for a tombstone and for the compact
+  /// records of standalone Redis and of a cluster's shares, which keep no time.
   std::optional<TimePoint> decided_at;
   std::optional<TimePoint> hold_expires; ///< a reservation's hold expiry
   std::optional<TimePoint> expires_at;   ///< when the record expires (the replay horizon)
@@ -323,7 +329,7 @@ public:
   /// `keys().audit(keys().tag(counter, dimension.field()))` (the dimension's bucket), in
   /// one script: the counter moves if and only if its entry is written. Idempotent by
   /// `correction.id` while its record lives (until the window's end + `window_grace` or
-  /// `record_min_ttl` after now, whichever is later; then the id is forgotten): a retry (e.g. after
+  /// `replay_horizon` after now, whichever is later; then the id is forgotten): a retry (e.g. after
   /// Outcome::unknown) returns the first result with `replayed`; the same id with other content
   /// throws conflict (Outcome::failed). Throws invalid_argument for a bad counter, id, author or
   /// reason, both deltas 0, or a total it would leave below 0; precision_overflow for a delta or
@@ -410,11 +416,20 @@ public:
   /// invalid_argument if `final_amount` is more than held.
   ConfirmResult confirm(const std::string& transaction_id,
                         std::optional<std::int64_t> final_amount = std::nullopt);
+  /// `confirm(original.id, final_amount)` for a host that keeps its transactions: after the
+  /// replay horizon, when the record is gone, it throws conflict (expired: a hold never
+  /// outlives its record) instead of not_found. Throws as `consume` for a bad transaction.
+  ConfirmResult confirm(const Transaction& original,
+                        std::optional<std::int64_t> final_amount = std::nullopt);
 
   /// Releases a reservation's hold. Idempotent. Cancelling an unknown id records it, so a
   /// reserve that arrives later with that id is refused (Decision::Verdict::cancelled).
   /// Throws conflict for a consumed or confirmed transaction (refund it instead).
   CancelResult cancel(const std::string& transaction_id);
+  /// `cancel(original.id)` for a host that keeps its transactions: after the replay horizon,
+  /// when the record is gone, it answers already_ended (the hold expired long ago) instead of
+  /// recording the id. Throws as `consume` for a bad transaction.
+  CancelResult cancel(const Transaction& original);
 
   /// Gives quota back to exactly the windows the transaction was counted in (a December
   /// refund of a November payment goes to November). Without `amount`: everything not yet
@@ -423,8 +438,22 @@ public:
   /// of the id with the same amount replays it (`replayed`, nothing moves), with another
   /// amount throws conflict. So a refund is safe to retry after Outcome::unknown. Never
   /// more than consumed (more throws invalid_argument), never below zero. Throws not_found
-  /// for an unknown id, conflict for a transaction that is reserved, denied or cancelled.
+  /// for an unknown id (never decided, or decided before the replay horizon: then refund with
+  /// the original transaction), conflict for a transaction that is reserved, denied or
+  /// cancelled.
   RefundResult refund(const std::string& transaction_id,
+                      std::optional<std::int64_t> amount = std::nullopt,
+                      const std::string& refund_id = {});
+  /// `refund` of the transaction the host kept (its id, time, attributes and amount, as it
+  /// was consumed, or confirmed at `original.amount`). While its record lives, the record
+  /// decides, as `refund(original.id, ...)`. After the replay horizon, when the record is
+  /// gone, the counters of `original` under the rules in force now are given back (in the
+  /// windows of `original.time`; windows whose keys have expired are left alone), and a new
+  /// record keeps the refund for another horizon, so its retries replay. The library cannot
+  /// know refunds made before that record: the host must not refund more than it kept as
+  /// consumed. Throws as `refund(original.id, ...)`, and as `consume` for a bad transaction.
+  /// On a Redis Cluster, after the horizon, it throws not_found like the id-only overload.
+  RefundResult refund(const Transaction& original,
                       std::optional<std::int64_t> amount = std::nullopt,
                       const std::string& refund_id = {});
 
@@ -502,6 +531,8 @@ private:
     /// On a Redis Cluster whose counters fall in several slots: one call per slot, each
     /// with its own record (`call` is then unused).
     std::vector<ScriptCall> shares;
+    /// What the replies of `call` (or of each of `shares`) are read with.
+    std::vector<detail::DecideShape> shapes;
     /// With `shares`: the home record's hold expiry (ms), a grace before the shares' own.
     std::string home_hold_expiry;
     FailurePolicy on_failure = FailurePolicy::raise;  ///< of the applicable rules, the strictest
@@ -516,7 +547,7 @@ private:
   PreparedDecision prepare_decide(std::string_view op, const Transaction& transaction,
                                   const RuleSet& rules, TimePoint now) const;
   Decision finish_decide(std::string_view op, const Transaction& transaction,
-                         const std::vector<std::string>& args, const Reply& reply) const;
+                         const detail::DecideShape& shape, const Reply& reply) const;
   Decision decide(std::string_view op, const Transaction& transaction);
   /// A rule set and the version it was set with, swapped together.
   struct RulesInForce {
@@ -530,15 +561,19 @@ private:
   bool policy_decides(const Error& error, const PreparedDecision& prepared) const;
   Decision decide_with_redis(std::string_view op, const Transaction& transaction);
   Decision finish_one_slot(std::string_view op, const Transaction& transaction,
-                           const std::vector<std::string>& args, const Reply& reply);
+                           const detail::DecideShape& shape, const Reply& reply);
   void report(LimitOp op, const Transaction& transaction, const Decision& decision,
               TimePoint started) const;
   /// `confirm`, `cancel` and `refund` without reporting to the observer.
+  /// With `original`, what it brings for when the record is gone (see `original_args`).
   ConfirmResult run_confirm(const std::string& transaction_id,
-                            std::optional<std::int64_t> final_amount);
-  CancelResult run_cancel(const std::string& transaction_id);
+                            std::optional<std::int64_t> final_amount, const Transaction* original);
+  CancelResult run_cancel(const std::string& transaction_id, const Transaction* original);
   RefundResult run_refund(const std::string& transaction_id, std::optional<std::int64_t> amount,
-                          const std::string& refund_id);
+                          const std::string& refund_id, const Transaction* original);
+  /// Appends to `args` the original transaction's part of a reversal (lua/limit.lua,
+  /// ARGV[o..]); returns its counter set key. Throws as `consume` for a bad transaction.
+  std::string original_args(std::vector<std::string>& args, const Transaction& original) const;
   Decision decide_without_redis(std::string_view op, const Transaction& transaction,
                                 const PreparedDecision& prepared);
   /// Adds what this node allowed on its own while Redis was away to the Redis counters.
@@ -569,16 +604,10 @@ private:
                                                          const Reply& home);
   /// Confirm, cancel or refund (`args` as lua/limit.lua takes them): decided at the home record
   /// and applied to every share when the transaction has one; else on its record(s).
+  /// `counter_set`: with the original transaction's arguments in `args` (standalone only), its
+  /// counter set key.
   Reply run_transition(const std::string& transaction_id, const std::vector<std::string>& args,
-                       std::string_view skip);
-  /// The records a transaction without a home record may have: one on standalone Redis; on a
-  /// cluster with one bucket, the one of each slot the current rules' counters use (one-slot
-  /// transactions recorded before every cluster transaction had a home record).
-  std::vector<std::string> record_keys(const std::string& transaction_id) const;
-  /// Runs `args` on every record of the transaction; returns the first reply whose status is
-  /// not `skip` (or the last reply if all are).
-  Reply run_on_records(const std::string& transaction_id, const std::vector<std::string>& args,
-                       std::string_view skip);
+                       const std::string& counter_set = {});
   /// The script call of one add; throws on bad input.
   ScriptCall prepare_add(const AddRequest& request, std::vector<WindowUsage>& windows,
                          TimePoint now) const;
@@ -597,7 +626,7 @@ private:
              const Decision* decision, const Error* error) const;
   /// `run_transition`, then the cache is dropped (room may have been freed), whatever happened.
   Reply freeing_transition(const std::string& transaction_id, const std::vector<std::string>& args,
-                           std::string_view skip);
+                           const std::string& counter_set = {});
 
   Redis redis_;
   Calendar calendar_;

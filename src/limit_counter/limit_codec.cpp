@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <iterator>
 #include <optional>
 
 #include <limitcounter/error.hpp>
@@ -36,210 +37,234 @@ std::vector<std::string_view> split(std::string_view text, char separator) {
 
 namespace {
 
+constexpr std::array<Metric, 4> metrics{Metric::count, Metric::amount, Metric::single_amount,
+                                        Metric::unavailable};
+
 std::string limit_arg(std::optional<std::int64_t> limit) {
   return limit ? std::to_string(*limit) : std::string("-1");
 }
 
-// The lines of a call's description (ARGV[9]); views into `text`.
-std::vector<std::string_view> split_lines(std::string_view text) { return split(text, '\n'); }
-
-// ARGV[9] of a decide call, or nothing if `args` is too short.
-std::string_view description_of(const std::vector<std::string>& args) {
-  return args.size() > 8 ? std::string_view(args[8]) : std::string_view{};
-}
-
-// `items[first..]` is the reply {verdict, denied, metric, c, count, amount, ...};
-// `args` are the lines of the call's description (ARGV[9]).
-Decision decode_fresh(const std::vector<Reply>& items, std::size_t first,
-                      const std::vector<std::string_view>& args, std::string_view transaction_id,
-                      std::int64_t requested_amount) {
-  const auto bad = [&](const char* what) {
-    return Error(errc::protocol_error,
-                 "limit reply for transaction " + std::string(transaction_id) + ": " + what,
-                 Outcome::unknown);
-  };
-  const auto item = [&](std::size_t i) -> const Reply& {
-    if (first + i >= items.size()) {
-      throw bad("too short");
+// FNV-1a 64, fed piece by piece (no string of the whole is built).
+class Digest {
+public:
+  void add(std::string_view text) noexcept {
+    for (const char c : text) {
+      hash_ = (hash_ ^ static_cast<unsigned char>(c)) * 0x100000001b3ULL;
     }
-    return items[first + i];
-  };
-  const auto arg = [&](std::size_t i) -> std::string_view {
-    if (i >= args.size()) {
-      throw bad("arguments too short");
-    }
-    return args[i];
-  };
-  const auto number = [&](std::string_view text) {
-    return Reply::string(std::string(text)).to_int64();
-  };
-  Decision decision;
-  const std::string& verdict = item(0).as_string();
-  decision.dry_run = verdict == "would_allow" || verdict == "would_deny";
-  const bool allowed = verdict == "allowed" || verdict == "would_allow";
-  if (!allowed && verdict != "denied" && verdict != "would_deny") {
-    throw bad("unknown verdict");
   }
-  decision.verdict = allowed ? Decision::Verdict::allowed : Decision::Verdict::denied;
-  const std::int64_t denied_rule = item(1).to_int64();
-  const std::string& metric = item(2).as_string();
-  const auto counters = static_cast<std::size_t>(item(3).to_int64());
-  const auto rule_count = static_cast<std::size_t>(number(arg(5 * counters)));
-  for (std::size_t i = 0; i < rule_count; ++i) {
-    const std::size_t at = 5 * counters + 1 + 4 * i;
-    const auto counter = static_cast<std::size_t>(number(arg(at + 1)));
-    if (counter == 0) { // a per-transaction rule: no counter, no window
-      if (static_cast<std::int64_t>(i) + 1 == denied_rule) {
-        decision.denial = Denial{std::string(arg(at)), Metric::single_amount, number(arg(at + 3)),
-                                 0, requested_amount};
-      }
-      continue;
+  std::string hex() const {
+    static constexpr char digits[] = "0123456789abcdef";
+    std::string text(16, '0');
+    for (int i = 0; i < 16; ++i) {
+      text[static_cast<std::size_t>(15 - i)] = digits[(hash_ >> (4 * i)) & 0xF];
     }
-    if (counter > counters) {
-      throw bad("a rule names no counter");
-    }
-    const std::size_t c = 5 * (counter - 1);
-    RuleStatus status;
-    status.rule = std::string(arg(at));
-    status.period = parse_period(arg(c + 1));
-    status.window_id = std::string(arg(c + 2));
-    status.resets_at = TimePoint{std::chrono::milliseconds{number(arg(c + 3))}};
-    const std::int64_t max_count = number(arg(at + 2));
-    const std::int64_t max_amount = number(arg(at + 3));
-    status.max_count = max_count < 0 ? std::nullopt : std::optional<std::int64_t>(max_count);
-    status.max_amount = max_amount < 0 ? std::nullopt : std::optional<std::int64_t>(max_amount);
-    status.used = {item(2 + 2 * counter).to_int64(), item(3 + 2 * counter).to_int64()};
-    if (static_cast<std::int64_t>(i) + 1 == denied_rule) {
-      const bool by_count = metric == "count";
-      decision.denial = Denial{
-          status.rule, by_count ? Metric::count : Metric::amount, by_count ? max_count : max_amount,
-          by_count ? status.used.count : status.used.amount, by_count ? 1 : requested_amount};
-    }
-    decision.rules.push_back(std::move(status));
+    return text;
   }
-  if (!allowed && !decision.denial) {
-    throw bad("a denial names no rule");
-  }
-  return decision;
-}
 
-} // namespace
+private:
+  std::uint64_t hash_ = 0xcbf29ce484222325ULL;
+};
 
-std::string fingerprint(std::string_view op, const Transaction& transaction) {
-  std::string text(op);
-  text += '|';
-  text += std::to_string(transaction.amount);
-  for (const auto& [attribute, value] : transaction.attributes) {
-    text.append(1, '|').append(attribute).append(1, '=').append(value);
-  }
-  return text;
-}
-
-LimitCall build_decide(std::string_view op, const Transaction& transaction,
-                       const std::vector<const Rule*>& per_transaction_rules,
-                       const std::vector<const Rule*>& window_rules, const DecideContext& context) {
+// The counters and hold sets of a transaction's window rules, one counter per key and field.
+struct CounterPlan {
   struct Counter {
     std::string key;
     std::string field;
     Period period;
     const Window* window;
   };
-  // One window per period at most: computed once, shared by the rules of that period.
-  std::array<std::optional<Window>, 6> windows;
+  std::array<std::optional<Window>, 6> windows; // one per period at most, shared by its rules
   std::vector<Counter> counters;
   std::vector<std::string> holds;
-  std::vector<std::size_t> counter_of_rule;
-  TimePoint record_expiry = context.now + context.record_min_ttl;
+  std::vector<std::size_t> counter_of_rule; // per window rule: its counter's index
+  std::string text;                         // the counter set's text (lua/limit.lua)
+  std::string name;                         // its digest
 
-  for (const Rule* rule : window_rules) {
-    const Period period = *rule->period();
-    auto& window = windows[static_cast<std::size_t>(period)];
-    const std::string counter_name = rule->counter_name();
-    if (!window) {
-      window = context.calendar->window(period, transaction.time);
-      check_window_open(counter_name, period, *window, context.window_grace, context.now);
-      record_expiry = std::max(record_expiry, window->end + context.window_grace);
+  CounterPlan(const Transaction& transaction, const std::vector<const Rule*>& window_rules,
+              const DecideContext& context) {
+    counters.reserve(window_rules.size());
+    counter_of_rule.reserve(window_rules.size());
+    for (const Rule* rule : window_rules) {
+      const Period period = *rule->period();
+      auto& window = windows[static_cast<std::size_t>(period)];
+      const std::string counter_name = rule->counter_name();
+      if (!window) {
+        window = context.calendar->window(period, transaction.time);
+        if (context.refuse_closed_windows) {
+          check_window_open(counter_name, period, *window, context.window_grace, context.now);
+        }
+      }
+      std::string field = dimension_field(*rule, transaction);
+      const std::string tag = context.keys->tag(counter_name, field);
+      std::string key = context.keys->window(tag, period, window->id);
+      const auto same = std::find_if(counters.begin(), counters.end(), [&](const Counter& c) {
+        return c.key == key && c.field == field;
+      });
+      counter_of_rule.push_back(static_cast<std::size_t>(same - counters.begin()));
+      if (same == counters.end()) {
+        counters.push_back({std::move(key), std::move(field), period, &*window});
+      }
+      std::string hold = context.keys->holds(tag);
+      if (std::find(holds.begin(), holds.end(), hold) == holds.end()) {
+        holds.push_back(std::move(hold));
+      }
     }
-    std::string field = dimension_field(*rule, transaction);
-    const std::string tag = context.keys->tag(counter_name, field);
-    std::string key = context.keys->window(tag, period, window->id);
-    const auto same = std::find_if(counters.begin(), counters.end(), [&](const Counter& c) {
-      return c.key == key && c.field == field;
-    });
-    counter_of_rule.push_back(static_cast<std::size_t>(same - counters.begin()));
-    if (same == counters.end()) {
-      counters.push_back({std::move(key), std::move(field), period, &*window});
+    text = std::to_string(counters.size());
+    for (const auto& counter : counters) {
+      text.append(1, '\n').append(counter.key).append(1, ' ').append(counter.field);
     }
-    std::string hold = context.keys->holds(tag);
-    if (std::find(holds.begin(), holds.end(), hold) == holds.end()) {
-      holds.push_back(std::move(hold));
+    for (const auto& hold : holds) {
+      text.append(1, '\n').append(hold);
     }
+    Digest digest;
+    digest.add(text);
+    name = digest.hex();
   }
+};
 
+std::string record_key_of(const Transaction& transaction, const DecideContext& context) {
+  return context.record_key != nullptr ? *context.record_key
+                                       : context.keys->transaction(transaction.id);
+}
+
+} // namespace
+
+std::string fingerprint(std::string_view op, const Transaction& transaction) {
+  Digest digest;
+  digest.add(op);
+  digest.add("|");
+  digest.add(std::to_string(transaction.amount));
+  for (const auto& [attribute, value] : transaction.attributes) {
+    digest.add("|");
+    digest.add(attribute);
+    digest.add("=");
+    digest.add(value);
+  }
+  return digest.hex();
+}
+
+std::string counter_set_key(std::string_view record_key, std::string_view name) {
+  std::string key;
+  if (!record_key.empty() && record_key.back() == '}') { // <prefix>tx:{<id>}
+    key = std::string(record_key.substr(0, record_key.find('{') - 3)) + "cs:";
+  } else { // <prefix>{<tag>}:tx:<id>
+    key = std::string(record_key.substr(0, record_key.find('}') + 1)) + ":cs:";
+  }
+  return key.append(name);
+}
+
+LimitCall build_decide(std::string_view op, const Transaction& transaction,
+                       const std::vector<const Rule*>& per_transaction_rules,
+                       const std::vector<const Rule*>& window_rules, const DecideContext& context) {
+  const CounterPlan plan(transaction, window_rules, context);
   const TimePoint hold_expiry = context.now + context.reservation_timeout;
-  record_expiry = std::max(record_expiry, hold_expiry);
+  // The replay horizon, whatever the windows; never shorter than a hold.
+  const TimePoint record_expiry = std::max(context.now + context.replay_horizon, hold_expiry);
+  const bool records = op != "check";
 
   LimitCall call;
-  call.keys.reserve(1 + holds.size() + counters.size());
-  call.keys.push_back(context.record_key != nullptr ? *context.record_key
-                                                    : context.keys->transaction(transaction.id));
-  call.keys.insert(call.keys.end(), holds.begin(), holds.end());
-  // ARGV[9], the description the record keeps for replays and refunds, one line per value;
-  // then what the script decides with: the same values again, without those it only stores.
+  std::string record = record_key_of(transaction, context);
+  call.keys.reserve(2 + plan.holds.size() + plan.counters.size());
+  // Without counters the script never touches a counter set: the record's own key stands in,
+  // so that a cluster's home key (a transaction without window rules) names one slot.
+  call.keys.push_back(plan.counters.empty() ? record : counter_set_key(record, plan.name));
+  call.keys.insert(call.keys.begin(), std::move(record));
+  call.keys.insert(call.keys.end(), plan.holds.begin(), plan.holds.end());
   const std::size_t rule_count = per_transaction_rules.size() + window_rules.size();
-  call.args.reserve(10 + 2 * counters.size() + 3 * rule_count);
+  std::string names;
+  call.shape.rules.reserve(rule_count);
+  for (const Rule* rule : per_transaction_rules) {
+    names.append(names.empty() ? "" : " ").append(rule->name());
+    call.shape.rules.push_back({rule, 0});
+  }
+  for (std::size_t i = 0; i < window_rules.size(); ++i) {
+    names.append(names.empty() ? "" : " ").append(window_rules[i]->name());
+    call.shape.rules.push_back({window_rules[i], plan.counter_of_rule[i] + 1});
+  }
+  call.args.reserve(12 + 2 * plan.counters.size() + 3 * rule_count);
   call.args = {std::string(op),
                fingerprint(op, transaction),
                std::to_string(transaction.amount),
                std::to_string(unix_millis(context.now)),
                std::to_string(unix_millis(record_expiry)),
                std::to_string(unix_millis(hold_expiry)),
-               std::to_string(holds.size()),
-               std::to_string(counters.size()),
-               std::string()};
-  std::string description;
-  description.reserve(32 * counters.size() + 24 * rule_count);
-  const auto line = [&description](std::string_view value) {
-    if (!description.empty()) {
-      description += '\n';
-    }
-    description += value;
-  };
-  // Appends `value` to both: the description and the script's own arguments.
-  const auto both = [&](std::string value) {
-    line(value);
-    call.args.push_back(std::move(value));
-  };
-  for (const auto& counter : counters) {
+               std::to_string(plan.holds.size()),
+               std::to_string(plan.counters.size()),
+               records ? plan.name : std::string(),
+               records ? plan.text : std::string(),
+               std::move(names)};
+  call.shape.counters.reserve(plan.counters.size());
+  for (const auto& counter : plan.counters) {
     call.keys.push_back(counter.key); // one key per counter: a shape and a period make a key
-    both(counter.field);
-    line(to_string(counter.period));
-    line(counter.window->id);
-    line(std::to_string(unix_millis(counter.window->end)));
-    both(std::to_string(unix_millis(counter.window->end + context.window_grace)));
+    call.args.push_back(counter.field);
+    call.args.push_back(std::to_string(unix_millis(counter.window->end + context.window_grace)));
+    call.shape.counters.push_back({counter.period, counter.window->id, counter.window->end});
   }
-  both(std::to_string(rule_count));
-  for (const Rule* rule : per_transaction_rules) {
-    line(rule->name());
-    both("0"); // no counter: the transaction's own amount
-    both("-1");
-    both(limit_arg(rule->max_amount()));
+  call.args.push_back(std::to_string(rule_count));
+  for (const auto& [rule, counter] : call.shape.rules) {
+    call.args.push_back(std::to_string(counter));
+    call.args.push_back(counter == 0 ? std::string("-1") : limit_arg(rule->max_count()));
+    call.args.push_back(limit_arg(rule->max_amount()));
   }
-  for (std::size_t i = 0; i < window_rules.size(); ++i) {
-    line(window_rules[i]->name());
-    both(std::to_string(counter_of_rule[i] + 1));
-    both(limit_arg(window_rules[i]->max_count()));
-    both(limit_arg(window_rules[i]->max_amount()));
-  }
-  call.args[8] = std::move(description);
   return call;
 }
 
-Decision decode_decision(const Reply& reply, const std::vector<std::string>& call_args,
+void append_to_batch(std::vector<std::string>& batch_keys, std::vector<std::string>& batch_args,
+                     std::vector<std::string>&& keys, std::vector<std::string>&& args) {
+  if (batch_args.empty()) {
+    batch_args = {"batch", "0"};
+  }
+  batch_args[1] = std::to_string(std::stoll(batch_args[1]) + 1);
+  batch_keys.insert(batch_keys.end(), std::make_move_iterator(keys.begin()),
+                    std::make_move_iterator(keys.end()));
+  batch_args.insert(batch_args.end(), std::make_move_iterator(args.begin()),
+                    std::make_move_iterator(args.end()));
+}
+
+std::string append_original(std::vector<std::string>& args, const Transaction& original,
+                            const std::vector<const Rule*>& window_rules,
+                            const DecideContext& context) {
+  const CounterPlan plan(original, window_rules, context);
+  const std::string record = record_key_of(original, context);
+  const bool any = !plan.counters.empty();
+  args.push_back(fingerprint("consume", original));
+  args.push_back(std::to_string(original.amount));
+  args.push_back(any ? plan.name : std::string());
+  args.push_back(any ? plan.text : std::string());
+  args.push_back(std::to_string(unix_millis(context.now + context.replay_horizon)));
+  args.push_back(fingerprint("reserve", original));
+  return any ? counter_set_key(record, plan.name) : record;
+}
+
+Denial decode_denial(std::string_view text, std::string_view transaction_id,
+                     std::int64_t requested_amount) {
+  const auto words = split(text, ' ');
+  const auto metric = words.size() == 4
+                          ? std::find_if(metrics.begin(), metrics.end(),
+                                         [&](Metric m) { return to_string(m) == words[1]; })
+                          : metrics.end();
+  if (metric == metrics.end()) {
+    throw Error(errc::protocol_error,
+                "the recorded denial of " + quoted_id(transaction_id) + " is not one: \"" +
+                    std::string(text) + "\"",
+                Outcome::unknown);
+  }
+  const auto number = [](std::string_view word) {
+    return Reply::string(std::string(word)).to_int64();
+  };
+  return Denial{std::string(words[0]), *metric, number(words[2]), number(words[3]),
+                *metric == Metric::count ? 1 : requested_amount};
+}
+
+Decision decode_decision(const Reply& reply, const DecideShape& shape,
                          std::string_view transaction_id, std::int64_t requested_amount) {
   const auto& items = reply.as_array();
+  const auto bad = [&](const char* what) {
+    return Error(errc::protocol_error, "limit reply for " + quoted_id(transaction_id) + ": " + what,
+                 Outcome::unknown);
+  };
   if (items.empty()) {
-    throw Error(errc::protocol_error, "empty limit reply", Outcome::unknown);
+    throw bad("empty");
   }
   const std::string& head = items[0].as_string();
   if (head == "conflict") {
@@ -247,43 +272,86 @@ Decision decode_decision(const Reply& reply, const std::vector<std::string>& cal
   }
   if (head == "overflow") {
     const auto counter = static_cast<std::size_t>(reply.at(1).to_int64());
-    const auto description = split_lines(description_of(call_args));
-    const std::size_t at = 5 * (counter - 1);
-    if (counter < 1 || at + 1 >= description.size()) {
-      throw Error(errc::protocol_error,
-                  "limit reply for transaction " + std::string(transaction_id) +
-                      ": an overflow names no counter",
-                  Outcome::unknown);
+    std::size_t rule = 0;
+    while (rule < shape.rules.size() && shape.rules[rule].counter != counter) {
+      ++rule;
+    }
+    if (rule == shape.rules.size()) {
+      throw bad("an overflow names no counter");
     }
     throw Error(errc::precision_overflow,
-                "transaction " + std::string(transaction_id) + " would take the " +
-                    std::string(description[at + 1]) + " total of " + std::string(description[at]) +
-                    " past 2^53 - 1; nothing was written",
+                quoted_id(transaction_id) + " would take the " +
+                    std::string(to_string(shape.counters[counter - 1].period)) + " total of " +
+                    shape.rules[rule].rule->counter_name() + " past 2^53 - 1; nothing was written",
                 Outcome::failed);
   }
+  Decision decision;
   if (head == "cancelled") {
-    Decision decision;
     decision.verdict = Decision::Verdict::cancelled;
     decision.replayed = true;
     decision.state = "cancelled";
     return decision;
   }
-  if (head == "replay") {
-    // The first call's description comes back with it: the rules may have changed since.
-    const std::vector<std::string_view> first_args = split_lines(reply.at(2).as_string());
-    Decision decision = decode_fresh(items, 3, first_args, transaction_id, requested_amount);
+  const bool replay = head == "replay";
+  std::int64_t denied_rule = 0;
+  if (replay) {
     decision.replayed = true;
     decision.state = reply.at(1).as_string();
-    return decision;
+    if (decision.state == "denied") {
+      decision.verdict = Decision::Verdict::denied;
+      decision.denial = decode_denial(reply.at(2).as_string(), transaction_id, requested_amount);
+    }
+  } else {
+    decision.dry_run = head == "would_allow" || head == "would_deny";
+    const bool allowed = head == "allowed" || head == "would_allow";
+    if (!allowed && head != "denied" && head != "would_deny") {
+      throw bad("unknown verdict");
+    }
+    decision.verdict = allowed ? Decision::Verdict::allowed : Decision::Verdict::denied;
+    denied_rule = reply.at(1).to_int64();
+    if (!allowed &&
+        (denied_rule < 1 || static_cast<std::size_t>(denied_rule) > shape.rules.size())) {
+      throw bad("a denial names no rule");
+    }
   }
-  return decode_fresh(items, 0, split_lines(description_of(call_args)), transaction_id,
-                      requested_amount);
+  if (static_cast<std::size_t>(reply.at(3).to_int64()) != shape.counters.size() ||
+      items.size() != 4 + 2 * shape.counters.size()) {
+    throw bad("not the call's counters");
+  }
+  const std::string metric = replay ? std::string() : reply.at(2).as_string();
+  decision.rules.reserve(shape.rules.size());
+  for (std::size_t i = 0; i < shape.rules.size(); ++i) {
+    const auto& [rule, counter] = shape.rules[i];
+    const bool denier = static_cast<std::int64_t>(i) + 1 == denied_rule;
+    if (counter == 0) { // a per-transaction rule: no counter, no window
+      if (denier) {
+        decision.denial =
+            Denial{rule->name(), Metric::single_amount, *rule->max_amount(), 0, requested_amount};
+      }
+      continue;
+    }
+    const DecideShape::Counter& place = shape.counters[counter - 1];
+    RuleStatus status;
+    status.rule = rule->name();
+    status.period = place.period;
+    status.window_id = place.window_id;
+    status.resets_at = place.resets_at;
+    status.max_count = rule->max_count();
+    status.max_amount = rule->max_amount();
+    status.used = {items[2 + 2 * counter].to_int64(), items[3 + 2 * counter].to_int64()};
+    if (denier) {
+      const bool by_count = metric == "count";
+      decision.denial = Denial{status.rule, by_count ? Metric::count : Metric::amount,
+                               by_count ? *status.max_count : *status.max_amount,
+                               by_count ? status.used.count : status.used.amount,
+                               by_count ? 1 : requested_amount};
+    }
+    decision.rules.push_back(std::move(status));
+  }
+  return decision;
 }
 
 namespace {
-
-constexpr std::array<Metric, 4> metrics{Metric::count, Metric::amount, Metric::single_amount,
-                                        Metric::unavailable};
 
 std::vector<std::string_view> split_words(std::string_view line) { return split(line, ' '); }
 
@@ -346,7 +414,7 @@ Decision decode_stored_decision(std::string_view text, std::string_view transact
     const std::int64_t value = number(word);
     return value < 0 ? std::nullopt : std::optional<std::int64_t>(value);
   };
-  const std::vector<std::string_view> lines = split_lines(text);
+  const std::vector<std::string_view> lines = split(text, '\n');
   if (lines.size() < 2) {
     throw bad("too short");
   }

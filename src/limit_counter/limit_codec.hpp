@@ -1,6 +1,7 @@
 #pragma once
 // The arguments and replies of lua/limit.lua. Pure; unit-tested without a server.
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -24,10 +25,31 @@ Error reused_id(std::string_view transaction_id);
 /// The parts of `text` between `separator`s (views into `text`; none for an empty text).
 std::vector<std::string_view> split(std::string_view text, char separator);
 
-/// KEYS[] and ARGV[] of one limit.lua call.
+/// What the reply of a decide call is read with. Kept by the client, never sent: the record
+/// in Redis keeps none of it, so that a replay costs no stored description.
+struct DecideShape {
+  /// One counter of the call, in call order.
+  struct Counter {
+    Period period;
+    std::string window_id;
+    TimePoint resets_at;
+  };
+  /// One rule of the call, in call order: `counter` is its counter's number (1..), 0 for a
+  /// per-transaction rule. `rule` points into the rule set the call was built from, which
+  /// must outlive the shape.
+  struct RuleRef {
+    const Rule* rule = nullptr;
+    std::size_t counter = 0;
+  };
+  std::vector<Counter> counters;
+  std::vector<RuleRef> rules;
+};
+
+/// KEYS[] and ARGV[] of one limit.lua call, and the shape its reply is read with.
 struct LimitCall {
   std::vector<std::string> keys;
   std::vector<std::string> args;
+  DecideShape shape;
 };
 
 /// What a decide call needs besides the transaction and its rules.
@@ -35,16 +57,24 @@ struct DecideContext {
   const Calendar* calendar = nullptr;
   const CounterKeys* keys = nullptr;
   std::chrono::milliseconds window_grace{0};
-  std::chrono::milliseconds record_min_ttl{0};
+  /// How long the record is kept (LimitCounterOptions::replay_horizon).
+  std::chrono::milliseconds replay_horizon{0};
   std::chrono::milliseconds reservation_timeout{0};
   TimePoint now;
   /// The record key to use instead of `keys->transaction(id)` (a cluster slot's share).
   const std::string* record_key = nullptr;
+  /// Whether a window that closed more than `window_grace` ago is refused (window_closed): not
+  /// for an original transaction brought to a reversal, whose windows may be long over.
+  bool refuse_closed_windows = true;
 };
 
-/// The fingerprint that tells a retry of `transaction` from a different use of its id:
-/// the operation, the amount and every attribute.
+/// The digest (16 hex digits, FNV-1a 64) that tells a retry of `transaction` from a different
+/// use of its id: of the operation, the amount and every attribute.
 std::string fingerprint(std::string_view op, const Transaction& transaction);
+
+/// The counter set key of record `record_key`'s slot (see lua/limit.lua): `<prefix>cs:<name>`
+/// for `<prefix>tx:{<id>}`, `<prefix>{<tag>}:cs:<name>` for a share `<prefix>{<tag>}:tx:<id>`.
+std::string counter_set_key(std::string_view record_key, std::string_view name);
 
 /// Builds a consume, reserve or check call for `transaction` and its applicable rules: the
 /// per-transaction rules are decided (and their denial recorded) by the same script.
@@ -52,11 +82,29 @@ LimitCall build_decide(std::string_view op, const Transaction& transaction,
                        const std::vector<const Rule*>& per_transaction_rules,
                        const std::vector<const Rule*>& window_rules, const DecideContext& context);
 
-/// Turns a decide reply into a Decision. `call_args` are the ARGV of the call (a replay
-/// brings back the first call's own). `requested_amount` is the transaction's amount.
-/// Throws `Error` (conflict) when the id was used for different content.
-Decision decode_decision(const Reply& reply, const std::vector<std::string>& call_args,
+/// Appends the call `keys`, `args` to the batch call (lua/limit.lua op batch) `batch_keys`,
+/// `batch_args` (empty: a new batch).
+void append_to_batch(std::vector<std::string>& batch_keys, std::vector<std::string>& batch_args,
+                     std::vector<std::string>&& keys, std::vector<std::string>&& args);
+
+/// What a refund, confirm or cancel brings of the original transaction for when its record is
+/// gone (lua/limit.lua, ARGV[o..o+5]): appends them to `args` and returns the counter set key
+/// (KEYS[2]). The counters are those of `window_rules` (the rules in force now).
+std::string append_original(std::vector<std::string>& args, const Transaction& original,
+                            const std::vector<const Rule*>& window_rules,
+                            const DecideContext& context);
+
+/// Turns a decide reply into a Decision, read with the call's `shape`. `requested_amount` is
+/// the transaction's amount. Throws `Error` (conflict) when the id was used for different
+/// content. A replay reports the first decision's verdict and denial, and the call's rules
+/// with their counters' totals as they are now.
+Decision decode_decision(const Reply& reply, const DecideShape& shape,
                          std::string_view transaction_id, std::int64_t requested_amount);
+
+/// The denial a record keeps ("<rule> <metric> <limit> <used>"; see lua/limit.lua), for a
+/// transaction of `requested_amount`. Throws protocol_error naming `transaction_id`.
+Denial decode_denial(std::string_view text, std::string_view transaction_id,
+                     std::int64_t requested_amount);
 
 /// A decision as the home record of a transaction spread over cluster slots keeps it (see
 /// lua/transaction_home.lua): verdict, denial and every rule's status, one line each, values

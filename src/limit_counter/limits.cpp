@@ -21,6 +21,16 @@ using detail::quoted_id;
               Outcome::unknown);
 }
 
+// A reversal that brought an original transaction its record was not decided for.
+void throw_if_mismatch(const Reply& reply, std::string_view op, const std::string& id) {
+  if (reply.at(0).as_string() == "mismatch") {
+    throw Error(errc::conflict,
+                std::string(op) + ": the transaction given is not the one " + quoted_id(id) +
+                    " recorded (another operation, amount or attributes); nothing changed",
+                Outcome::failed);
+  }
+}
+
 // The observer's status words (see `LimitObserver::on_transition`).
 std::string_view status_word(const ConfirmResult& result) {
   return result.already ? "already" : "confirmed";
@@ -141,7 +151,7 @@ LimitCounter::PreparedDecision LimitCounter::prepare_decide(std::string_view op,
   context.calendar = &calendar_;
   context.keys = &keys_;
   context.window_grace = options_.window_grace;
-  context.record_min_ttl = options_.record_min_ttl;
+  context.replay_horizon = options_.replay_horizon;
   context.reservation_timeout = options_.reservation_timeout;
   context.now = now;
   // Without Redis, the strictest applicable policy decides: raise, then deny, then allow.
@@ -211,12 +221,14 @@ LimitCounter::PreparedDecision LimitCounter::prepare_decide(std::string_view op,
       auto call =
           detail::build_decide(op, transaction, matched.per_transaction, share_rules, context);
       prepared.shares.push_back({&scripts::limit, std::move(call.keys), std::move(call.args)});
+      prepared.shapes.push_back(std::move(call.shape));
     }
     return prepared;
   }
   auto call =
       detail::build_decide(op, transaction, matched.per_transaction, matched.window, context);
   prepared.call = {&scripts::limit, std::move(call.keys), std::move(call.args)};
+  prepared.shapes.push_back(std::move(call.shape));
   return prepared;
 }
 
@@ -231,12 +243,11 @@ std::chrono::milliseconds LimitCounter::share_hold_grace() const {
 }
 
 Decision LimitCounter::finish_decide(std::string_view op, const Transaction& transaction,
-                                     const std::vector<std::string>& args,
-                                     const Reply& reply) const {
+                                     const detail::DecideShape& shape, const Reply& reply) const {
   if (reply.is_error()) {
     throw Error(errc::server_error, reply.as_string(), Outcome::failed);
   }
-  Decision decision = detail::decode_decision(reply, args, transaction.id, transaction.amount);
+  Decision decision = detail::decode_decision(reply, shape, transaction.id, transaction.amount);
   if (!decision.replayed && !decision.dry_run) {
     decision.state = !decision.allowed() ? "denied" : op == "reserve" ? "reserved" : "consumed";
   }
@@ -295,7 +306,7 @@ Decision LimitCounter::decide_with_redis(std::string_view op, const Transaction&
     return std::move(*decision);
   }
   if (!decision) {
-    decision = finish_one_slot(op, transaction, prepared.call.args, reply);
+    decision = finish_one_slot(op, transaction, prepared.shapes.front(), reply);
   }
   decision->rule_set_version = in_force->version;
   learn(op, transaction, prepared, &*decision, nullptr);
@@ -308,8 +319,8 @@ Decision LimitCounter::decide_with_redis(std::string_view op, const Transaction&
 // The decision of a call on one record; a replay that says "voided" is answered from the
 // home record (see `replay_voided`).
 Decision LimitCounter::finish_one_slot(std::string_view op, const Transaction& transaction,
-                                       const std::vector<std::string>& args, const Reply& reply) {
-  Decision decision = finish_decide(op, transaction, args, reply);
+                                       const detail::DecideShape& shape, const Reply& reply) {
+  Decision decision = finish_decide(op, transaction, shape, reply);
   return decision.replayed && decision.state == "voided" ? replay_voided(transaction) : decision;
 }
 
@@ -398,36 +409,79 @@ void LimitCounter::report(LimitOp op, const Transaction& transaction, const Deci
   }
 }
 
-// Decides like `consume`, item by item: the calls of one slot go in one pipeline, those
-// spread over several cluster slots share by share; a pipeline that was not sent lets each
-// item's failure policy decide; the local fallback is reported as after a single call.
+namespace {
+
+// The most transactions one batch script call decides: the script runs this long without
+// another client getting a turn (~64 x 5 us here).
+constexpr std::size_t max_batch = 64;
+
+// The replies of the batch calls, one per transaction. A batch that failed as a whole (a
+// script error) fails each of its transactions; the ones before the error may have been
+// decided, so the outcome is unknown and the same ids replay it.
+std::vector<Reply> batch_replies(const std::vector<Reply>& replies, std::size_t transactions) {
+  std::vector<Reply> flat;
+  flat.reserve(transactions);
+  for (const Reply& reply : replies) {
+    const std::size_t in_batch = std::min(max_batch, transactions - flat.size());
+    if (reply.is_error()) {
+      flat.insert(flat.end(), in_batch, reply);
+      continue;
+    }
+    if (reply.as_array().size() != in_batch) {
+      throw Error(errc::protocol_error,
+                  "a batch of limit calls answered " + std::to_string(reply.as_array().size()) +
+                      " of " + std::to_string(in_batch),
+                  Outcome::unknown);
+    }
+    flat.insert(flat.end(), reply.as_array().begin(), reply.as_array().end());
+  }
+  return flat;
+}
+
+} // namespace
+
+// Decides like `consume`, item by item: the calls of one slot go in batch script calls of up to
+// `max_batch` transactions (each decided on its own), one pipeline; those spread over several
+// cluster slots share by share; a pipeline that was not sent lets each item's failure policy
+// decide; the local fallback is reported as after a single call.
 std::vector<BatchResult<Decision>>
 LimitCounter::consume_many(const std::vector<Transaction>& transactions) {
   const TimePoint started = Clock::now();
   std::vector<PreparedDecision> prepared;
   prepared.reserve(transactions.size());
-  std::vector<ScriptCall> calls;
+  std::vector<ScriptCall> batches;
+  std::size_t in_batches = 0;
   std::shared_ptr<const RulesInForce> in_force;
   if (!transactions.empty()) {
     in_force = rules_to_decide("consume", transactions.front().id);
+    ScriptCall batch{&scripts::limit, {}, {}};
     for (const auto& transaction : transactions) {
       prepared.push_back(prepare_decide("consume", transaction, in_force->rules, started));
+      ScriptCall& call = prepared.back().call;
       if (prepared.back().shares.empty() && !prepared.back().cached) {
-        calls.push_back(std::move(prepared.back().call));
+        detail::append_to_batch(batch.keys, batch.args, std::move(call.keys), std::move(call.args));
+        if (++in_batches % max_batch == 0) {
+          batches.push_back(std::move(batch));
+          batch = {&scripts::limit, {}, {}};
+        }
       }
+    }
+    if (!batch.args.empty()) {
+      batches.push_back(std::move(batch));
     }
   }
   std::vector<Reply> replies;
   std::optional<Error> pipeline_error;
   try {
-    replies = calls.empty() ? std::vector<Reply>{} : redis_.eval_pipeline(calls);
+    replies = batches.empty() ? std::vector<Reply>{}
+                              : batch_replies(redis_.eval_pipeline(batches), in_batches);
   } catch (const Error& e) {
     pipeline_error = e;
   }
   std::vector<BatchResult<Decision>> results;
   results.reserve(transactions.size());
   std::size_t next_reply = 0;
-  bool reached_redis = !pipeline_error && !calls.empty();
+  bool reached_redis = !pipeline_error && !batches.empty();
   for (std::size_t i = 0; i < transactions.size(); ++i) {
     const Transaction& transaction = transactions[i];
     if (prepared[i].cached) {
@@ -447,6 +501,8 @@ LimitCounter::consume_many(const std::vector<Transaction>& transactions) {
           reached_redis = true;
         } else if (pipeline_error) {
           throw *pipeline_error;
+        } else if (replies.at(call).is_error()) {
+          throw Error(errc::server_error, replies.at(call).as_string(), Outcome::unknown);
         }
       } catch (const Error& e) {
         learn("consume", transaction, prepared[i], nullptr, &e);
@@ -457,7 +513,8 @@ LimitCounter::consume_many(const std::vector<Transaction>& transactions) {
         decision = decide_without_redis("consume", transaction, prepared[i]);
       }
       if (!decision) {
-        decision = finish_one_slot("consume", transaction, calls[call].args, replies.at(call));
+        decision =
+            finish_one_slot("consume", transaction, prepared[i].shapes.front(), replies.at(call));
       }
       decision->rule_set_version = in_force->version;
       if (by_redis) {
@@ -481,20 +538,47 @@ LimitCounter::consume_many(const std::vector<Transaction>& transactions) {
 ConfirmResult LimitCounter::confirm(const std::string& transaction_id,
                                     std::optional<std::int64_t> final_amount) {
   return observed(options_.observer.get(), LimitOp::confirm,
-                  [&] { return run_confirm(transaction_id, final_amount); });
+                  [&] { return run_confirm(transaction_id, final_amount, nullptr); });
+}
+
+ConfirmResult LimitCounter::confirm(const Transaction& original,
+                                    std::optional<std::int64_t> final_amount) {
+  return observed(options_.observer.get(), LimitOp::confirm,
+                  [&] { return run_confirm(original.id, final_amount, &original); });
+}
+
+std::string LimitCounter::original_args(std::vector<std::string>& args,
+                                        const Transaction& original) const {
+  if (redis_.is_cluster()) {
+    return {}; // not used there yet (see `refund`)
+  }
+  const auto in_force = rules_to_decide(args.front(), original.id);
+  detail::validate_transaction(in_force->rules, original);
+  detail::check_quantity(quoted_id(original.id) + " amount", original.amount);
+  const auto matched = detail::match_rules(in_force->rules, original);
+  detail::DecideContext context;
+  context.calendar = &calendar_;
+  context.keys = &keys_;
+  // A window of the original may have closed long ago: its key is gone, and the script leaves
+  // it alone, so no window is refused here.
+  context.refuse_closed_windows = false;
+  context.replay_horizon = options_.replay_horizon;
+  context.now = Clock::now();
+  return detail::append_original(args, original, matched.window, context);
 }
 
 ConfirmResult LimitCounter::run_confirm(const std::string& transaction_id,
-                                        std::optional<std::int64_t> final_amount) {
+                                        std::optional<std::int64_t> final_amount,
+                                        const Transaction* original) {
   validate_key_part("transaction id", transaction_id, ":");
   if (final_amount) {
     detail::check_quantity(quoted_id(transaction_id) + " final amount", *final_amount);
   }
-  const Reply reply =
-      freeing_transition(transaction_id,
-                         {"confirm", final_amount ? std::to_string(*final_amount) : "-1",
-                          std::to_string(detail::unix_millis(Clock::now()))},
-                         "unknown");
+  std::vector<std::string> args{"confirm", final_amount ? std::to_string(*final_amount) : "-1",
+                                std::to_string(detail::unix_millis(Clock::now()))};
+  const std::string counter_set = original ? original_args(args, *original) : std::string();
+  const Reply reply = freeing_transition(transaction_id, args, counter_set);
+  throw_if_mismatch(reply, "confirm", transaction_id);
   const std::string& status = reply.at(0).as_string();
   if (status == "confirmed" || status == "already") {
     ConfirmResult result;
@@ -504,7 +588,10 @@ ConfirmResult LimitCounter::run_confirm(const std::string& transaction_id,
     return result;
   }
   if (status == "unknown") {
-    throw Error(errc::not_found, "confirm: " + quoted_id(transaction_id) + " is unknown",
+    throw Error(errc::not_found,
+                "confirm: " + quoted_id(transaction_id) +
+                    " is unknown: never reserved, or reserved before the replay horizon (" +
+                    std::to_string(options_.replay_horizon.count()) + " ms)",
                 Outcome::failed);
   }
   if (status == "expired") {
@@ -531,19 +618,29 @@ ConfirmResult LimitCounter::run_confirm(const std::string& transaction_id,
 
 CancelResult LimitCounter::cancel(const std::string& transaction_id) {
   return observed(options_.observer.get(), LimitOp::cancel,
-                  [&] { return run_cancel(transaction_id); });
+                  [&] { return run_cancel(transaction_id, nullptr); });
 }
 
-CancelResult LimitCounter::run_cancel(const std::string& transaction_id) {
+CancelResult LimitCounter::cancel(const Transaction& original) {
+  return observed(options_.observer.get(), LimitOp::cancel,
+                  [&] { return run_cancel(original.id, &original); });
+}
+
+CancelResult LimitCounter::run_cancel(const std::string& transaction_id,
+                                      const Transaction* original) {
   validate_key_part("transaction id", transaction_id, ":");
   const auto now = Clock::now();
   // An unknown id is recorded in every record it could have, so a later reserve of any
   // share of it is refused.
-  const Reply reply =
-      freeing_transition(transaction_id,
-                         {"cancel", std::to_string(detail::unix_millis(now)),
-                          std::to_string(detail::unix_millis(now + options_.record_min_ttl))},
-                         "tombstone");
+  std::vector<std::string> args{"cancel", std::to_string(detail::unix_millis(now)),
+                                std::to_string(detail::unix_millis(now + options_.replay_horizon))};
+  std::string counter_set;
+  if (original) {
+    args.emplace_back(); // no probe
+    counter_set = original_args(args, *original);
+  }
+  const Reply reply = freeing_transition(transaction_id, args, counter_set);
+  throw_if_mismatch(reply, "cancel", transaction_id);
   const std::string& status = reply.at(0).as_string();
   if (status == "cancelled") {
     return CancelResult::cancelled;
@@ -555,9 +652,11 @@ CancelResult LimitCounter::run_cancel(const std::string& transaction_id) {
     return CancelResult::recorded_unknown;
   }
   if (status == "bad_state") {
+    const std::string& state = reply.at(1).as_string();
     throw Error(errc::conflict,
-                "cancel: " + quoted_id(transaction_id) + " is " + reply.at(1).as_string() +
-                    " (refund a consumed transaction instead)",
+                "cancel: " + quoted_id(transaction_id) + " is " + state +
+                    (state == "pending" ? " (its decision is under way: cancel it once it returns)"
+                                        : " (refund a consumed transaction instead)"),
                 Outcome::failed);
   }
   throw_unexpected(reply, "cancel " + transaction_id);
@@ -567,12 +666,18 @@ RefundResult LimitCounter::refund(const std::string& transaction_id,
                                   std::optional<std::int64_t> amount,
                                   const std::string& refund_id) {
   return observed(options_.observer.get(), LimitOp::refund,
-                  [&] { return run_refund(transaction_id, amount, refund_id); });
+                  [&] { return run_refund(transaction_id, amount, refund_id, nullptr); });
+}
+
+RefundResult LimitCounter::refund(const Transaction& original, std::optional<std::int64_t> amount,
+                                  const std::string& refund_id) {
+  return observed(options_.observer.get(), LimitOp::refund,
+                  [&] { return run_refund(original.id, amount, refund_id, &original); });
 }
 
 RefundResult LimitCounter::run_refund(const std::string& transaction_id,
                                       std::optional<std::int64_t> amount,
-                                      const std::string& refund_id) {
+                                      const std::string& refund_id, const Transaction* original) {
   validate_key_part("transaction id", transaction_id, ":");
   if (amount) {
     detail::check_quantity(quoted_id(transaction_id) + " refund amount", *amount, true);
@@ -585,9 +690,11 @@ RefundResult LimitCounter::run_refund(const std::string& transaction_id,
   if (!refund_id.empty()) {
     validate_key_part("refund id", refund_id, ":");
   }
-  const Reply reply = freeing_transition(
-      transaction_id, {"refund", amount ? std::to_string(*amount) : "-1", amount ? refund_id : ""},
-      "unknown");
+  std::vector<std::string> args{"refund", amount ? std::to_string(*amount) : "-1",
+                                amount ? refund_id : ""};
+  const std::string counter_set = original ? original_args(args, *original) : std::string();
+  const Reply reply = freeing_transition(transaction_id, args, counter_set);
+  throw_if_mismatch(reply, "refund", transaction_id);
   const std::string& status = reply.at(0).as_string();
   if (status == "refunded") {
     return {reply.at(1).to_int64(), reply.at(2).to_int64(), reply.at(3).to_int64(),
@@ -602,7 +709,11 @@ RefundResult LimitCounter::run_refund(const std::string& transaction_id,
                 Outcome::failed);
   }
   if (status == "unknown") {
-    throw Error(errc::not_found, "refund: " + quoted_id(transaction_id) + " is unknown",
+    throw Error(errc::not_found,
+                "refund: " + quoted_id(transaction_id) +
+                    " is unknown: never decided, or decided before the replay horizon (" +
+                    std::to_string(options_.replay_horizon.count()) +
+                    " ms); refund it with the original transaction",
                 Outcome::failed);
   }
   if (status == "bad_state") {

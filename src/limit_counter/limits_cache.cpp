@@ -83,14 +83,14 @@ void LimitCounter::learn(std::string_view op, const Transaction& transaction,
 
 Reply LimitCounter::freeing_transition(const std::string& transaction_id,
                                        const std::vector<std::string>& args,
-                                       std::string_view skip) {
+                                       const std::string& counter_set) {
   if (!exhausted_) {
-    return run_transition(transaction_id, args, skip);
+    return run_transition(transaction_id, args, counter_set);
   }
   // Dropped after the call, also when it failed or may have run: a denial remembered
   // meanwhile began before this clear, so its generation keeps it out.
   try {
-    Reply reply = run_transition(transaction_id, args, skip);
+    Reply reply = run_transition(transaction_id, args, counter_set);
     exhausted_->clear();
     return reply;
   } catch (...) {

@@ -59,7 +59,7 @@ CorrectionResult LimitCounter::adjust(std::string_view counter, const Dimension&
   result.window = calendar_.window(period, at);
   detail::check_window_open(counter, period, result.window, options_.window_grace, now);
   const TimePoint key_expiry = result.window.end + options_.window_grace;
-  const TimePoint record_expiry = std::max(key_expiry, now + options_.record_min_ttl);
+  const TimePoint record_expiry = std::max(key_expiry, now + options_.replay_horizon);
   const std::string count = std::to_string(correction.count);
   const std::string amount = std::to_string(correction.amount);
   const std::string period_name(to_string(period));
@@ -111,7 +111,7 @@ LimitCounter::transaction_record(const std::string& transaction_id,
   for (const std::string& counter : counters) {
     CounterKeys::validate_counter_name(counter);
   }
-  std::vector<std::string> candidates = record_keys(transaction_id);
+  std::vector<std::string> candidates{keys_.transaction(transaction_id)};
   if (redis_.is_cluster() && keys_.buckets() == 1) { // one-slot records of earlier versions
     for (const std::string& counter : counters) {
       candidates.push_back(keys_.transaction_share(counter, transaction_id));
@@ -135,9 +135,10 @@ LimitCounter::transaction_record(const std::string& transaction_id,
       fields[reply.at(3 + 2 * j).as_string()] = reply.at(4 + 2 * j).as_string();
     }
     // A voided share gave back what it took: its keys are not the transaction's.
-    if (fields["state"] != "voided") {
-      for (const auto line : detail::split(fields["keys"], '\n')) {
-        record.counter_keys.emplace_back(line);
+    const auto state = fields.find("state"); // (operator[] would add an empty one)
+    if (state == fields.end() || state->second != "voided") {
+      for (const auto line : detail::split(fields["keys"], '\n')) { // "<key> <field>"
+        record.counter_keys.emplace_back(line.substr(0, line.find(' ')));
       }
     }
     if (!record.decided_at) {
@@ -171,14 +172,13 @@ LimitCounter::transaction_record(const std::string& transaction_id,
     }
     if (home && fields.count("decision")) {
       record.decision = detail::decode_stored_decision(fields["decision"], transaction_id);
-    } else if (fields.count("args") && reply.as_array().size() > 3 + 2 * pairs) {
-      std::vector<Reply> replay{Reply::string("replay"), Reply::string(record.state),
-                                Reply::string(fields["args"])};
-      const auto& items = reply.as_array();
-      replay.insert(replay.end(), items.begin() + static_cast<std::ptrdiff_t>(3 + 2 * pairs),
-                    items.end());
-      record.decision = detail::decode_decision(Reply::array(std::move(replay)), {}, transaction_id,
-                                                record.amount);
+    } else if (fields.count("state")) {
+      record.decision = Decision{};
+      if (fields.count("denial")) {
+        record.decision->verdict = Decision::Verdict::denied;
+        record.decision->denial =
+            detail::decode_denial(fields["denial"], transaction_id, record.amount);
+      }
     }
     if (record.decision) {
       record.decision->state = record.state;

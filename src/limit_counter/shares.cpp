@@ -71,7 +71,7 @@ Decision LimitCounter::check_in_shares(const Transaction& transaction,
   Decision combined;
   combined.dry_run = true;
   for (std::size_t i = 0; i < replies.size(); ++i) {
-    Decision part = finish_decide("check", transaction, prepared.shares[i].args, replies[i]);
+    Decision part = finish_decide("check", transaction, prepared.shapes[i], replies[i]);
     combined.rules.insert(combined.rules.end(), part.rules.begin(), part.rules.end());
     if (!part.allowed() && !combined.denial) {
       combined.verdict = part.verdict;
@@ -143,7 +143,7 @@ Decision LimitCounter::run_shares(std::string_view op, const Transaction& transa
   std::optional<Error> share_error;
   for (std::size_t i = 0; i < replies.size(); ++i) {
     try {
-      const Decision part = finish_decide(op, transaction, prepared.shares[i].args, replies[i]);
+      const Decision part = finish_decide(op, transaction, prepared.shapes[i], replies[i]);
       combined.rules.insert(combined.rules.end(), part.rules.begin(), part.rules.end());
       if (part.allowed() && part.state != "voided") {
         counted.push_back(plan[i]);
@@ -230,39 +230,6 @@ void LimitCounter::void_shares(const Transaction& transaction,
   }
 }
 
-std::vector<std::string> LimitCounter::record_keys(const std::string& transaction_id) const {
-  std::vector<std::string> records{keys_.transaction(transaction_id)};
-  // Every cluster transaction has a home record now; with one bucket, a one-slot transaction
-  // recorded by an earlier version has only its share record, named by the counter. (With
-  // several buckets there never was such a record.)
-  if (redis_.is_cluster() && keys_.buckets() == 1) {
-    // Keep the set alive through the loop: without rules, rules() returns a fresh empty set.
-    const std::shared_ptr<const RuleSet> rule_set = rules();
-    for (const Rule& rule : rule_set->rules()) {
-      if (rule.kind() == Rule::Kind::window) {
-        std::string record = keys_.transaction_share(rule.counter_name(), transaction_id);
-        if (std::find(records.begin(), records.end(), record) == records.end()) {
-          records.push_back(std::move(record));
-        }
-      }
-    }
-  }
-  return records;
-}
-
-Reply LimitCounter::run_on_records(const std::string& transaction_id,
-                                   const std::vector<std::string>& args, std::string_view skip) {
-  Reply chosen;
-  for (const std::string& record : record_keys(transaction_id)) {
-    Reply reply = run_limit({record}, args);
-    const bool skipped = reply.at(0).as_string() == skip;
-    if (chosen.is_nil() || (!skipped && chosen.at(0).as_string() == skip)) {
-      chosen = std::move(reply);
-    }
-  }
-  return chosen;
-}
-
 // What each share runs to follow its home record's answer `home` to `args`. Every share is
 // first brought to the home record's state, so that operations racing each other's fan-outs
 // (a refund overtaking the confirm it follows) reach every share in the same order. A share
@@ -310,8 +277,12 @@ void throw_if_lost_hold(const std::string& transaction_id, const std::vector<std
 } // namespace
 
 Reply LimitCounter::run_transition(const std::string& transaction_id,
-                                   const std::vector<std::string>& args, std::string_view skip) {
+                                   const std::vector<std::string>& args,
+                                   const std::string& counter_set) {
   const std::string& op = args.front();
+  if (!counter_set.empty()) { // standalone, with the original transaction
+    return run_limit({keys_.transaction(transaction_id), counter_set}, args);
+  }
   if (redis_.is_cluster()) {
     Reply home = run_home(transaction_id, args);
     const std::string& status = home.at(0).as_string();
@@ -336,18 +307,10 @@ Reply LimitCounter::run_transition(const std::string& transaction_id,
       }
       return home;
     }
-    if (op == "cancel") {
-      // No home: one slot's record, or none at all. Look before writing tombstones, so that a
-      // refused cancel writes nothing anywhere.
-      std::vector<std::string> probe = args;
-      probe.emplace_back("probe");
-      Reply found = run_on_records(transaction_id, probe, "unknown");
-      if (found.at(0).as_string() != "unknown") {
-        return found;
-      }
-    }
+    // No home: the home key holds a lua/limit.lua record (a transaction without window rules,
+    // or a tombstone) or nothing (then a cancel wrote its tombstone above).
   }
-  return run_on_records(transaction_id, args, skip);
+  return run_limit({keys_.transaction(transaction_id)}, args);
 }
 
 } // namespace limitcounter

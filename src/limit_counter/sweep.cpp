@@ -152,7 +152,7 @@ std::optional<InterruptedFanOut> LimitCounter::follow_home(const std::string& ho
   } else if (result.state == "cancelled") {
     const auto now = Clock::now();
     operations.push_back({"cancel", std::to_string(detail::unix_millis(now)),
-                          std::to_string(detail::unix_millis(now + options_.record_min_ttl)),
+                          std::to_string(detail::unix_millis(now + options_.replay_horizon)),
                           "probe"});
   } else if (result.state == "expired") {
     operations.push_back(detail::expire_share()); // shares hold a grace longer than the home

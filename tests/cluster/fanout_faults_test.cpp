@@ -128,8 +128,7 @@ struct FanOutFaults {
                                   : share(target == Target::dept ? "dept" : "merchant", id);
   }
   std::string field(const std::string& key, const std::string& name) {
-    const Reply value = direct.command({"HGET", key, name});
-    return value.is_nil() ? std::string() : value.as_string();
+    return testing::record_field(direct, key, name);
   }
 
   // What comes before the step's operation: a reservation to confirm or cancel, a payment to

@@ -125,7 +125,7 @@ TEST_CASE_METHOD(FanOut, "a lost reply of a void: the retry replays the denial a
   const Error lost = error_of([&] { limits.consume(tx("denied")); });
   CHECK(lost.outcome() == Outcome::unknown);
   CHECK(proxy.injected(Fault::drop_reply) == 1);
-  CHECK(direct.command({"HGET", share("dept", "denied"), "state"}).as_string() == "voided");
+  CHECK(testing::record_field(direct, share("dept", "denied"), "state") == "voided");
 
   const Decision retry = limits.consume(tx("denied"));
   CHECK(retry.replayed);
@@ -147,7 +147,7 @@ TEST_CASE_METHOD(FanOut,
   // the merchant share's reply to the confirm is lost
   lose_reply(share("merchant", "held"));
   CHECK(error_of([&] { limits.confirm("held", 200); }).outcome() == Outcome::unknown);
-  CHECK(direct.command({"HGET", share("merchant", "held"), "state"}).as_string() == "confirmed");
+  CHECK(testing::record_field(direct, share("merchant", "held"), "state") == "confirmed");
   const ConfirmResult confirmed = limits.confirm("held", 200);
   CHECK(confirmed.already);
   CHECK(confirmed.amount == 200);

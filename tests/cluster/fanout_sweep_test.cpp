@@ -70,8 +70,7 @@ struct Sweep {
     return prefix + "{" + shape + "}:tx:" + id;
   }
   std::string field(const std::string& key, const std::string& name) {
-    const Reply value = direct.command({"HGET", key, name});
-    return value.is_nil() ? std::string() : value.as_string();
+    return testing::record_field(direct, key, name);
   }
 
   // Cuts the client's connection instead of sending the `nth` script call on `key`: that call

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <thread>
 #include <variant>
 #include <vector>
@@ -105,27 +106,32 @@ TEST_CASE_METHOD(SpreadLimitsOverBuckets,
     std::atomic<int> confirmed{0};
     std::atomic<int> cancelled{0};
     std::atomic<int> refunded{0};
+    std::atomic<int> other_errors{0}; // Catch's assertions are not thread-safe: counted here
+    const auto refused = [&](const Error& e) {
+      other_errors += e.code() == errc::conflict ? 0 : 1;
+    };
     race({[&] {
             try {
               confirmed += limits.confirm(id, 60).already ? 0 : 1;
             } catch (const Error& e) {
-              CHECK(e.code() == errc::conflict);
+              refused(e);
             }
           },
           [&] {
             try {
               cancelled += limits.cancel(id) == CancelResult::cancelled ? 1 : 0;
             } catch (const Error& e) {
-              CHECK(e.code() == errc::conflict);
+              refused(e);
             }
           },
           [&] {
             try {
               refunded += static_cast<int>(limits.refund(id, 10, "r").refunded_now / 10);
             } catch (const Error& e) {
-              CHECK(e.code() == errc::conflict); // not consumed (yet): refused, nothing moved
+              refused(e); // not consumed (yet): refused, nothing moved
             }
           }});
+    CHECK(other_errors == 0);
     CHECK(confirmed + cancelled == 1);
     confirmed_rounds += confirmed;
     refunded_total += refunded;
@@ -134,6 +140,57 @@ TEST_CASE_METHOD(SpreadLimitsOverBuckets,
   }
   CHECK(dept() == Usage{confirmed_rounds, 60 * confirmed_rounds - 10 * refunded_total});
   CHECK(dept() == merchant());
+}
+
+TEST_CASE_METHOD(SpreadLimitsOverBuckets,
+                 "reserves racing cancels of a fresh id: the shares follow the home record",
+                 "[cluster][limits][home]") {
+  Usage expected{0, 0};
+  for (int round = 0; round < 20; ++round) {
+    const std::string id = "fresh-" + std::to_string(round);
+    std::atomic<int> reserved{0};
+    std::atomic<int> refused_reserves{0};
+    std::atomic<int> cancelled{0};
+    std::atomic<int> tombstones{0};
+    std::atomic<int> other_errors{0};
+    std::vector<std::function<void()>> calls;
+    for (int i = 0; i < 8; ++i) {
+      calls.emplace_back([&] {
+        try {
+          const Decision decision = limits.reserve(tx(id));
+          (decision.allowed() ? reserved : refused_reserves) += 1;
+        } catch (const Error& e) {
+          other_errors += e.code() == errc::conflict ? 0 : 1;
+        }
+      });
+      calls.emplace_back([&] {
+        try {
+          const CancelResult result = limits.cancel(id);
+          cancelled += result == CancelResult::cancelled ? 1 : 0;
+          tombstones += result == CancelResult::recorded_unknown ? 1 : 0;
+        } catch (const Error& e) {
+          other_errors += e.code() == errc::conflict ? 0 : 1; // pending: refused
+        }
+      });
+    }
+    race(calls);
+    CHECK(other_errors == 0);
+    CHECK(cancelled + tombstones <= 1); // one cancel wins, if any
+    const auto record = limits.transaction_record(id);
+    REQUIRE(record);
+    INFO("round " << round << ": " << record->state << ", " << reserved << " reserved, "
+                  << refused_reserves << " refused, " << cancelled << " cancelled, " << tombstones
+                  << " tombstones");
+    if (record->state == "reserved") {
+      CHECK(cancelled + tombstones == 0);
+      expected = {expected.count + 1, expected.amount + 100};
+    } else {
+      CHECK((record->state == "cancelled" || record->state == "tombstone"));
+    }
+    // every share tells the home record's story
+    CHECK(dept() == expected);
+    CHECK(merchant() == expected);
+  }
 }
 
 TEST_CASE_METHOD(SpreadLimits, "a refused cancel writes nothing; refunds still work",

@@ -103,8 +103,11 @@ struct LimitsThroughProxy : LostReplyFixture {
     return tx;
   }
   Usage used() { return limits.usage("merchant", Dimension{"m1"}, Period::day); }
+  // The record as the server keeps it (read directly, not through the proxy).
   std::string record_state(const std::string& id) {
-    return direct.command({"HGET", limits.keys().transaction(id), "state"}).as_string();
+    LimitCounter reader(direct, limitcounter::Calendar("UTC"), options());
+    const auto record = reader.transaction_record(id);
+    return record ? record->state : "none";
   }
 };
 
@@ -270,6 +273,30 @@ TEST_CASE_METHOD(LimitsThroughProxy,
     CHECK(std::get<Decision>(result).allowed());
   }
   CHECK(used() == Usage{8, 80});
+}
+
+TEST_CASE_METHOD(LimitsThroughProxy,
+                 "refund with the original transaction past the replay horizon: a lost reply "
+                 "retried applies once",
+                 "[fault][lost_reply][limits][horizon]") {
+  limits.set_rules(day_limit(FailurePolicy::raise));
+  const Transaction paid = payment("h-1", 300);
+  REQUIRE(limits.consume(paid).allowed());
+  // past the replay horizon: the record is gone, the counter still counts the payment
+  REQUIRE(direct.command({"DEL", limits.keys().transaction("h-1")}).as_integer() == 1);
+  CHECK(used() == Usage{1, 300});
+
+  run_with_lost_reply([&] { limits.refund(paid, 100, "late-1"); });
+  CHECK(used() == Usage{1, 200}); // it ran, and recorded the transaction anew
+  CHECK(record_state("h-1") == "consumed");
+  const auto retried = limits.refund(paid, 100, "late-1");
+  CHECK(retried.replayed);
+  CHECK(retried.refunded_now == 100);
+  CHECK(used() == Usage{1, 200});
+  // the id alone works again while the new record lives
+  const auto rest = limits.refund("h-1");
+  CHECK(rest.refunded_now == 200);
+  CHECK(used() == Usage{0, 0});
 }
 
 namespace {

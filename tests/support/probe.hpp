@@ -21,6 +21,23 @@ inline const Script& probe = scripts::counter_add;
 /// Arguments of one probe call: count 1, amount 10 into field "f", expiring in 2100.
 inline std::vector<std::string> probe_args() { return {"f", "1", "10", "4102444800000"}; }
 
+/// Field `name` of a limits transaction's record at `key` as lua/limit.lua's inspect reads it
+/// (a compact string record, or a cluster's home record): state, amount, refunded, hexp, ...;
+/// empty if the record or the field is absent.
+inline std::string record_field(Redis& redis, const std::string& key, const std::string& name) {
+  const Reply reply = redis.eval(scripts::limit, {key}, {"inspect"});
+  if (reply.at(0).as_string() == "missing") {
+    return {};
+  }
+  const auto pairs = static_cast<std::size_t>(reply.at(2).to_int64());
+  for (std::size_t i = 0; i < pairs; ++i) {
+    if (reply.at(3 + 2 * i).as_string() == name) {
+      return reply.at(4 + 2 * i).as_string();
+    }
+  }
+  return {};
+}
+
 /// The limitcounter::Error `action` throws; fails the test if it throws none.
 template <typename Action> Error error_of(Action&& action) {
   try {

@@ -3,6 +3,7 @@
 #include <limitcounter/error.hpp>
 
 #include "limit_counter/limit_codec.hpp"
+#include "shared/amount.hpp"
 
 using namespace std::chrono_literals;
 using limitcounter::Calendar;
@@ -21,67 +22,158 @@ namespace {
 
 Reply str(const char* text) { return Reply::string(text); }
 
+bool has_code(const Error& e, errc code) { return e.code() == code; }
+
+struct Example {
+  Calendar calendar{"Asia/Shanghai"};
+  CounterKeys keys{"p:"};
+  Rule day_count = Rule("bank-day").where("dept").per(Period::day).max_count(10);
+  Rule day_amount = Rule("bank-day-amount").where("dept", "cmb").per(Period::day).max_amount(500);
+  Rule month = Rule("merchant-month").where("merchant").per(Period::month).max_amount(900);
+  Rule single = Rule("single").max_amount(1000);
+  Transaction tx;
+  DecideContext context;
+
+  Example() {
+    tx.id = "t1";
+    tx.attributes = {{"dept", "cmb"}, {"merchant", "m1"}};
+    tx.amount = 42;
+    tx.time = limitcounter::TimePoint{1636648200s}; // 2021-11-11T16:30:00Z: Nov 12 in Shanghai
+    context.calendar = &calendar;
+    context.keys = &keys;
+    context.window_grace = 1h;
+    context.replay_horizon = 24h;
+    context.reservation_timeout = 15min;
+    context.now = tx.time;
+  }
+
+  LimitCall call(const char* op = "consume") const {
+    return build_decide(op, tx, {&single}, {&day_count, &day_amount, &month}, context);
+  }
+};
+
 } // namespace
 
 TEST_CASE("a decide call names every counter once and every rule", "[limit-codec]") {
-  const Calendar calendar("Asia/Shanghai");
-  const CounterKeys keys("p:");
-  const Rule day_count = Rule("bank-day").where("dept").per(Period::day).max_count(10);
-  const Rule day_amount =
-      Rule("bank-day-amount").where("dept", "cmb").per(Period::day).max_amount(500);
-  const Rule month = Rule("merchant-month").where("merchant").per(Period::month).max_amount(900);
-
-  Transaction tx;
-  tx.id = "t1";
-  tx.attributes = {{"dept", "cmb"}, {"merchant", "m1"}};
-  tx.amount = 42;
-  tx.time = limitcounter::TimePoint{1636648200s}; // 2021-11-11T16:30:00Z: Nov 12 in Shanghai
-
-  DecideContext context;
-  context.calendar = &calendar;
-  context.keys = &keys;
-  context.window_grace = 1h;
-  context.record_min_ttl = 24h;
-  context.reservation_timeout = 15min;
-  context.now = tx.time;
-  const auto call = build_decide("consume", tx, {}, {&day_count, &day_amount, &month}, context);
-
-  CHECK(call.keys == std::vector<std::string>{"p:tx:{t1}", "p:{dept}:holds", "p:{merchant}:holds",
-                                              "p:{dept}:day:20211112",
+  const Example example;
+  const LimitCall call = example.call();
+  const std::string text = "2\np:{dept}:day:20211112 cmb\np:{merchant}:month:202111 m1\n"
+                           "p:{dept}:holds\np:{merchant}:holds";
+  const std::string name = call.args[8];
+  CHECK(name.size() == 16);
+  CHECK(call.keys == std::vector<std::string>{"p:tx:{t1}", "p:cs:" + name, "p:{dept}:holds",
+                                              "p:{merchant}:holds", "p:{dept}:day:20211112",
                                               "p:{merchant}:month:202111"});
-  // 8 fixed, the description, then 2 per counter, the rule count and 3 per rule
-  REQUIRE(call.args.size() == 8 + 1 + 2 * 2 + 1 + 3 * 3);
+  // 11 fixed, then 2 per counter, the rule count and 3 per rule
+  REQUIRE(call.args.size() == 11 + 2 * 2 + 1 + 3 * 4);
   CHECK(call.args[0] == "consume");
-  CHECK(call.args[1] == "consume|42|dept=cmb|merchant=m1");
+  CHECK(call.args[1] == fingerprint("consume", example.tx));
   CHECK(call.args[2] == "42");
   CHECK(call.args[6] == "2"); // hold sets
   CHECK(call.args[7] == "2"); // counters: both dept rules share one
-  const std::string day_expiry = call.args[10];
-  const std::string month_expiry = call.args[12];
-  CHECK(std::vector<std::string>(call.args.begin() + 9, call.args.end()) ==
-        std::vector<std::string>{"cmb", day_expiry, "m1", month_expiry, "3", "1", "10", "-1", "1",
-                                 "-1", "500", "2", "-1", "900"});
-  // the description: per counter field, period, window id, window end, key expiry; the rules
-  const std::string day_end = std::to_string(std::stoll(day_expiry) - 3600 * 1000);
-  const std::string month_end = std::to_string(std::stoll(month_expiry) - 3600 * 1000);
-  CHECK(call.args[8] == "cmb\nday\n20211112\n" + day_end + "\n" + day_expiry +
-                            "\nm1\nmonth\n202111\n" + month_end + "\n" + month_expiry +
-                            "\n3\nbank-day\n1\n10\n-1\nbank-day-amount\n1\n-1\n500\n"
-                            "merchant-month\n2\n-1\n900");
-  // the record outlives the month window by the grace
-  CHECK(call.args[4] == month_expiry);
+  CHECK(call.args[9] == text);
+  CHECK(call.args[10] == "single bank-day bank-day-amount merchant-month");
+  const std::string day_expiry = call.args[12];
+  const std::string month_expiry = call.args[14];
+  CHECK(std::vector<std::string>(call.args.begin() + 11, call.args.end()) ==
+        std::vector<std::string>{"cmb", day_expiry, "m1", month_expiry, "4", "0", "-1", "1000", "1",
+                                 "10", "-1", "1", "-1", "500", "2", "-1", "900"});
+  // the record lives the replay horizon, not until the month's end
+  const auto now_ms = unix_millis(example.tx.time);
+  CHECK(std::stoll(call.args[4]) == now_ms + 24 * 3600 * 1000);
+  CHECK(std::stoll(month_expiry) > std::stoll(call.args[4]));
+  // what the reply is read with stays in the client
+  REQUIRE(call.shape.counters.size() == 2);
+  CHECK(call.shape.counters[0].window_id == "20211112");
+  CHECK(call.shape.counters[1].period == Period::month);
+  CHECK(unix_millis(call.shape.counters[0].resets_at) == std::stoll(day_expiry) - 3600 * 1000);
+  REQUIRE(call.shape.rules.size() == 4);
+  CHECK(call.shape.rules[0].counter == 0);
+  CHECK(call.shape.rules[3].rule->name() == "merchant-month");
+  CHECK(call.shape.rules[3].counter == 2);
+
+  SECTION("a check records nothing, so it sends no counter set") {
+    const LimitCall check = example.call("check");
+    CHECK(check.args[8].empty());
+    CHECK(check.args[9].empty());
+  }
+}
+
+TEST_CASE("fingerprints tell another use of an id from a retry", "[limit-codec]") {
+  Example example;
+  const std::string first = fingerprint("consume", example.tx);
+  CHECK(first.size() == 16);
+  CHECK(first.find_first_not_of("0123456789abcdef") == std::string::npos);
+  CHECK(fingerprint("consume", example.tx) == first);
+  CHECK(fingerprint("reserve", example.tx) != first);
+  Transaction other = example.tx;
+  other.amount = 43;
+  CHECK(fingerprint("consume", other) != first);
+  other = example.tx;
+  other.attributes["merchant"] = "m2";
+  CHECK(fingerprint("consume", other) != first);
+}
+
+TEST_CASE("a counter set lives in its record's slot", "[limit-codec]") {
+  CHECK(counter_set_key("p:tx:{a:tx:b}", "00ff") == "p:cs:00ff");
+  CHECK(counter_set_key("trans:limit:tx:{t1}", "ab") == "trans:limit:cs:ab");
+  CHECK(counter_set_key("p:{7:merchant}:tx:t1", "ab") == "p:{7:merchant}:cs:ab");
+}
+
+TEST_CASE("calls batch into one script call", "[limit-codec]") {
+  const Example example;
+  LimitCall first = example.call();
+  LimitCall second = example.call("reserve");
+  const std::size_t keys = first.keys.size();
+  const std::size_t args = first.args.size();
+  std::vector<std::string> batch_keys;
+  std::vector<std::string> batch_args;
+  append_to_batch(batch_keys, batch_args, std::move(first.keys), std::move(first.args));
+  append_to_batch(batch_keys, batch_args, std::move(second.keys), std::move(second.args));
+  CHECK(batch_args[0] == "batch");
+  CHECK(batch_args[1] == "2");
+  CHECK(batch_keys.size() == 2 * keys);
+  REQUIRE(batch_args.size() == 2 + 2 * args);
+  CHECK(batch_args[2] == "consume");
+  CHECK(batch_args[2 + args] == "reserve");
+}
+
+TEST_CASE("a reversal brings the original transaction's counters", "[limit-codec]") {
+  Example example;
+  example.context.now = example.tx.time + 24h * 400; // its windows closed long ago
+  example.context.refuse_closed_windows = false;
+  std::vector<std::string> args{"refund", "-1", ""};
+  const std::string counter_set =
+      append_original(args, example.tx, {&example.day_count, &example.month}, example.context);
+  REQUIRE(args.size() == 9);
+  CHECK(args[8] == fingerprint("reserve", example.tx));
+  CHECK(args[3] == fingerprint("consume", example.tx));
+  CHECK(args[4] == "42");
+  CHECK(counter_set == "p:cs:" + args[5]);
+  CHECK(args[6] == "2\np:{dept}:day:20211112 cmb\np:{merchant}:month:202111 m1\n"
+                   "p:{dept}:holds\np:{merchant}:holds");
+  // the same counters as the decide call named
+  CHECK(args[5] == example.call().args[8]);
+  CHECK(std::stoll(args[7]) == unix_millis(example.context.now + 24h));
+
+  example.context.refuse_closed_windows = true;
+  args.resize(3);
+  CHECK_THROWS_MATCHES(
+      append_original(args, example.tx, {&example.day_count}, example.context), Error,
+      Catch::Predicate<Error>([](const Error& e) { return has_code(e, errc::window_closed); }));
 }
 
 TEST_CASE("decide replies decode into decisions", "[limit-codec]") {
-  // ARGV of a call with one counter and one rule, as build_decide makes it
-  const std::string description =
-      "cmb\nday\n20211112\n1636732800000\n1636736400000\n1\nbank-day\n1\n10\n-1";
-  const std::vector<std::string> args{
-      "consume",       "fp", "42", "0",  "0", "0", "1", "1", description, "cmb",
-      "1636736400000", "1",  "1",  "10", "-1"};
-  const Reply denied = Reply::array({str("denied"), Reply::integer(1), str("count"),
-                                     Reply::integer(1), Reply::integer(10), Reply::integer(420)});
-  const Decision decision = decode_decision(denied, args, "t1", 42);
+  const Example example;
+  const LimitCall call = example.call();
+  const auto decode = [&](const Reply& reply) {
+    return decode_decision(reply, call.shape, "t1", 42);
+  };
+  // rule 2 (bank-day, counter 1) denied by count
+  const Reply denied =
+      Reply::array({str("denied"), Reply::integer(2), str("count"), Reply::integer(2),
+                    Reply::integer(10), Reply::integer(420), Reply::integer(1), Reply::integer(5)});
+  const Decision decision = decode(denied);
   CHECK(decision.verdict == Decision::Verdict::denied);
   REQUIRE(decision.denial);
   CHECK(decision.denial->rule == "bank-day");
@@ -89,18 +181,28 @@ TEST_CASE("decide replies decode into decisions", "[limit-codec]") {
   CHECK(decision.denial->limit == 10);
   CHECK(decision.denial->used == 10);
   CHECK(decision.denial->requested == 1);
-  REQUIRE(decision.rules.size() == 1);
+  REQUIRE(decision.rules.size() == 3); // the window rules; the per-transaction one has no window
   CHECK(decision.rules[0].window_id == "20211112");
   CHECK(decision.rules[0].period == Period::day);
   CHECK(decision.rules[0].remaining_count() == 0);
   CHECK_FALSE(decision.rules[0].remaining_amount());
+  CHECK(decision.rules[1].remaining_amount() == 80);
+  CHECK(decision.rules[2].used.amount == 5);
   CHECK_FALSE(decision.replayed);
 
-  // a replay brings the first call's arguments: today's args do not matter
-  const Reply replay = Reply::array({str("replay"), str("consumed"), Reply::string(description),
-                                     str("allowed"), Reply::integer(0), str(""), Reply::integer(1),
-                                     Reply::integer(3), Reply::integer(126)});
-  const Decision replayed = decode_decision(replay, {}, "t1", 42);
+  // the per-transaction rule denies with the transaction's own amount
+  const Decision single = decode(
+      Reply::array({str("denied"), Reply::integer(1), str("single_amount"), Reply::integer(2),
+                    Reply::integer(0), Reply::integer(0), Reply::integer(0), Reply::integer(0)}));
+  REQUIRE(single.denial);
+  CHECK(single.denial->metric == Metric::single_amount);
+  CHECK(single.denial->limit == 1000);
+  CHECK(single.denial->requested == 42);
+
+  // a replay: the first verdict and denial, the counters as they are now
+  const Decision replayed = decode(
+      Reply::array({str("replay"), str("consumed"), str(""), Reply::integer(2), Reply::integer(3),
+                    Reply::integer(126), Reply::integer(1), Reply::integer(42)}));
   CHECK(replayed.allowed());
   CHECK(replayed.replayed);
   CHECK(replayed.state == "consumed");
@@ -108,22 +210,42 @@ TEST_CASE("decide replies decode into decisions", "[limit-codec]") {
   CHECK(replayed.rules.at(0).remaining_count() == 7);
   CHECK_FALSE(replayed.denial);
 
-  CHECK(decode_decision(Reply::array({str("cancelled")}), args, "t1", 42).verdict ==
-        Decision::Verdict::cancelled);
-  CHECK_THROWS_MATCHES(
-      decode_decision(Reply::array({str("conflict")}), args, "t1", 42), Error,
-      Catch::Predicate<Error>([](const Error& e) { return e.code() == errc::conflict; }));
-  CHECK_THROWS_AS(decode_decision(Reply::array({str("denied"), Reply::integer(1)}), args, "t1", 42),
-                  Error);
-  CHECK_THROWS_AS(decode_decision(denied, {"consume"}, "t1", 42), Error); // arguments too short
+  const Decision replayed_denial = decode(Reply::array(
+      {str("replay"), str("denied"), str("merchant-month amount 900 880"), Reply::integer(2),
+       Reply::integer(0), Reply::integer(0), Reply::integer(3), Reply::integer(880)}));
+  CHECK(replayed_denial.verdict == Decision::Verdict::denied);
+  REQUIRE(replayed_denial.denial);
+  CHECK(replayed_denial.denial->rule == "merchant-month");
+  CHECK(replayed_denial.denial->metric == Metric::amount);
+  CHECK(replayed_denial.denial->limit == 900);
+  CHECK(replayed_denial.denial->used == 880);
+  CHECK(replayed_denial.denial->requested == 42);
 
-  // an overflow names its counter; the message names its field and period
+  CHECK(decode(Reply::array({str("cancelled")})).verdict == Decision::Verdict::cancelled);
   CHECK_THROWS_MATCHES(
-      decode_decision(Reply::array({str("overflow"), Reply::integer(1)}), args, "t1", 42), Error,
-      Catch::Predicate<Error>([](const Error& e) {
-        return e.code() == errc::precision_overflow &&
-               std::string(e.what()).find("day total of cmb") != std::string::npos;
-      }));
+      decode(Reply::array({str("conflict")})), Error,
+      Catch::Predicate<Error>([](const Error& e) { return has_code(e, errc::conflict); }));
+  // malformed: too short, a denial naming no rule, other counters than the call's, a bad denial
+  CHECK_THROWS_AS(decode(Reply::array({str("denied"), Reply::integer(1)})), Error);
   CHECK_THROWS_AS(
-      decode_decision(Reply::array({str("overflow"), Reply::integer(2)}), args, "t1", 42), Error);
+      decode(Reply::array({str("denied"), Reply::integer(9), str("count"), Reply::integer(0)})),
+      Error);
+  CHECK_THROWS_AS(decode(Reply::array({str("allowed"), Reply::integer(0), str(""),
+                                       Reply::integer(1), Reply::integer(1), Reply::integer(1)})),
+                  Error);
+  CHECK_THROWS_MATCHES(decode(Reply::array({str("replay"), str("denied"), str("nonsense"),
+                                            Reply::integer(2), Reply::integer(0), Reply::integer(0),
+                                            Reply::integer(0), Reply::integer(0)})),
+                       Error, Catch::Predicate<Error>([](const Error& e) {
+                         return has_code(e, errc::protocol_error);
+                       }));
+
+  // an overflow names its counter; the message names its counter and period
+  CHECK_THROWS_MATCHES(decode(Reply::array({str("overflow"), Reply::integer(2)})), Error,
+                       Catch::Predicate<Error>([](const Error& e) {
+                         return e.code() == errc::precision_overflow &&
+                                std::string(e.what()).find("month total of merchant") !=
+                                    std::string::npos;
+                       }));
+  CHECK_THROWS_AS(decode(Reply::array({str("overflow"), Reply::integer(3)})), Error);
 }
