@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <memory>
 #include <stdexcept>
+#include <variant>
+#include <vector>
 
 #include <limitcounter/detail/lua_scripts.hpp>
 #include <limitcounter/limitcounter.hpp>
@@ -149,11 +151,26 @@ struct Comparison {
   std::uint64_t runs = 0;
   std::vector<ComparisonRow> rows;
 
-  Measurement once(const Scenario& scenario, Target& target, int thread_count) {
+  // One round: `thread_count` threads of single consumes, or with `batch` > 1 one thread of
+  // `consume_many` calls of `batch` transactions each.
+  Measurement once(const Scenario& scenario, Target& target, int thread_count, int batch) {
     const std::uint64_t run = ++runs;
     lc::LimitCounter& limits = scenario.counter(target);
-    return measure(thread_count, duration / rounds, 1, [&](int t, std::uint64_t i) {
-      limits.consume(transaction(scenario, transaction_id(nonce, run, t, i), i));
+    if (batch == 1) {
+      return measure(thread_count, duration / rounds, 1, [&](int t, std::uint64_t i) {
+        limits.consume(transaction(scenario, transaction_id(nonce, run, t, i), i));
+      });
+    }
+    return measure(1, duration / rounds, batch, [&](int t, std::uint64_t i) {
+      std::vector<lc::Transaction> transactions;
+      for (std::uint64_t k = i * batch; k < (i + 1) * batch; ++k) {
+        transactions.push_back(transaction(scenario, transaction_id(nonce, run, t, k), k));
+      }
+      for (const auto& result : limits.consume_many(transactions)) {
+        if (const auto* error = std::get_if<lc::Error>(&result)) {
+          throw *error; // as `consume` would
+        }
+      }
     });
   }
 
@@ -162,11 +179,16 @@ struct Comparison {
   void compare(const Scenario& scenario) {
     scenario.counter(standalone).set_rules(scenario.rules);
     scenario.counter(cluster).set_rules(scenario.rules);
-    for (const int thread_count : {1, threads}) {
-      ComparisonRow best{scenario.name + (thread_count == 1 ? "_sync" : "_threads"), {}, {}};
+    const struct {
+      const char* suffix;
+      int threads;
+      int batch;
+    } modes[] = {{"_sync", 1, 1}, {"_threads", threads, 1}, {"_batch64", 1, 64}};
+    for (const auto& mode : modes) {
+      ComparisonRow best{scenario.name + mode.suffix, {}, {}};
       for (int round = 0; round < rounds; ++round) {
-        const Measurement alone = once(scenario, standalone, thread_count);
-        const Measurement spread = once(scenario, cluster, thread_count);
+        const Measurement alone = once(scenario, standalone, mode.threads, mode.batch);
+        const Measurement spread = once(scenario, cluster, mode.threads, mode.batch);
         best.standalone = alone.ops_per_s > best.standalone.ops_per_s ? alone : best.standalone;
         best.cluster = spread.ops_per_s > best.cluster.ops_per_s ? spread : best.cluster;
       }
@@ -345,7 +367,7 @@ void run_cluster_comparison(const std::string& standalone_uri, const std::string
   }
 
   std::printf("Redis Cluster of %zu master(s) next to a standalone server; sync = 1 thread, "
-              "threads = %d threads; latency per call\n",
+              "threads = %d threads, batch64 = consume_many of 64; latency per call\n",
               cluster.masters.size(), threads);
   print_comparison(comparison.rows);
 
