@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <memory>
 #include <stdexcept>
+#include <variant>
+#include <vector>
 
 #include <limitcounter/detail/lua_scripts.hpp>
 #include <limitcounter/limitcounter.hpp>
@@ -19,6 +21,9 @@ namespace lc = limitcounter;
 
 constexpr int rounds = 3;
 constexpr int cost_decisions = 3000;
+// The bucketed layout's scenario: one shape's dimensions over this many slots
+// (`LimitCounterOptions::counter_buckets`), 16 or more per master up to 4 masters.
+constexpr std::uint32_t bucket_count = 64;
 
 // Four shapes whose hash tags land on three different masters of a 3-master cluster (and
 // two by two on 2 masters): {merchant} slot 3791, {dept} 5618, {channel} 10328, {card} 11340.
@@ -56,12 +61,14 @@ lc::RuleSet rules_of_one_shape() {
   return rules;
 }
 
-// A server the scenarios run on: the library's connection to it, and one direct connection
+// A server the scenarios run on: the library's connection to it, a LimitCounter with one
+// bucket per counter and one with `bucket_count` (own key prefix), and one direct connection
 // per master for INFO and CONFIG RESETSTAT.
 struct Target {
   std::string name;
   std::unique_ptr<lc::Redis> redis;
   std::unique_ptr<lc::LimitCounter> limits;
+  std::unique_ptr<lc::LimitCounter> bucketed;
   std::vector<std::unique_ptr<lc::Redis>> masters;
   std::vector<std::string> master_names;
 };
@@ -78,6 +85,10 @@ Target make_target(const std::string& name, const std::string& uri, const std::s
   counter_options.key_prefix = "bench:" + nonce + ":";
   target.limits = std::make_unique<lc::LimitCounter>(*target.redis, lc::Calendar("Asia/Shanghai"),
                                                      counter_options);
+  counter_options.key_prefix += "b" + std::to_string(bucket_count) + ":";
+  counter_options.counter_buckets = bucket_count;
+  target.bucketed = std::make_unique<lc::LimitCounter>(*target.redis, lc::Calendar("Asia/Shanghai"),
+                                                       counter_options);
   std::vector<std::string> addresses = options.cluster_seeds;
   if (addresses.empty()) {
     addresses.push_back(options.host + ":" + std::to_string(options.port));
@@ -94,10 +105,23 @@ Target make_target(const std::string& name, const std::string& uri, const std::s
   return target;
 }
 
-lc::Transaction transaction(const std::string& id, std::uint64_t i) {
+// A scenario: its rules, the number of merchants its transactions cycle through, and whether
+// it runs on the bucketed LimitCounter.
+struct Scenario {
+  std::string name;
+  lc::RuleSet rules;
+  std::uint64_t merchants;
+  bool bucketed;
+
+  lc::LimitCounter& counter(Target& target) const {
+    return bucketed ? *target.bucketed : *target.limits;
+  }
+};
+
+lc::Transaction transaction(const Scenario& scenario, const std::string& id, std::uint64_t i) {
   lc::Transaction tx;
   tx.id = id;
-  tx.attributes = {{"merchant", "m" + std::to_string(i % 50)},
+  tx.attributes = {{"merchant", "m" + std::to_string(i % scenario.merchants)},
                    {"dept", "cmb"},
                    {"channel", "Ali"},
                    {"card", "c" + std::to_string(i % 1000)}};
@@ -127,23 +151,44 @@ struct Comparison {
   std::uint64_t runs = 0;
   std::vector<ComparisonRow> rows;
 
-  Measurement once(Target& target, int thread_count) {
+  // One round: `thread_count` threads of single consumes, or with `batch` > 1 one thread of
+  // `consume_many` calls of `batch` transactions each.
+  Measurement once(const Scenario& scenario, Target& target, int thread_count, int batch) {
     const std::uint64_t run = ++runs;
-    return measure(thread_count, duration / rounds, 1, [&](int t, std::uint64_t i) {
-      target.limits->consume(transaction(transaction_id(nonce, run, t, i), i));
+    lc::LimitCounter& limits = scenario.counter(target);
+    if (batch == 1) {
+      return measure(thread_count, duration / rounds, 1, [&](int t, std::uint64_t i) {
+        limits.consume(transaction(scenario, transaction_id(nonce, run, t, i), i));
+      });
+    }
+    return measure(1, duration / rounds, batch, [&](int t, std::uint64_t i) {
+      std::vector<lc::Transaction> transactions;
+      for (std::uint64_t k = i * batch; k < (i + 1) * batch; ++k) {
+        transactions.push_back(transaction(scenario, transaction_id(nonce, run, t, k), k));
+      }
+      for (const auto& result : limits.consume_many(transactions)) {
+        if (const auto* error = std::get_if<lc::Error>(&result)) {
+          throw *error; // as `consume` would
+        }
+      }
     });
   }
 
   // The two targets take turns, `rounds` times each; the best round of each counts, as in
   // the standalone table, so that a pause of this shared machine hurts neither more.
-  void compare(const std::string& name, const lc::RuleSet& rules) {
-    standalone.limits->set_rules(rules);
-    cluster.limits->set_rules(rules);
-    for (const int thread_count : {1, threads}) {
-      ComparisonRow best{name + (thread_count == 1 ? "_sync" : "_threads"), {}, {}};
+  void compare(const Scenario& scenario) {
+    scenario.counter(standalone).set_rules(scenario.rules);
+    scenario.counter(cluster).set_rules(scenario.rules);
+    const struct {
+      const char* suffix;
+      int threads;
+      int batch;
+    } modes[] = {{"_sync", 1, 1}, {"_threads", threads, 1}, {"_batch64", 1, 64}};
+    for (const auto& mode : modes) {
+      ComparisonRow best{scenario.name + mode.suffix, {}, {}};
       for (int round = 0; round < rounds; ++round) {
-        const Measurement alone = once(standalone, thread_count);
-        const Measurement spread = once(cluster, thread_count);
+        const Measurement alone = once(scenario, standalone, mode.threads, mode.batch);
+        const Measurement spread = once(scenario, cluster, mode.threads, mode.batch);
         best.standalone = alone.ops_per_s > best.standalone.ops_per_s ? alone : best.standalone;
         best.cluster = spread.ops_per_s > best.cluster.ops_per_s ? spread : best.cluster;
       }
@@ -153,10 +198,10 @@ struct Comparison {
 };
 
 void print_comparison(const std::vector<ComparisonRow>& rows) {
-  std::printf("%-24s %13s %8s %8s %13s %8s %8s %7s\n", "scenario", "standalone/s", "p50 us",
+  std::printf("%-28s %13s %8s %8s %13s %8s %8s %7s\n", "scenario", "standalone/s", "p50 us",
               "p99 us", "cluster/s", "p50 us", "p99 us", "ratio");
   for (const auto& row : rows) {
-    std::printf("%-24s %13.0f %8.1f %8.1f %13.0f %8.1f %8.1f %7.3f\n", row.scenario.c_str(),
+    std::printf("%-28s %13.0f %8.1f %8.1f %13.0f %8.1f %8.1f %7.3f\n", row.scenario.c_str(),
                 row.standalone.ops_per_s, row.standalone.p50_us, row.standalone.p99_us,
                 row.cluster.ops_per_s, row.cluster.p50_us, row.cluster.p99_us,
                 row.cluster.ops_per_s / row.standalone.ops_per_s);
@@ -189,40 +234,71 @@ NodeCost read_cost(lc::Redis& node) {
   return cost;
 }
 
-// The counter shapes of `rules` whose slot a master serves ("all" on a standalone server).
-std::vector<std::string> shapes_per_master(Target& target, const lc::RuleSet& rules) {
-  std::vector<std::string> shapes(target.masters.size());
-  if (!target.redis->is_cluster()) {
-    shapes[0] = "all";
-    return shapes;
-  }
-  const lc::Reply slots = target.masters.front()->command({"CLUSTER", "SLOTS"});
-  for (const auto& rule : rules.rules()) {
-    const auto slot = lc::detail::key_slot(target.limits->keys().holds(rule.counter_name()));
-    for (const lc::Reply& range : slots.as_array()) {
-      if (range.at(0).as_integer() > slot || slot > range.at(1).as_integer()) {
-        continue;
-      }
-      const std::string owner =
-          range.at(2).at(0).as_string() + ":" + std::to_string(range.at(2).at(1).as_integer());
-      for (std::size_t m = 0; m < target.masters.size(); ++m) {
-        std::string& here = shapes[m];
-        if (target.master_names[m] == owner &&
-            here.find("{" + rule.counter_name() + "}") == std::string::npos) {
-          here += (here.empty() ? "" : ",") + ("{" + rule.counter_name() + "}");
-        }
-      }
+// The master serving `slot`, as an index into `target.masters` (CLUSTER SLOTS names the owner).
+std::size_t master_of(const Target& target, const lc::Reply& slots, long long slot) {
+  for (const lc::Reply& range : slots.as_array()) {
+    if (range.at(0).as_integer() > slot || slot > range.at(1).as_integer()) {
+      continue;
+    }
+    const std::string owner =
+        range.at(2).at(0).as_string() + ":" + std::to_string(range.at(2).at(1).as_integer());
+    const auto at = std::find(target.master_names.begin(), target.master_names.end(), owner);
+    if (at != target.master_names.end()) {
+      return static_cast<std::size_t>(at - target.master_names.begin());
     }
   }
-  return shapes;
+  throw std::runtime_error("no master of the seeds serves slot " + std::to_string(slot));
+}
+
+// The counter slots of a scenario each master serves ("all" on a standalone server): the
+// counters' tags with one bucket, how many of each counter's buckets with several.
+std::vector<std::string> slots_per_master(Target& target, const Scenario& scenario) {
+  std::vector<std::string> served(target.masters.size());
+  if (!target.redis->is_cluster()) {
+    served[0] = "all";
+    return served;
+  }
+  const lc::Reply slots = target.masters.front()->command({"CLUSTER", "SLOTS"});
+  const lc::CounterKeys& keys = scenario.counter(target).keys();
+  std::vector<std::string> counters;
+  for (const auto& rule : scenario.rules.rules()) {
+    if (std::find(counters.begin(), counters.end(), rule.counter_name()) == counters.end()) {
+      counters.push_back(rule.counter_name());
+    }
+  }
+  for (const auto& counter : counters) {
+    std::vector<std::uint32_t> buckets(target.masters.size(), 0);
+    for (std::uint32_t bucket = 0; bucket < keys.buckets(); ++bucket) {
+      const auto slot = lc::detail::key_slot(keys.holds(keys.bucket_tag(counter, bucket)));
+      ++buckets[master_of(target, slots, slot)];
+    }
+    for (std::size_t m = 0; m < served.size(); ++m) {
+      if (buckets[m] == 0) {
+        continue;
+      }
+      served[m] += served[m].empty() ? "" : ",";
+      served[m] += keys.buckets() == 1
+                       ? "{" + counter + "}"
+                       : std::to_string(buckets[m]) + "/" + std::to_string(keys.buckets()) +
+                             " {<b>:" + counter + "}";
+    }
+  }
+  return served;
+}
+
+void print_cost_row(const std::string& scenario, const std::string& target,
+                    const std::string& master, const std::string& served, const NodeCost& cost) {
+  std::printf("%-20s %-11s %-21s %-38s %8.2f %10.1f %10.1f\n", scenario.c_str(), target.c_str(),
+              master.c_str(), served.c_str(), cost.evalsha_calls, cost.evalsha_usec, cost.cpu_usec);
 }
 
 // What each master spends per decision: EVALSHA calls and their usec (INFO commandstats,
 // after CONFIG RESETSTAT), and its process CPU time (used_cpu_user + used_cpu_sys). Three
-// rounds of `cost_decisions` sync decisions; the round with the least total CPU counts.
-void print_server_cost(Comparison& comparison, Target& target, const std::string& name,
-                       const lc::RuleSet& rules) {
-  target.limits->set_rules(rules);
+// rounds of `cost_decisions` sync decisions; the round with the least total CPU counts. With
+// several masters, the busiest one's share of the total CPU follows.
+void print_server_cost(Comparison& comparison, Target& target, const Scenario& scenario) {
+  lc::LimitCounter& limits = scenario.counter(target);
+  limits.set_rules(scenario.rules);
   std::vector<NodeCost> best;
   double best_total = 1e300;
   for (int round = 0; round < rounds; ++round) {
@@ -233,7 +309,7 @@ void print_server_cost(Comparison& comparison, Target& target, const std::string
       before.push_back(read_cost(*node));
     }
     for (std::uint64_t i = 0; i < cost_decisions; ++i) {
-      target.limits->consume(transaction(transaction_id(comparison.nonce, run, 0, i), i));
+      limits.consume(transaction(scenario, transaction_id(comparison.nonce, run, 0, i), i));
     }
     std::vector<NodeCost> per_decision;
     double total = 0;
@@ -249,19 +325,22 @@ void print_server_cost(Comparison& comparison, Target& target, const std::string
       best = per_decision;
     }
   }
-  const auto shapes = shapes_per_master(target, rules);
+  const auto served = slots_per_master(target, scenario);
   NodeCost sum;
+  double busiest = 0;
   for (std::size_t m = 0; m < best.size(); ++m) {
-    std::printf("%-18s %-11s %-21s %-38s %8.2f %10.1f %10.1f\n", name.c_str(), target.name.c_str(),
-                target.master_names[m].c_str(), shapes[m].c_str(), best[m].evalsha_calls,
-                best[m].evalsha_usec, best[m].cpu_usec);
+    print_cost_row(scenario.name, target.name, target.master_names[m], served[m], best[m]);
     sum.evalsha_calls += best[m].evalsha_calls;
     sum.evalsha_usec += best[m].evalsha_usec;
     sum.cpu_usec += best[m].cpu_usec;
+    busiest = std::max(busiest, best[m].cpu_usec);
   }
   if (best.size() > 1) {
-    std::printf("%-18s %-11s %-21s %-38s %8.2f %10.1f %10.1f\n", name.c_str(), target.name.c_str(),
-                "all masters", "", sum.evalsha_calls, sum.evalsha_usec, sum.cpu_usec);
+    print_cost_row(
+        scenario.name, target.name, "all masters",
+        "busiest master: " + std::to_string(static_cast<int>(100 * busiest / sum.cpu_usec + 0.5)) +
+            " % of the CPU",
+        sum);
   }
 }
 
@@ -277,30 +356,32 @@ void run_cluster_comparison(const std::string& standalone_uri, const std::string
                                 "\"");
   }
   Comparison comparison{standalone, cluster, nonce, duration, threads, 0, {}};
-  const lc::RuleSet four = rules_of_four_shapes();
-  const lc::RuleSet one = rules_of_one_shape();
-  comparison.compare("consume_4_shapes", four);
-  comparison.compare("consume_1_shape", one);
+  // The one-shape scenarios cycle through 10,000 merchants so that 64 buckets all serve some.
+  const Scenario scenarios[] = {
+      {"consume_4_shapes", rules_of_four_shapes(), 50, false},
+      {"consume_1_shape", rules_of_one_shape(), 10'000, false},
+      {"consume_1_shape_b" + std::to_string(bucket_count), rules_of_one_shape(), 10'000, true},
+  };
+  for (const auto& scenario : scenarios) {
+    comparison.compare(scenario);
+  }
 
   std::printf("Redis Cluster of %zu master(s) next to a standalone server; sync = 1 thread, "
-              "threads = %d threads; latency per call\n",
+              "threads = %d threads, batch64 = consume_many of 64; latency per call\n",
               cluster.masters.size(), threads);
   print_comparison(comparison.rows);
 
   std::printf("\nserver cost per decision (%d sync decisions, best of %d rounds)\n", cost_decisions,
               rounds);
-  std::printf("%-18s %-11s %-21s %-38s %8s %10s %10s\n", "scenario", "target", "master",
+  std::printf("%-20s %-11s %-21s %-38s %8s %10s %10s\n", "scenario", "target", "master",
               "counter slots it serves", "evalsha", "evalsha us", "cpu us");
-  for (auto* target : {&standalone, &cluster}) {
-    print_server_cost(comparison, *target, "consume_4_shapes", four);
-  }
-  for (auto* target : {&standalone, &cluster}) {
-    print_server_cost(comparison, *target, "consume_1_shape", one);
-  }
   // One share's worth of work (one slot, one rule, its own record): what the home record's
-  // begin and finish add to a 4-shape decision is its total minus four of these.
-  for (auto* target : {&standalone, &cluster}) {
-    print_server_cost(comparison, *target, "consume_1_rule", rules_of_one_rule());
+  // begin and finish add to a decision is its total minus one of these per share.
+  const Scenario one_rule{"consume_1_rule", rules_of_one_rule(), 10'000, false};
+  for (const auto& scenario : {scenarios[0], scenarios[1], scenarios[2], one_rule}) {
+    for (auto* target : {&standalone, &cluster}) {
+      print_server_cost(comparison, *target, scenario);
+    }
   }
 }
 

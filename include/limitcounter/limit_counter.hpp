@@ -391,10 +391,12 @@ public:
   Decision consume(const Transaction& transaction);
 
   /// Runs many independent `consume`s pipelined on one connection and returns one result per
-  /// transaction, in order (a conflict is that item's Error). Each consume is all or nothing
-  /// on its own and idempotent by its id; the batch is not atomic. Each item is decided as
-  /// `consume` would: failure policies for a pipeline that was not sent, Outcome::unknown
-  /// (retry with the same ids) for one that may have run, the local fallback reported after.
+  /// transaction, in order (a conflict is that item's Error). On a Redis Cluster every item goes
+  /// through its home record, so the items are decided one after another (three round trips
+  /// each), not pipelined. Each consume is all or nothing on its own and idempotent by its id;
+  /// the batch is not atomic. Each item is decided as `consume` would: failure policies for a
+  /// pipeline that was not sent, Outcome::unknown (retry with the same ids) for one that may
+  /// have run, the local fallback reported after.
   /// Bad input anywhere throws before anything is sent.
   std::vector<BatchResult<Decision>> consume_many(const std::vector<Transaction>& transactions);
 
