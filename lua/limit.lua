@@ -16,8 +16,8 @@
 -- Counter set (string <counter-set prefix><name>): what a transaction moved, shared by every
 --   record that moved the same counters: "<c>\n" then c lines "<key> <field>", then the hold
 --   sets' keys, one a line. Its name is the client's digest of that text ('.1'... appended if
---   another text has the name); it lives the replay horizon after its latest use, so it
---   outlives every record naming it.
+--   another text has the name); it lives the replay horizon and an hour after its latest
+--   use, so it outlives every record naming it.
 -- Counter field value: "<count>:<amount>", integers below 2^53.
 -- Hold set (zset): member = record key, score = hold expiry in ms.
 --
@@ -95,8 +95,8 @@ local function read_counter(key, field)
   if not value then
     return 0, 0
   end
-  local count, amount = string.match(value, '^(%d+):(%d+)$')
-  return tonumber(count), tonumber(amount)
+  local colon = string.find(value, ':', 1, true) -- (cheaper than a pattern, per counter)
+  return tonumber(string.sub(value, 1, colon - 1)), tonumber(string.sub(value, colon + 1))
 end
 
 -- Returns 1 if the field is new.
@@ -170,18 +170,24 @@ local function store(key, r)
 end
 
 -- Stores the counter set `text` under `key` (or key.1, key.2, ... if another text has that
--- name) until at least `expire_at` (ms); returns the name suffix used ('' or '.n').
+-- name) until at least `expire_at` (ms) + an hour; returns the name suffix used ('' or '.n').
+-- The hour covers the clocks of the callers, whose records expire by their own clocks: a set must
+-- not expire before a record naming it. A set is extended by two hours at a time, so most uses
+-- only read it (a write of a key with an expiry costs twice a read).
 local function keep_counter_set(key, text, expire_at)
+  local least, extended = tonumber(expire_at) + 3600000, tonumber(expire_at) + 7200000
   for n = 0, 8 do
-    local suffix = n == 0 and '' or '.' .. n
-    local found = redis.call('SET', key .. suffix, text, 'NX', 'GET')
+    local name = n == 0 and key or key .. '.' .. n
+    local found = redis.call('GET', name)
     if not found then
-      redis.call('PEXPIREAT', key .. suffix, expire_at)
-      return suffix
+      redis.call('SET', name, text, 'PXAT', extended)
+      return n == 0 and '' or '.' .. n
     end
     if found == text then
-      redis.call('PEXPIREAT', key .. suffix, expire_at, 'GT')
-      return suffix
+      if redis.call('PEXPIRETIME', name) < least then
+        redis.call('PEXPIREAT', name, extended)
+      end
+      return n == 0 and '' or '.' .. n
     end
   end
   error('limit: counter set names collide: ' .. key)
@@ -197,13 +203,17 @@ local function counter_set_prefix(record)
 end
 
 -- The counters and hold sets a record moved: {{key, field}...}, {hold set...}.
-local function counter_set(key, r)
+local function counter_set(key, r, reading)
   if not r.counters or r.counters == '-' then
     return {}, {}
   end
   local text = redis.call('GET', counter_set_prefix(key) .. r.counters)
-  if not text then
+  if not text and reading then
     return {}, {}
+  end
+  if not text then
+    -- never while its records live (see keep_counter_set): fail before anything is written
+    error('limit: the counter set ' .. r.counters .. ' of ' .. key .. ' is gone')
   end
   local lines = {}
   for line in string.gmatch(text, '[^\n]+') do
@@ -593,7 +603,7 @@ local function inspect()
     add('denial', r.denial)
   end
   local lines = {}
-  for _, counter in ipairs((counter_set(record, r))) do
+  for _, counter in ipairs((counter_set(record, r, true))) do
     lines[#lines + 1] = counter[1] .. ' ' .. counter[2]
   end
   add('keys', table.concat(lines, '\n'))

@@ -342,11 +342,9 @@ public:
   /// The record of limits transaction `transaction_id` (reads only; nothing is replayed or
   /// released): empty when Redis has none (never decided, or past its replay horizon). On a
   /// Redis Cluster it reads the home record `<prefix>tx:{id}` and the share records of its
-  /// plan. Every cluster transaction has a home record; only a one-slot transaction recorded
-  /// by an earlier version (with `counter_buckets` 1) has just a share record
-  /// `<prefix>{<counter>}:tx:<id>`, looked for under the counters of the rules in force and
-  /// of `counters`. Throws invalid_argument for a bad id or counter name (nothing
-  /// sent).
+  /// plan. `counters` is validated and otherwise unused: it found the one-slot records of
+  /// earlier versions, whose record format this version does not read (CHANGELOG). Throws
+  /// invalid_argument for a bad id or counter name (nothing sent).
   std::optional<TransactionRecord>
   transaction_record(const std::string& transaction_id,
                      const std::vector<std::string>& counters = {});

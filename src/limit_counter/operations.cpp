@@ -112,11 +112,6 @@ LimitCounter::transaction_record(const std::string& transaction_id,
     CounterKeys::validate_counter_name(counter);
   }
   std::vector<std::string> candidates{keys_.transaction(transaction_id)};
-  if (redis_.is_cluster() && keys_.buckets() == 1) { // one-slot records of earlier versions
-    for (const std::string& counter : counters) {
-      candidates.push_back(keys_.transaction_share(counter, transaction_id));
-    }
-  }
   TransactionRecord record;
   bool authority = false; // the record that says what the transaction is has been read
   for (std::size_t i = 0; i < candidates.size(); ++i) {
