@@ -1,7 +1,7 @@
 #pragma once
-// One connection to Redis: our own socket, plain or TLS (transport.hpp), with hiredis's reply
-// parser. Any I/O failure, timeout or protocol error breaks it for good: its state is
-// unknown, so it is never used again.
+// One connection to Redis: our own socket, plain or TLS (transport.hpp), with our own RESP2
+// encoding and reply parser (resp.hpp). Any I/O failure, timeout or protocol error breaks it
+// for good: its state is unknown, so it is never used again.
 
 #include <cstdint>
 #include <memory>
@@ -14,9 +14,8 @@
 #include <limitcounter/redis.hpp>
 #include <limitcounter/reply.hpp>
 
+#include "redis/resp.hpp"
 #include "redis/transport.hpp"
-
-struct redisReader;
 
 namespace limitcounter::detail {
 
@@ -47,7 +46,7 @@ public:
   static std::unique_ptr<Connection> open(const RedisOptions& options, const std::string& host,
                                           int port, bool check_server = true,
                                           std::shared_ptr<const TlsContext> tls = nullptr);
-  ~Connection();
+  ~Connection() = default;
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
 
@@ -79,7 +78,7 @@ private:
   [[noreturn]] void fail_read(const IoResult& result);
 
   std::unique_ptr<Transport> transport_;
-  redisReader* reader_; // hiredis's RESP parser: bytes in, replies out
+  RespReader reader_; // bytes in, replies out
   std::string peer_;
   bool broken_ = false;
   std::uint64_t served_ = 0; // requests answered since AUTH/SELECT: > 0 means it was pooled
