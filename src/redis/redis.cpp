@@ -423,10 +423,11 @@ private:
     return reply;
   }
 
-  // The one slot of `keys`; no_slot for no keys. A cluster refuses keys of several slots
-  // here, before anything is sent.
+  // The one slot of `keys`; no_slot for no keys, and off a cluster, where one node serves
+  // every key (no CRC16 of a key nobody reads). A cluster refuses keys of several slots here,
+  // before anything is sent.
   int slot_of(const std::vector<std::string>& keys, const Script& script) const {
-    if (keys.empty()) {
+    if (keys.empty() || !cluster_) {
       return no_slot;
     }
     const std::uint16_t slot = detail::key_slot(keys.front());
