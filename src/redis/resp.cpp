@@ -23,17 +23,12 @@ char* put_header(char* at, char kind, std::size_t number) {
 constexpr std::size_t max_depth = 32;
 
 // The position of the first CRLF in [from, size) of `data`, or npos if there is none yet.
+// (Header lines are a few bytes: a loop costs less than memchr's setup.)
 std::size_t line_end(const char* data, std::size_t from, std::size_t size) {
-  while (from < size) {
-    const auto* cr = static_cast<const char*>(std::memchr(data + from, '\r', size - from));
-    if (cr == nullptr) {
-      return std::string_view::npos;
-    }
-    const auto at = static_cast<std::size_t>(cr - data);
-    if (at + 1 < size && data[at + 1] == '\n') {
+  for (std::size_t at = from; at + 1 < size; ++at) {
+    if (data[at] == '\r' && data[at + 1] == '\n') {
       return at;
     }
-    from = at + 1;
   }
   return std::string_view::npos;
 }
@@ -123,51 +118,49 @@ Status read_element(const char* data, std::size_t at, std::size_t size, Element&
   }
 }
 
-// Builds the reply at `at` into `out` and moves `at` past it, or says that its bytes have not
-// all arrived (Status::more) or are not RESP2.
-Status build(const char* data, std::size_t& at, std::size_t size, std::size_t depth, Reply& out,
-             const char*& problem) {
+// The reply at `at`, and `at` moved past it, when `status` comes back Status::reply; else its
+// bytes have not all arrived (Status::more) or are not RESP2. Returned by value, so that each
+// reply is built in its place (an array's element in the array).
+Reply build(const char* data, std::size_t& at, std::size_t size, std::size_t depth, Status& status,
+            const char*& problem) {
   Element element;
-  const Status status = read_element(data, at, size, element, problem);
+  status = read_element(data, at, size, element, problem);
   if (status != Status::reply) {
-    return status;
+    return Reply();
   }
-  switch (element.type) {
-  case '+': out = Reply::status(std::string(element.text, element.text_size)); break;
-  case '-': out = Reply::error(std::string(element.text, element.text_size)); break;
-  case ':': out = Reply::integer(element.number); break;
-  case '$':
-    out = element.number < 0 ? Reply()
-                             : Reply::string(std::string(element.text + element.text_size + 2,
-                                                         static_cast<std::size_t>(element.number)));
-    break;
-  default: {
-    if (element.number < 0) {
-      out = Reply();
-      break;
-    }
-    if (element.number > 0 && depth >= max_depth) {
-      problem = "arrays nested too deep";
-      return Status::bad;
-    }
-    // Each element takes 3 bytes at least: a count past what arrived is reserved no further.
-    const auto count = static_cast<std::uint64_t>(element.number);
-    std::vector<Reply> elements;
-    elements.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(count, (size - at) / 3)));
-    std::size_t next = element.next;
-    for (std::uint64_t i = 0; i < count; ++i) {
-      elements.emplace_back();
-      const Status inner = build(data, next, size, depth + 1, elements.back(), problem);
-      if (inner != Status::reply) {
-        return inner;
-      }
-    }
-    element.next = next;
-    out = Reply::array(std::move(elements));
-  }
-  }
+  const std::size_t begin = at;
   at = element.next;
-  return Status::reply;
+  switch (element.type) {
+  case '+': return Reply::status(std::string(element.text, element.text_size));
+  case '-': return Reply::error(std::string(element.text, element.text_size));
+  case ':': return Reply::integer(element.number);
+  case '$':
+    if (element.number < 0) {
+      return Reply();
+    }
+    return Reply::string(std::string(element.text + element.text_size + 2,
+                                     static_cast<std::size_t>(element.number)));
+  default: break;
+  }
+  if (element.number < 0) {
+    return Reply();
+  }
+  if (element.number > 0 && depth >= max_depth) {
+    problem = "arrays nested too deep";
+    status = Status::bad;
+    return Reply();
+  }
+  // Each element takes 3 bytes at least: a count past what arrived is reserved no further.
+  const auto count = static_cast<std::uint64_t>(element.number);
+  std::vector<Reply> elements;
+  elements.reserve(static_cast<std::size_t>(std::min<std::uint64_t>(count, (size - begin) / 3)));
+  for (std::uint64_t i = 0; i < count; ++i) {
+    elements.push_back(build(data, at, size, depth + 1, status, problem));
+    if (status != Status::reply) {
+      return Reply();
+    }
+  }
+  return Reply::array(std::move(elements));
 }
 
 } // namespace
@@ -212,8 +205,10 @@ RespReader::Status RespReader::next(Reply& out) {
     }
     // Nearly always the whole reply came in one read: built in one pass.
     std::size_t at = start_;
-    const Status status = build(data, at, size, 0, out, problem_);
+    Status status = Status::more;
+    Reply reply = build(data, at, size, 0, status, problem_);
     if (status == Status::reply) {
+      out = std::move(reply);
       return took(at);
     }
     if (status == Status::bad) {
@@ -242,7 +237,8 @@ RespReader::Status RespReader::next(Reply& out) {
     }
   }
   std::size_t at = start_;
-  build(data, at, scanned_, 0, out, problem_);
+  Status complete = Status::more;
+  out = build(data, at, scanned_, 0, complete, problem_);
   return took(at);
 }
 
