@@ -178,6 +178,20 @@ Reply Connection::run(const Argv& argv) {
   }
   request_.clear();
   append_resp_command(request_, argv);
+  return exchange();
+}
+
+Reply Connection::run_evalsha(std::string_view sha1, const std::vector<std::string>& keys,
+                              const std::vector<std::string>& args) {
+  if (check_refusal_) {
+    return *check_refusal_;
+  }
+  request_.clear();
+  append_evalsha(request_, sha1, keys, args);
+  return exchange();
+}
+
+Reply Connection::exchange() {
   send_request();
   Reply reply = read_reply();
   ++served_;

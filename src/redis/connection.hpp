@@ -59,6 +59,10 @@ public:
   /// - after sending: Error(timeout | io_error | protocol_error, Outcome::unknown).
   Reply run(const Argv& argv);
 
+  /// `run` of `EVALSHA <sha1> <keys.size()> <keys...> <args...>`, without building that argv.
+  Reply run_evalsha(std::string_view sha1, const std::vector<std::string>& keys,
+                    const std::vector<std::string>& args);
+
   /// Sends every command (one buffer, written at once), then reads every reply, in order.
   /// Fails as `run`; once a byte has left, a failure is Outcome::unknown for all of them.
   std::vector<Reply> run_pipeline(const std::vector<Argv>& commands);
@@ -72,6 +76,7 @@ public:
 
 private:
   Connection(std::unique_ptr<Transport> transport, std::string peer);
+  Reply exchange(); // sends request_, reads one reply
   void send_request();
   Reply read_reply();
   [[noreturn]] void fail_send(const IoResult& result, bool nothing_sent);

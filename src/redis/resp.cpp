@@ -163,20 +163,18 @@ Reply build(const char* data, std::size_t& at, std::size_t size, std::size_t dep
   return Reply::array(std::move(elements));
 }
 
-} // namespace
-
-void append_resp_command(std::string& out, const std::vector<std::string_view>& argv) {
-  // Written in place into room for the longest headers, then cut to size: one resize, no
-  // append per piece.
-  std::size_t room = max_header;
-  for (const auto arg : argv) {
+// Room for the RESP encoding of `args` after their count's header.
+template <typename Args> std::size_t room_for(const Args& args) {
+  std::size_t room = 0;
+  for (const auto& arg : args) {
     room += max_header + arg.size() + 2;
   }
-  const std::size_t start = out.size();
-  out.resize(start + room);
-  char* const begin = &out[0];
-  char* at = put_header(begin + start, '*', argv.size());
-  for (const auto arg : argv) {
+  return room;
+}
+
+// Writes each of `args` as a bulk string at `at`; returns where it stopped.
+template <typename Args> char* put_bulks(char* at, const Args& args) {
+  for (const auto& arg : args) {
     at = put_header(at, '$', arg.size());
     if (!arg.empty()) {
       std::memcpy(at, arg.data(), arg.size());
@@ -185,6 +183,37 @@ void append_resp_command(std::string& out, const std::vector<std::string_view>& 
     *at++ = '\r';
     *at++ = '\n';
   }
+  return at;
+}
+
+} // namespace
+
+// Written in place into room for the longest headers, then cut to size: one resize, no append
+// per piece.
+void append_resp_command(std::string& out, const std::vector<std::string_view>& argv) {
+  const std::size_t start = out.size();
+  out.resize(start + max_header + room_for(argv));
+  char* const begin = &out[0];
+  char* at = put_header(begin + start, '*', argv.size());
+  at = put_bulks(at, argv);
+  out.resize(static_cast<std::size_t>(at - begin));
+}
+
+void append_evalsha(std::string& out, std::string_view sha1, const std::vector<std::string>& keys,
+                    const std::vector<std::string>& args) {
+  char numkeys[24];
+  const std::string_view head[] = {
+      "EVALSHA", sha1,
+      std::string_view(numkeys,
+                       static_cast<std::size_t>(
+                           std::to_chars(numkeys, numkeys + 24, keys.size()).ptr - numkeys))};
+  const std::size_t start = out.size();
+  out.resize(start + max_header + room_for(head) + room_for(keys) + room_for(args));
+  char* const begin = &out[0];
+  char* at = put_header(begin + start, '*', 3 + keys.size() + args.size());
+  at = put_bulks(at, head);
+  at = put_bulks(at, keys);
+  at = put_bulks(at, args);
   out.resize(static_cast<std::size_t>(at - begin));
 }
 

@@ -24,6 +24,22 @@ TEST_CASE("commands encode as RESP arrays of bulk strings", "[resp]") {
   CHECK(out.size() == 4 + 9 + 100000 + 2);
 }
 
+TEST_CASE("an EVALSHA encodes as its argv would", "[resp]") {
+  using limitcounter::detail::append_evalsha;
+  const std::string sha1(40, 'a');
+  const std::vector<std::string> keys{"k1", std::string(300, 'k')};
+  const std::vector<std::string> args{"", "1", std::string("a\r\n\0b", 5)};
+  std::string expected = "prefix";
+  append_resp_command(expected,
+                      {"EVALSHA", sha1, "2", keys[0], keys[1], args[0], args[1], args[2]});
+  std::string out = "prefix";
+  append_evalsha(out, sha1, keys, args);
+  CHECK(out == expected);
+  out.clear();
+  append_evalsha(out, sha1, {}, {});
+  CHECK(out == "*3\r\n$7\r\nEVALSHA\r\n$40\r\n" + sha1 + "\r\n$1\r\n0\r\n");
+}
+
 namespace {
 
 using limitcounter::Reply;
