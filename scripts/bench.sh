@@ -145,6 +145,7 @@ callgrind_profile() {
         name = $0; sub(/^ *[0-9,]+ \([ 0-9.]+%\)  /, "", name); sub(/ \[[^]]*\]$/, "", name)
         sub(/^[^:]*:/, "", name)                      # the source file, "???" when unknown
         if (name ~ /^(start_thread|clone|0x)|_M_run|_M_invoke|LimitCounter::consume/) next
+        sub(/^decltype \(.*\)\)\) /, "", name)          # a return type of decltype (...)
         gsub(/limitcounter::|std::__cxx11::|\(anonymous namespace\)::|\[abi:cxx11\]/, "", name)
         gsub(/basic_string<char, std::char_traits<char>, std::allocator<char> >/, "string", name)
         cut = index(name, "(")                        # the signature
