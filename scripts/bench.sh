@@ -4,18 +4,29 @@
 #
 #   scripts/bench.sh [--json] [--millis N] [--only SUBSTRING]
 #   scripts/bench.sh --cluster N [--millis N]
+#   scripts/bench.sh --callgrind [--only consume_N_rules]
 #
 # --cluster N also starts a private Redis Cluster of N masters (no replicas) on free loopback
 # ports and runs the consume scenarios on it next to the standalone server, then the server
 # cost of a decision on each master (see docs/BENCHMARKS.md, "Redis Cluster").
+#
+# --callgrind runs one consume scenario (consume_4_rules unless --only names another) under
+# valgrind's callgrind, counting only what runs inside LimitCounter::consume (not the bench's
+# own setup of each transaction), and prints the client's instructions per consume and the
+# functions that take at least 1% of them, inclusive, per consume (see docs/BENCHMARKS.md,
+# "Where the client's time goes").
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$LIMITCOUNTER_ROOT"
 
 MASTERS=""
+CALLGRIND=""
 ARGS=()
 while [ $# -gt 0 ]; do
-  if [ "$1" = --cluster ]; then
+  if [ "$1" = --callgrind ]; then
+    CALLGRIND=yes
+    shift
+  elif [ "$1" = --cluster ]; then
     [ $# -ge 2 ] || die "--cluster needs a number of masters"
     MASTERS="$2"
     [[ "$MASTERS" =~ ^[1-9][0-9]?$ ]] || die "--cluster: \"$MASTERS\" is not a number of masters (1 to 99)"
@@ -111,12 +122,45 @@ start_private_cluster() {
   echo "Redis Cluster of $masters master(s) (pids ${CLUSTER_PIDS[*]}) on ports ${CLUSTER_PORTS[*]}" >&2
 }
 
+# callgrind_profile OUT: the instructions per consume in callgrind's output file OUT, whose
+# collection ran inside LimitCounter::consume only. The number of consumes is the number of
+# calls consume made to LimitCounter::decide (one each).
+callgrind_profile() {
+  local out="$1" calls total
+  calls="$(callgrind_annotate --tree=caller "$out" 2>/dev/null |
+    awk '/< .*LimitCounter::consume\(limitcounter::Transaction const&\) \([0-9,]+x\)/ { line = $0 }
+         /\*  .*LimitCounter::decide\(/ && line != "" && !found {
+           sub(/.*\(/, "", line); sub(/x\).*/, "", line); gsub(/,/, "", line); print line; found = 1 }
+         /^$/ { line = "" }')"
+  [[ "$calls" =~ ^[1-9][0-9]*$ ]] || die "no call of LimitCounter::decide from consume in $out"
+  total="$(callgrind_annotate "$out" 2>/dev/null | awk '/PROGRAM TOTALS/ { gsub(/,/, "", $1); print $1 }')"
+  echo "consumes: $calls; client instructions per consume: $((total / calls))"
+  echo "inclusive instructions per consume, functions with at least 1%:"
+  callgrind_annotate --inclusive=yes --threshold=100 "$out" 2>/dev/null |
+    awk -v calls="$calls" -v total="$total" '
+      /file:function/ { list = 1; next }             # the function list follows this line
+      list && /^ *[0-9,]+ / {
+        ir = $1; gsub(/,/, "", ir)
+        if (ir * 100 < total) next
+        name = $0; sub(/^ *[0-9,]+ \([ 0-9.]+%\)  /, "", name); sub(/ \[[^]]*\]$/, "", name)
+        sub(/^[^:]*:/, "", name)                      # the source file, "???" when unknown
+        if (name ~ /^(start_thread|clone|0x)|_M_run|_M_invoke|LimitCounter::consume/) next
+        sub(/^decltype \(.*\)\)\) /, "", name)          # a return type of decltype (...)
+        gsub(/limitcounter::|std::__cxx11::|\(anonymous namespace\)::|\[abi:cxx11\]/, "", name)
+        gsub(/basic_string<char, std::char_traits<char>, std::allocator<char> >/, "string", name)
+        cut = index(name, "(")                        # the signature
+        if (cut > 1) name = substr(name, 1, cut - 1)
+        printf "%10d  %s\n", ir / calls, name
+      }'
+}
+
 stop_all() {
   stop_private_cluster
   stop_private_redis
 }
 
 ensure_packages "${BUILD_PACKAGES[@]}"
+[ -z "$CALLGRIND" ] || ensure_packages "${PROFILE_PACKAGES[@]}"
 section "building the benchmark driver (Release)" >&2
 cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release -DLIMITCOUNTER_BUILD_BENCH=ON \
   -DLIMITCOUNTER_BUILD_TESTS=OFF -DLIMITCOUNTER_BUILD_EXAMPLES=OFF >/dev/null
@@ -124,6 +168,22 @@ cmake --build build-bench -j2 --target limitcounter_bench >&2
 
 trap stop_all EXIT
 start_private_redis
+if [ -n "$CALLGRIND" ]; then
+  ONLY=consume_4_rules
+  for ((i = 0; i < ${#ARGS[@]}; i++)); do
+    [ "${ARGS[$i]}" != --only ] || ONLY="${ARGS[$((i + 1))]:-$ONLY}"
+  done
+  [[ "$ONLY" =~ ^consume_[0-9]+_rules$ ]] || die "--callgrind profiles consume_N_rules, not \"$ONLY\""
+  OUT="$(mktemp "${TMPDIR:-/tmp}/limitcounter-callgrind.XXXXXX")"
+  trap 'rm -f "$OUT"; stop_all' EXIT
+  section "callgrind: $ONLY (instructions inside LimitCounter::consume)"
+  valgrind --tool=callgrind --callgrind-out-file="$OUT" \
+    --toggle-collect='limitcounter::LimitCounter::consume(*' \
+    build-bench/bench/limitcounter_bench "redis://127.0.0.1:$REDIS_PORT" --only "$ONLY" \
+    --millis 300 >/dev/null 2>&1 || die "the benchmark failed under valgrind"
+  callgrind_profile "$OUT"
+  exit 0
+fi
 if [ -z "$MASTERS" ]; then
   build-bench/bench/limitcounter_bench "redis://127.0.0.1:$REDIS_PORT" ${ARGS[@]+"${ARGS[@]}"}
   exit 0

@@ -12,6 +12,9 @@ BUILD_PACKAGES=(build-essential cmake pkg-config libhiredis-dev libfmt-dev libho
                 libssl-dev openssl tzdata libsqlite3-dev redis-server redis-tools)
 # shellcheck disable=SC2034
 TEST_PACKAGES=(catch2 libbenchmark-dev clang-14 libclang-rt-14-dev redis-sentinel)
+# What scripts/bench.sh --callgrind needs to count the client's instructions.
+# shellcheck disable=SC2034
+PROFILE_PACKAGES=(valgrind)
 # What scripts/docs.sh needs to build the API reference.
 # shellcheck disable=SC2034
 DOCS_PACKAGES=(doxygen)

@@ -3,6 +3,7 @@
 // counter key covers; its id goes into the key.
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -75,7 +76,10 @@ public:
   const std::string& zone_name() const noexcept { return zone_name_; }
 
 private:
+  Window compute_window(Period period, TimePoint at) const;
+
   std::string zone_name_;
+  std::uint64_t id_; // this calendar's (and its copies') own: keys the per-thread window cache
   const void* zone_; // const date::time_zone*; the database keeps it alive for the process
   std::shared_ptr<const void> rule_; // const Posix::time_zone*: the rule after the listed
                                      // transitions, or null (no DST, or a rule not read)

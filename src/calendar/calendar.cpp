@@ -1,6 +1,8 @@
 #include <limitcounter/calendar.hpp>
 
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <cstddef>
 #include <fstream>
 #include <iterator>
@@ -189,6 +191,17 @@ void append_date(IdBuilder& id, const date::year_month_day& day) {
   id.digits(static_cast<unsigned>(day.day()), 2);
 }
 
+// Ids of calendars, from 1 (0: no calendar). A copy keeps its calendar's id: it has the same
+// zone and rule.
+std::atomic<std::uint64_t> next_calendar_id{0};
+
+struct CachedWindow {
+  std::uint64_t calendar = 0;
+  Window window;
+};
+// The last window of each period computed on this thread (by `Calendar::window`).
+thread_local std::array<CachedWindow, 6> cached_windows;
+
 } // namespace
 
 std::string_view to_string(Period period) noexcept {
@@ -214,7 +227,8 @@ Period parse_period(std::string_view text) {
               "period \"" + std::string(text) + "\" is not minute, hour, day, week, month or year");
 }
 
-Calendar::Calendar(std::string_view zone) : zone_name_(zone), zone_(nullptr) {
+Calendar::Calendar(std::string_view zone)
+    : zone_name_(zone), id_(next_calendar_id.fetch_add(1) + 1), zone_(nullptr) {
   const date::time_zone* located = nullptr;
   try {
     located = date::locate_zone(zone_name_);
@@ -227,6 +241,19 @@ Calendar::Calendar(std::string_view zone) : zone_name_(zone), zone_(nullptr) {
 }
 
 Window Calendar::window(Period period, TimePoint at) const {
+  // A window holds for every instant inside it: a decision in the window this thread saw last
+  // (nearly every one) costs two comparisons and a copy instead of a zone lookup. The cache is
+  // per thread, so it needs no lock; keyed by the calendar's id, so it never answers for
+  // another zone.
+  CachedWindow& cached = cached_windows[static_cast<std::size_t>(period)];
+  if (cached.calendar != id_ || at < cached.window.start || at >= cached.window.end) {
+    cached.window = compute_window(period, at);
+    cached.calendar = id_;
+  }
+  return cached.window;
+}
+
+Window Calendar::compute_window(Period period, TimePoint at) const {
   const Zone zone(zone_, rule_.get());
   const sys_seconds at_second = date::floor<seconds>(at);
   // The instant's own offset: an ambiguous local time belongs to the pass it happens in.

@@ -1,5 +1,7 @@
 #include <limitcounter/key_part.hpp>
 
+#include <array>
+
 namespace limitcounter::detail {
 
 std::string quote_for_message(std::string_view value) {
@@ -57,6 +59,19 @@ std::size_t utf8_sequence_length(std::string_view text, std::size_t index) noexc
   return length;
 }
 
+namespace {
+
+// Bytes every key part accepts: printable ASCII but space and the separators + : { }.
+constexpr std::array<bool, 256> plain_bytes = [] {
+  std::array<bool, 256> plain{};
+  for (unsigned byte = 0x21; byte < 0x7f; ++byte) {
+    plain[byte] = byte != '+' && byte != ':' && byte != '{' && byte != '}';
+  }
+  return plain;
+}();
+
+} // namespace
+
 const char* key_part_problem(std::string_view value, std::string_view extra_allowed) noexcept {
   if (value.empty()) {
     return "is empty";
@@ -64,7 +79,13 @@ const char* key_part_problem(std::string_view value, std::string_view extra_allo
   if (value.size() > max_key_part_bytes) {
     return "is longer than 64 bytes";
   }
-  for (std::size_t i = 0; i < value.size();) {
+  // Nearly every value is plain bytes only: one table look-up each. The rest is checked below
+  // from the first other byte on.
+  std::size_t plain = 0;
+  while (plain < value.size() && plain_bytes[static_cast<unsigned char>(value[plain])]) {
+    ++plain;
+  }
+  for (std::size_t i = plain; i < value.size();) {
     const char c = value[i];
     const auto byte = static_cast<unsigned char>(c);
     if (byte >= 0x80) {

@@ -119,7 +119,9 @@ LimitCounter::PreparedDecision LimitCounter::prepare_decide(std::string_view op,
                                                             const RuleSet& rules,
                                                             TimePoint now) const {
   detail::validate_transaction(rules, transaction);
-  detail::check_quantity(quoted_id(transaction.id) + " amount", transaction.amount);
+  if (!detail::quantity_ok(transaction.amount)) { // the message is built for a bad amount only
+    detail::check_quantity(quoted_id(transaction.id) + " amount", transaction.amount);
+  }
   if (options_.max_future_skew && transaction.time > now + *options_.max_future_skew) {
     throw Error(
         errc::invalid_argument,
@@ -321,7 +323,10 @@ Decision LimitCounter::decide_with_redis(std::string_view op, const Transaction&
 Decision LimitCounter::finish_one_slot(std::string_view op, const Transaction& transaction,
                                        const detail::DecideShape& shape, const Reply& reply) {
   Decision decision = finish_decide(op, transaction, shape, reply);
-  return decision.replayed && decision.state == "voided" ? replay_voided(transaction) : decision;
+  if (decision.replayed && decision.state == "voided") {
+    return replay_voided(transaction);
+  }
+  return decision; // moved, where a conditional expression would copy it
 }
 
 // Redis could not be reached (nothing was sent): the strictest failure policy of the

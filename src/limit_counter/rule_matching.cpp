@@ -1,5 +1,6 @@
 #include "limit_counter/rule_matching.hpp"
 
+#include <algorithm>
 #include <string>
 
 #include <limitcounter/error.hpp>
@@ -41,7 +42,10 @@ void validate_transaction(const RuleSet& rules, const Transaction& transaction) 
                                               " has unknown attribute " +
                                               quote_for_message(attribute));
     }
-    validate_key_part("transaction " + transaction.id + " " + attribute, value);
+    // The message naming the transaction and the attribute is built only for a bad value.
+    if (key_part_problem(value, {}) != nullptr) {
+      validate_key_part("transaction " + transaction.id + " " + attribute, value);
+    }
     if (value == any_value) {
       throw Error(errc::invalid_argument, "transaction " + transaction.id + " " + attribute +
                                               " \"*\" is the wildcard, not a value");
@@ -59,25 +63,29 @@ void validate_transaction(const RuleSet& rules, const Transaction& transaction) 
 }
 
 MatchedRules match_rules(const RuleSet& rules, const Transaction& transaction) {
-  std::vector<const Rule*> matching;
+  struct Matching {
+    const Rule* rule;
+    std::size_t specificity;
+  };
+  std::vector<Matching> matching;
+  matching.reserve(rules.rules().size());
   for (const auto& rule : rules.rules()) {
     if (holds(rule, transaction)) {
-      matching.push_back(&rule);
+      matching.push_back({&rule, rule.specificity()});
     }
   }
   MatchedRules matched;
-  for (const Rule* rule : matching) {
-    bool overridden = false;
-    for (const Rule* other : matching) {
-      if (other != rule && same_shape(*rule, *other) &&
-          other->specificity() > rule->specificity()) {
-        overridden = true;
-        break;
-      }
-    }
+  matched.window.reserve(matching.size());
+  for (const Matching& candidate : matching) {
+    // Only a more specific rule can override: the shapes are compared for those alone.
+    const bool overridden =
+        std::any_of(matching.begin(), matching.end(), [&](const Matching& other) {
+          return other.specificity > candidate.specificity &&
+                 same_shape(*candidate.rule, *other.rule);
+        });
     if (!overridden) {
-      (rule->kind() == Rule::Kind::window ? matched.window : matched.per_transaction)
-          .push_back(rule);
+      (candidate.rule->kind() == Rule::Kind::window ? matched.window : matched.per_transaction)
+          .push_back(candidate.rule);
     }
   }
   return matched;
@@ -86,7 +94,10 @@ MatchedRules match_rules(const RuleSet& rules, const Transaction& transaction) {
 std::string dimension_field(const Rule& rule, const Transaction& transaction) {
   std::string field;
   for (const auto& condition : rule.conditions()) {
-    field += (field.empty() ? "" : "+") + transaction.attributes.at(condition.attribute);
+    if (!field.empty()) {
+      field += '+';
+    }
+    field += transaction.attributes.at(condition.attribute);
   }
   return field;
 }

@@ -1,7 +1,7 @@
 #pragma once
-// One connection to Redis: our own socket, plain or TLS (transport.hpp), with hiredis's reply
-// parser. Any I/O failure, timeout or protocol error breaks it for good: its state is
-// unknown, so it is never used again.
+// One connection to Redis: our own socket, plain or TLS (transport.hpp), with our own RESP2
+// encoding and reply parser (resp.hpp). Any I/O failure, timeout or protocol error breaks it
+// for good: its state is unknown, so it is never used again.
 
 #include <cstdint>
 #include <memory>
@@ -14,9 +14,8 @@
 #include <limitcounter/redis.hpp>
 #include <limitcounter/reply.hpp>
 
+#include "redis/resp.hpp"
 #include "redis/transport.hpp"
-
-struct redisReader;
 
 namespace limitcounter::detail {
 
@@ -47,7 +46,7 @@ public:
   static std::unique_ptr<Connection> open(const RedisOptions& options, const std::string& host,
                                           int port, bool check_server = true,
                                           std::shared_ptr<const TlsContext> tls = nullptr);
-  ~Connection();
+  ~Connection() = default;
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
 
@@ -59,6 +58,10 @@ public:
   ///   StaleConnection when this connection had served requests before;
   /// - after sending: Error(timeout | io_error | protocol_error, Outcome::unknown).
   Reply run(const Argv& argv);
+
+  /// `run` of `EVALSHA <sha1> <keys.size()> <keys...> <args...>`, without building that argv.
+  Reply run_evalsha(std::string_view sha1, const std::vector<std::string>& keys,
+                    const std::vector<std::string>& args);
 
   /// Sends every command (one buffer, written at once), then reads every reply, in order.
   /// Fails as `run`; once a byte has left, a failure is Outcome::unknown for all of them.
@@ -73,13 +76,14 @@ public:
 
 private:
   Connection(std::unique_ptr<Transport> transport, std::string peer);
+  Reply exchange(); // sends request_, reads one reply
   void send_request();
   Reply read_reply();
   [[noreturn]] void fail_send(const IoResult& result, bool nothing_sent);
   [[noreturn]] void fail_read(const IoResult& result);
 
   std::unique_ptr<Transport> transport_;
-  redisReader* reader_; // hiredis's RESP parser: bytes in, replies out
+  RespReader reader_; // bytes in, replies out
   std::string peer_;
   bool broken_ = false;
   std::uint64_t served_ = 0; // requests answered since AUTH/SELECT: > 0 means it was pooled

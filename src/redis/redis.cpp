@@ -152,10 +152,10 @@ public:
 
   Reply eval(const Script& script, const std::vector<std::string>& keys,
              const std::vector<std::string>& args, Call& call) {
-    const std::string numkeys = std::to_string(keys.size());
-    const detail::Argv argv = evalsha_argv(script, keys, args, numkeys);
     Reply reply = routed(slot_of(keys, script), call, [&](detail::Connection& connection) {
-      return run_script(connection, script, argv, call.policy);
+      return run_script(
+          connection, script, [&] { return connection.run_evalsha(script.sha1, keys, args); },
+          call.policy);
     });
     if (reply.is_error()) {
       throw Error(errc::server_error,
@@ -223,7 +223,8 @@ public:
                                     refused_message(replies[i], policy), Outcome::not_sent);
           }
           replies[i] = routed(slots[i], call, [&](detail::Connection& connection) {
-            return run_script(connection, *calls[i].script, commands[i], policy);
+            return run_script(
+                connection, *calls[i].script, [&] { return connection.run(commands[i]); }, policy);
           });
         } catch (const Error& e) {
           if (!did_not_run(e)) {
@@ -412,21 +413,24 @@ private:
   // EVALSHA, loading the script into this node's cache once if it answers NOSCRIPT and the
   // budget allows: the call did not run then, so running it again is safe. Past the budget
   // the NOSCRIPT reply is returned as it is (nothing ran).
-  static Reply run_script(detail::Connection& connection, const Script& script,
-                          const detail::Argv& argv, const detail::RetryPolicy& policy) {
-    Reply reply = connection.run(argv);
+  // `send` sends the EVALSHA on `connection`.
+  template <typename Send>
+  static Reply run_script(detail::Connection& connection, const Script& script, const Send& send,
+                          const detail::RetryPolicy& policy) {
+    Reply reply = send();
     if (detail::classify(reply, false) == detail::ReplyKind::noscript &&
         policy.may_resend(Clock::now())) {
       load_script(connection, script);
-      reply = connection.run(argv);
+      reply = send();
     }
     return reply;
   }
 
-  // The one slot of `keys`; no_slot for no keys. A cluster refuses keys of several slots
-  // here, before anything is sent.
+  // The one slot of `keys`; no_slot for no keys, and off a cluster, where one node serves
+  // every key (no CRC16 of a key nobody reads). A cluster refuses keys of several slots here,
+  // before anything is sent.
   int slot_of(const std::vector<std::string>& keys, const Script& script) const {
-    if (keys.empty()) {
+    if (keys.empty() || !cluster_) {
       return no_slot;
     }
     const std::uint16_t slot = detail::key_slot(keys.front());

@@ -1,6 +1,6 @@
 #pragma once
 // The byte stream under a Connection: a TCP or Unix socket, plain or TLS. The connection layer
-// owns the socket (Debian's hiredis 0.14 has no TLS), so hiredis is only the reply parser.
+// owns the socket (Debian's hiredis 0.14 has no TLS) and speaks RESP itself (resp.hpp).
 // Every read and write blocks for at most the socket's timeout (SO_RCVTIMEO / SO_SNDTIMEO), and
 // no write can raise SIGPIPE (send with MSG_NOSIGNAL, for TLS too).
 

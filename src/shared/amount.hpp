@@ -10,6 +10,12 @@
 
 namespace limitcounter::detail {
 
+/// Whether 0 <= value <= 2^53 - 1 (or 1 <= value when `positive`): what `check_quantity`
+/// accepts, for callers that build its message only when it is needed.
+constexpr bool quantity_ok(std::int64_t value, bool positive = false) noexcept {
+  return value >= (positive ? 1 : 0) && value <= max_exact_integer;
+}
+
 /// Throws unless 0 <= value <= 2^53 - 1 (or 1 <= value when `positive`): negative or zero
 /// values are invalid_argument, values past 2^53 - 1 are precision_overflow. The message
 /// names `what` and the value.

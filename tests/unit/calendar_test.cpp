@@ -431,6 +431,48 @@ TEST_CASE("every sampled instant lies inside its window", "[calendar]") {
   CHECK(samples > 100000);
 }
 
+TEST_CASE("a window from the per-thread cache is the window computed afresh", "[calendar]") {
+  // Around the DST switches of 2026 (Santiago's in April and September, Europe's and Troll's
+  // two-hour one in March and October), at varied offsets, at each window's last nanosecond
+  // and at its end (the next window's start).
+  const std::pair<TimePoint, TimePoint> spans[] = {
+      {utc(date::year{2026} / 3 / 27), utc(date::year{2026} / 4 / 7)},
+      {utc(date::year{2026} / 9 / 4), utc(date::year{2026} / 10 / 27)}};
+  const auto step = 23min + 7s + 17ms;
+  for (const char* zone : {"Europe/Berlin", "America/Santiago", "Antarctica/Troll"}) {
+    const Calendar cached(zone);
+    // Two more calendars of the zone, asked in turn: each finds the other's window in this
+    // thread's cache, so each computes its window afresh.
+    const Calendar fresh[2] = {Calendar(zone), Calendar(zone)};
+    for (const Period period : all_periods) {
+      std::vector<TimePoint> instants;
+      std::size_t turn = 0;
+      for (const auto& [from, to] : spans) {
+        for (TimePoint at = from; at < to; at += step) {
+          const Window window = fresh[turn++ % 2].window(period, at);
+          instants.insert(instants.end(), {at, window.end - 1ns, window.end});
+        }
+      }
+      std::vector<Window> from_cache;
+      for (const TimePoint at : instants) { // one after another: most are cache hits
+        from_cache.push_back(cached.window(period, at));
+      }
+      for (std::size_t i = 0; i < instants.size(); ++i) {
+        const Window expected = fresh[i % 2].window(period, instants[i]);
+        if (from_cache[i].id != expected.id || from_cache[i].start != expected.start ||
+            from_cache[i].end != expected.end) {
+          FAIL(zone << " " << limitcounter::to_string(period) << " sample " << i << ": "
+                    << from_cache[i].id << " from the cache, " << expected.id << " afresh");
+        }
+      }
+    }
+  }
+  // Nor does it answer for another calendar's zone.
+  const TimePoint noon = utc(date::year{2026} / 11 / 11, 12h);
+  CHECK(Calendar("Asia/Shanghai").window(Period::hour, noon).id == "2026111120");
+  CHECK(Calendar("Europe/Berlin").window(Period::hour, noon).id == "2026111113");
+}
+
 TEST_CASE("calendars are copyable and usable from many threads", "[calendar]") {
   const Calendar original("Europe/Berlin");
   const Calendar copy = original; // NOLINT(performance-unnecessary-copy-initialization)
