@@ -23,17 +23,20 @@
 --
 -- ARGV[1] = op.
 --
--- op consume | reserve | check: one transaction, its arguments from ARGV[1]:
---   KEYS[1] the record, KEYS[2] its counter set, KEYS[3..2+h] the hold sets of the counters'
---   shapes, KEYS[3+h..2+h+c] the counter window hashes, one per counter.
---   ARGV[a] op, [a+1] fingerprint, [a+2] amount, [a+3] now (ms), [a+4] record expiry (ms),
---   [a+5] hold expiry (ms; reserve only), [a+6] h, [a+7] c, [a+8] counter set name, [a+9] the
---   counter set's text, [a+10] the rules' names, space-separated (a denial keeps its rule's), then
---   c counters of 2 (field, key expiry (ms)), then r, then r rules of 3
---   (counter number 1..c, max count, max amount; -1: no such limit). Counter number 0 is a
---   per-transaction rule: its max amount limits this transaction's own amount (metric
---   "single_amount").
---   Reply: {verdict, denied rule number (0 if none), denied metric ("count" | "amount" |
+-- op consume | reserve | check | batch (consumes): n transactions under P rule programs.
+--   ARGV[2] n, [3] now (ms), [4] record expiry (ms), [5] hold expiry (ms; reserve only), [6] P;
+--   then P programs (the rules a transaction matched; transactions matching the same rules share
+--   one, as long as their windows are the same): h (hold sets), c (counters), the c counters' key
+--   expiries (ms), the rules' names space-separated (a denial keeps its rule's), r, then r rules
+--   of 3 (counter number 1..c, max count, max amount; -1: no such limit; counter
+--   number 0 is a per-transaction rule: its max amount limits the transaction's own amount,
+--   metric "single_amount");
+--   then n transactions: program number, fingerprint, amount, counter set name, the counter set's
+--   text, then the c counters' fields.
+--   KEYS, per transaction: its record, its counter set, its c counter window hashes. The hold
+--   sets are the last h lines of the counter set's text (one per counter shape).
+--   Reply (per transaction; a batch replies with the n replies):
+--          {verdict, denied rule number (0 if none), denied metric ("count" | "amount" |
 --           "single_amount" | ""), c, then per counter: count, amount} with the counter's
 --           totals after the write (allowed) or as found (denied). verdict: "allowed" | "denied"
 --           (check: "would_allow" | "would_deny").
@@ -44,8 +47,6 @@
 --   Expired holds are released first by reserve (up to 64 per set); by consume and reserve, all
 --   of them before a denial is final (then the counters are read and the rules decided again:
 --   an expired hold never denies); never by check.
--- op batch: ARGV[2] n, then n transactions' arguments as above, one after another; KEYS the n
---   transactions' keys as above, one after another. Reply: the n replies.
 --
 -- The reversals take KEYS[1] the record; its counter set is in its slot (counter_set_prefix).
 -- A refund, confirm or cancel of an id whose record is gone (past its replay horizon) may bring
@@ -275,27 +276,37 @@ local function release_expired_holds(holds, now)
   return released, #expired
 end
 
--- One transaction's call: where its keys and arguments start, and its sizes.
-local function call_at(k, a)
-  local h, c = tonumber(ARGV[a + 6]), tonumber(ARGV[a + 7])
-  local rules_at = a + 11 + 2 * c
-  return {k = k, a = a, h = h, c = c, rules_at = rules_at,
-          rule_count = tonumber(ARGV[rules_at]), key_count = 2 + h + c}
-end
-
--- Argument index of counter j's field (its key expiry follows).
-local function field_at(call, j)
-  return call.a + 11 + 2 * (j - 1)
+-- The rule programs of a decide call (ARGV[6] and on), numbers read once; and where the
+-- transactions' arguments start.
+local function read_programs()
+  local programs, at = {}, 7
+  for p = 1, tonumber(ARGV[6]) do
+    local c = tonumber(ARGV[at + 1])
+    local r = tonumber(ARGV[at + 3 + c])
+    local rules = {}
+    for i = 1, r do
+      local base = at + 4 + c + 3 * (i - 1)
+      rules[i] = {tonumber(ARGV[base]), tonumber(ARGV[base + 1]), tonumber(ARGV[base + 2])}
+    end
+    programs[p] = {h = tonumber(ARGV[at]), c = c, expiry_at = at + 2, names = ARGV[at + 2 + c],
+                   rules = rules}
+    at = at + 4 + c + 3 * r
+  end
+  return programs, at
 end
 
 local function counter_key(call, j)
-  return KEYS[call.k + 1 + call.h + j]
+  return KEYS[call.k + 1 + j]
+end
+
+local function counter_field(call, j)
+  return ARGV[call.a + 4 + j]
 end
 
 -- Fills reply[3 + 2j], reply[4 + 2j] with counter j's count and amount.
 local function read_counters(reply, call)
-  for j = 1, call.c do
-    reply[3 + 2 * j], reply[4 + 2 * j] = read_counter(counter_key(call, j), ARGV[field_at(call, j)])
+  for j = 1, call.program.c do
+    reply[3 + 2 * j], reply[4 + 2 * j] = read_counter(counter_key(call, j), counter_field(call, j))
   end
 end
 
@@ -303,10 +314,8 @@ end
 -- `reply`: its number and metric, or 0, ''. A rule of counter 0 limits the transaction's own
 -- amount (no counter).
 local function first_denial(reply, call, amount)
-  for i = 1, call.rule_count do
-    local at = call.rules_at + 3 * (i - 1)
-    local j = tonumber(ARGV[at + 1])
-    local max_count, max_amount = tonumber(ARGV[at + 2]), tonumber(ARGV[at + 3])
+  for i, rule in ipairs(call.program.rules) do
+    local j, max_count, max_amount = rule[1], rule[2], rule[3]
     if j == 0 then
       if max_amount >= 0 and amount > max_amount then
         return i, 'single_amount'
@@ -321,34 +330,50 @@ local function first_denial(reply, call, amount)
 end
 
 -- The denial a record keeps: "<rule> <metric> <limit> <used>" (rule names have no spaces).
-local function denial_text(reply, call, denied, metric, amount, rule_names)
-  local at = call.rules_at + 3 * (denied - 1)
-  local j = tonumber(ARGV[at + 1])
-  local limit, used = ARGV[at + 3], 0
+local function denial_text(reply, call, denied, metric)
+  local rule = call.program.rules[denied]
+  local limit, used = rule[3], 0
   if metric == 'count' then
-    limit, used = ARGV[at + 2], reply[3 + 2 * j]
+    limit, used = rule[2], reply[3 + 2 * rule[1]]
   elseif metric == 'amount' then
-    used = reply[4 + 2 * j]
+    used = reply[4 + 2 * rule[1]]
   end
-  return rule_names[denied] .. ' ' .. metric .. ' ' .. limit .. ' ' .. string.format('%d', used)
+  return words(call.program.names)[denied] .. ' ' .. metric .. ' ' .. string.format('%d', limit) ..
+    ' ' .. string.format('%d', used)
+end
+
+-- The hold sets of the call's counter shapes: the last h lines of its counter set's text.
+local function hold_sets(call)
+  local lines = {}
+  for line in string.gmatch(ARGV[call.a + 4], '[^\n]+') do
+    lines[#lines + 1] = line
+  end
+  local holds = {}
+  for i = #lines - call.program.h + 1, #lines do
+    holds[#holds + 1] = lines[i]
+  end
+  return holds
 end
 
 -- Releases the expired holds of the call's hold sets: every one of them when `all` (an
 -- expired hold must never deny), else up to 64 per set. Returns how many.
-local function release_all_expired(call, now, all)
+local function release_all_expired(holds, now, all)
   local released = 0
-  for i = 1, call.h do
+  for _, hold_set in ipairs(holds) do
     repeat
-      local batch, seen = release_expired_holds(KEYS[call.k + 1 + i], now)
+      local batch, seen = release_expired_holds(hold_set, now)
       released = released + batch
     until not all or seen < 64
   end
   return released
 end
 
-local function decide(call)
-  local a = call.a
-  local kind, fingerprint, amount, now = ARGV[a], ARGV[a + 1], tonumber(ARGV[a + 2]), ARGV[a + 3]
+-- The counter sets this script call has already kept (a batch often repeats one).
+local kept_sets = {}
+
+local function decide(call, kind, now, record_expiry, hold_expiry)
+  local a, c = call.a, call.program.c
+  local fingerprint, amount = ARGV[a + 1], tonumber(ARGV[a + 2])
   local record = KEYS[call.k]
 
   local first = load(record)
@@ -359,23 +384,28 @@ local function decide(call)
     if first.fp ~= fingerprint then
       return {'conflict'}
     end
-    local reply = {'replay', first.state, first.denial or '', call.c}
+    local reply = {'replay', first.state, first.denial or '', c}
     read_counters(reply, call)
     return reply
   end
 
   -- Read every counter, then decide, then write: nothing is written before every check.
-  local reply = {'', 0, '', call.c}
+  local reply = {'', 0, '', c}
+  local holds
   -- A reserve adds to the hold sets, so it sweeps them (at most 64 each): they stay small.
   -- A consume sweeps only when expired reservations could be what stands in its way.
   if kind == 'reserve' then
-    release_all_expired(call, now, false)
+    holds = hold_sets(call)
+    release_all_expired(holds, now, false)
   end
   read_counters(reply, call)
   local denied, metric = first_denial(reply, call, amount)
-  if denied ~= 0 and kind ~= 'check' and release_all_expired(call, now, true) > 0 then
-    read_counters(reply, call)
-    denied, metric = first_denial(reply, call, amount)
+  if denied ~= 0 and kind ~= 'check' then
+    holds = holds or hold_sets(call)
+    if release_all_expired(holds, now, true) > 0 then
+      read_counters(reply, call)
+      denied, metric = first_denial(reply, call, amount)
+    end
   end
   local allowed = denied == 0
   reply[2], reply[3] = denied, metric
@@ -386,46 +416,63 @@ local function decide(call)
   end
   reply[1] = allowed and 'allowed' or 'denied'
   if not allowed then
-    local names = words(ARGV[a + 10])
     redis.call('SET', record, 'd ' .. fingerprint .. ' ' .. ARGV[a + 2] .. ' ' ..
-      denial_text(reply, call, denied, metric, amount, names), 'PXAT', ARGV[a + 4])
+      denial_text(reply, call, denied, metric), 'PXAT', record_expiry)
     return reply
   end
-  for j = 1, call.c do
+  for j = 1, c do
     if reply[3 + 2 * j] + 1 > max_exact or reply[4 + 2 * j] + amount > max_exact then
       return {'overflow', j}
     end
   end
   -- Kept before the counters move: its only failure (names colliding) must write nothing else.
   local counters = '-'
-  if call.c > 0 then
-    counters = ARGV[a + 8] .. keep_counter_set(KEYS[call.k + 1], ARGV[a + 9], ARGV[a + 4])
+  if c > 0 then
+    local set_key = KEYS[call.k + 1]
+    local suffix = kept_sets[set_key]
+    if not suffix then
+      suffix = keep_counter_set(set_key, ARGV[a + 4], record_expiry)
+      kept_sets[set_key] = suffix
+    end
+    counters = ARGV[a + 3] .. suffix
   end
-  for j = 1, call.c do
+  for j = 1, c do
     local count, total = reply[3 + 2 * j] + 1, reply[4 + 2 * j] + amount
     reply[3 + 2 * j], reply[4 + 2 * j] = count, total
-    local at = field_at(call, j)
     -- A new field may be a new key: only then can the key lack its expiry.
-    if write_counter(counter_key(call, j), ARGV[at], count, total) == 1 then
-      redis.call('PEXPIREAT', counter_key(call, j), ARGV[at + 1], 'NX')
+    if write_counter(counter_key(call, j), counter_field(call, j), count, total) == 1 then
+      redis.call('PEXPIREAT', counter_key(call, j), ARGV[call.program.expiry_at + j - 1], 'NX')
     end
   end
   if kind == 'reserve' then
-    for i = 1, call.h do
-      local holds = KEYS[call.k + 1 + i]
-      redis.call('ZADD', holds, ARGV[a + 5], record)
+    for _, hold_set in ipairs(holds) do
+      redis.call('ZADD', hold_set, hold_expiry, record)
       -- the set lives as long as its longest-lived record
-      if redis.call('PEXPIREAT', holds, ARGV[a + 4], 'NX') == 0 then
-        redis.call('PEXPIREAT', holds, ARGV[a + 4], 'GT')
+      if redis.call('PEXPIREAT', hold_set, record_expiry, 'NX') == 0 then
+        redis.call('PEXPIREAT', hold_set, record_expiry, 'GT')
       end
     end
     redis.call('SET', record, 'r ' .. fingerprint .. ' ' .. ARGV[a + 2] .. ' ' .. counters .. ' ' ..
-      ARGV[a + 5], 'PXAT', ARGV[a + 4])
+      hold_expiry, 'PXAT', record_expiry)
   else
     redis.call('SET', record, 'c ' .. fingerprint .. ' ' .. ARGV[a + 2] .. ' ' .. counters,
-      'PXAT', ARGV[a + 4])
+      'PXAT', record_expiry)
   end
   return reply
+end
+
+-- Decides the call's n transactions; the replies.
+local function decide_all(kind)
+  local programs, a = read_programs()
+  local now, record_expiry, hold_expiry = ARGV[3], ARGV[4], ARGV[5]
+  local replies, k = {}, 1
+  for i = 1, tonumber(ARGV[2]) do
+    local call = {k = k, a = a, program = programs[tonumber(ARGV[a])]}
+    replies[i] = decide(call, kind, now, record_expiry, hold_expiry)
+    k = k + 2 + call.program.c
+    a = a + 5 + call.program.c
+  end
+  return replies
 end
 
 -- The record of a reversal: the one in Redis, else (refund only) the original transaction the
@@ -614,16 +661,9 @@ local function inspect()
 end
 
 if op == 'consume' or op == 'reserve' or op == 'check' then
-  return decide(call_at(1, 1))
+  return decide_all(op)[1]
 elseif op == 'batch' then
-  local replies, k, a = {}, 1, 3
-  for i = 1, tonumber(ARGV[2]) do
-    local call = call_at(k, a)
-    replies[i] = decide(call)
-    k = k + call.key_count
-    a = call.rules_at + 1 + 3 * call.rule_count
-  end
-  return replies
+  return decide_all('consume')
 elseif op == 'refund' then
   return refund()
 elseif op == 'confirm' then

@@ -164,12 +164,11 @@ LimitCall build_decide(std::string_view op, const Transaction& transaction,
 
   LimitCall call;
   std::string record = record_key_of(transaction, context);
-  call.keys.reserve(2 + plan.holds.size() + plan.counters.size());
+  call.keys.reserve(2 + plan.counters.size());
   // Without counters the script never touches a counter set: the record's own key stands in,
   // so that a cluster's home key (a transaction without window rules) names one slot.
   call.keys.push_back(plan.counters.empty() ? record : counter_set_key(record, plan.name));
   call.keys.insert(call.keys.begin(), std::move(record));
-  call.keys.insert(call.keys.end(), plan.holds.begin(), plan.holds.end());
   const std::size_t rule_count = per_transaction_rules.size() + window_rules.size();
   std::string names;
   call.shape.rules.reserve(rule_count);
@@ -181,44 +180,104 @@ LimitCall build_decide(std::string_view op, const Transaction& transaction,
     names.append(names.empty() ? "" : " ").append(window_rules[i]->name());
     call.shape.rules.push_back({window_rules[i], plan.counter_of_rule[i] + 1});
   }
-  call.args.reserve(12 + 2 * plan.counters.size() + 3 * rule_count);
+  call.args.reserve(16 + 3 * rule_count + 2 * plan.counters.size());
   call.args = {std::string(op),
-               fingerprint(op, transaction),
-               std::to_string(transaction.amount),
+               "1",
                std::to_string(unix_millis(context.now)),
                std::to_string(unix_millis(record_expiry)),
                std::to_string(unix_millis(hold_expiry)),
+               "1",
+               // the program: the rules this transaction matched, its windows' key expiries
                std::to_string(plan.holds.size()),
-               std::to_string(plan.counters.size()),
-               records ? plan.name : std::string(),
-               records ? plan.text : std::string(),
-               std::move(names)};
-  call.shape.counters.reserve(plan.counters.size());
+               std::to_string(plan.counters.size())};
   for (const auto& counter : plan.counters) {
-    call.keys.push_back(counter.key); // one key per counter: a shape and a period make a key
-    call.args.push_back(counter.field);
     call.args.push_back(std::to_string(unix_millis(counter.window->end + context.window_grace)));
-    call.shape.counters.push_back({counter.period, counter.window->id, counter.window->end});
   }
+  call.args.push_back(std::move(names));
   call.args.push_back(std::to_string(rule_count));
   for (const auto& [rule, counter] : call.shape.rules) {
     call.args.push_back(std::to_string(counter));
     call.args.push_back(counter == 0 ? std::string("-1") : limit_arg(rule->max_count()));
     call.args.push_back(limit_arg(rule->max_amount()));
   }
+  // the transaction
+  call.args.push_back("1");
+  call.args.push_back(fingerprint(op, transaction));
+  call.args.push_back(std::to_string(transaction.amount));
+  call.args.push_back(records ? plan.name : std::string());
+  // (a check keeps no set, but the script finds the hold sets in its text)
+  call.args.push_back(plan.text);
+  call.shape.counters.reserve(plan.counters.size());
+  for (const auto& counter : plan.counters) {
+    call.keys.push_back(counter.key); // one key per counter: a shape and a period make a key
+    call.args.push_back(counter.field);
+    call.shape.counters.push_back({counter.period, counter.window->id, counter.window->end});
+  }
   return call;
 }
 
-void append_to_batch(std::vector<std::string>& batch_keys, std::vector<std::string>& batch_args,
-                     std::vector<std::string>&& keys, std::vector<std::string>&& args) {
-  if (batch_args.empty()) {
-    batch_args = {"batch", "0"};
+namespace {
+
+// Where a single decide call's program (h, c, c key expiries, names, r, the rules) and its
+// transaction start.
+constexpr std::size_t program_at = 6;
+std::size_t transaction_at(const std::vector<std::string>& args) {
+  const auto c = static_cast<std::size_t>(std::stoul(args.at(program_at + 1)));
+  return program_at + 4 + c + 3 * static_cast<std::size_t>(std::stoul(args.at(program_at + 3 + c)));
+}
+
+} // namespace
+
+const std::string& decide_fingerprint(const std::vector<std::string>& args) {
+  return args.at(transaction_at(args) + 1);
+}
+
+const std::string& decide_amount(const std::vector<std::string>& args) {
+  return args.at(transaction_at(args) + 2);
+}
+
+const std::string& decide_record_expiry(const std::vector<std::string>& args) { return args.at(3); }
+
+void DecideBatch::add(std::vector<std::string>&& keys, std::vector<std::string>&& args) {
+  const std::size_t at = transaction_at(args);
+  if (size_ == 0) {
+    header_.assign(std::make_move_iterator(args.begin() + 2),
+                   std::make_move_iterator(args.begin() + program_at - 1));
   }
-  batch_args[1] = std::to_string(std::stoll(batch_args[1]) + 1);
-  batch_keys.insert(batch_keys.end(), std::make_move_iterator(keys.begin()),
-                    std::make_move_iterator(keys.end()));
-  batch_args.insert(batch_args.end(), std::make_move_iterator(args.begin()),
-                    std::make_move_iterator(args.end()));
+  // Transactions that matched the same rules share one program.
+  const auto program_begin = args.begin() + program_at;
+  const auto program_end = args.begin() + static_cast<std::ptrdiff_t>(at);
+  std::size_t number = 0;
+  while (number < programs_.size() &&
+         !std::equal(programs_[number].begin(), programs_[number].end(), program_begin,
+                     program_end)) {
+    ++number;
+  }
+  if (number == programs_.size()) {
+    programs_.emplace_back(std::make_move_iterator(program_begin),
+                           std::make_move_iterator(program_end));
+  }
+  transactions_.push_back(std::to_string(number + 1));
+  transactions_.insert(transactions_.end(), std::make_move_iterator(program_end + 1),
+                       std::make_move_iterator(args.end()));
+  keys_.insert(keys_.end(), std::make_move_iterator(keys.begin()),
+               std::make_move_iterator(keys.end()));
+  ++size_;
+}
+
+std::pair<std::vector<std::string>, std::vector<std::string>> DecideBatch::take() {
+  std::vector<std::string> args{"batch", std::to_string(size_)};
+  args.insert(args.end(), header_.begin(), header_.end());
+  args.push_back(std::to_string(programs_.size()));
+  for (auto& program : programs_) {
+    args.insert(args.end(), std::make_move_iterator(program.begin()),
+                std::make_move_iterator(program.end()));
+  }
+  args.insert(args.end(), std::make_move_iterator(transactions_.begin()),
+              std::make_move_iterator(transactions_.end()));
+  auto taken = std::make_pair(std::move(keys_), std::move(args));
+  *this = DecideBatch();
+  return taken;
 }
 
 std::string append_original(std::vector<std::string>& args, const Transaction& original,

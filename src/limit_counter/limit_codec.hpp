@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <limitcounter/calendar.hpp>
@@ -82,10 +83,29 @@ LimitCall build_decide(std::string_view op, const Transaction& transaction,
                        const std::vector<const Rule*>& per_transaction_rules,
                        const std::vector<const Rule*>& window_rules, const DecideContext& context);
 
-/// Appends the call `keys`, `args` to the batch call (lua/limit.lua op batch) `batch_keys`,
-/// `batch_args` (empty: a new batch).
-void append_to_batch(std::vector<std::string>& batch_keys, std::vector<std::string>& batch_args,
-                     std::vector<std::string>&& keys, std::vector<std::string>&& args);
+/// The fingerprint, amount and record expiry of a decide call built by `build_decide`.
+const std::string& decide_fingerprint(const std::vector<std::string>& args);
+const std::string& decide_amount(const std::vector<std::string>& args);
+const std::string& decide_record_expiry(const std::vector<std::string>& args);
+
+/// Decide calls of consume made at one `now`, joined into one call of lua/limit.lua's op batch:
+/// one header, each distinct rule program once, then every transaction.
+class DecideBatch {
+public:
+  /// Adds the call `keys`, `args` (as `build_decide` made them, op consume).
+  void add(std::vector<std::string>&& keys, std::vector<std::string>&& args);
+  /// How many calls were added since the last `take`.
+  std::size_t size() const noexcept { return size_; }
+  /// The batch call's KEYS and ARGV; the batch is empty again after.
+  std::pair<std::vector<std::string>, std::vector<std::string>> take();
+
+private:
+  std::size_t size_ = 0;
+  std::vector<std::string> header_; // now, record expiry, hold expiry
+  std::vector<std::vector<std::string>> programs_;
+  std::vector<std::string> transactions_;
+  std::vector<std::string> keys_;
+};
 
 /// What a refund, confirm or cancel brings of the original transaction for when its record is
 /// gone (lua/limit.lua, ARGV[o..o+5]): appends them to `args` and returns the counter set key

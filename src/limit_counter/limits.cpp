@@ -459,20 +459,24 @@ LimitCounter::consume_many(const std::vector<Transaction>& transactions) {
   std::shared_ptr<const RulesInForce> in_force;
   if (!transactions.empty()) {
     in_force = rules_to_decide("consume", transactions.front().id);
-    ScriptCall batch{&scripts::limit, {}, {}};
+    detail::DecideBatch batch;
+    const auto send = [&] {
+      auto [keys, args] = batch.take();
+      batches.push_back({&scripts::limit, std::move(keys), std::move(args)});
+    };
     for (const auto& transaction : transactions) {
       prepared.push_back(prepare_decide("consume", transaction, in_force->rules, started));
       ScriptCall& call = prepared.back().call;
       if (prepared.back().shares.empty() && !prepared.back().cached) {
-        detail::append_to_batch(batch.keys, batch.args, std::move(call.keys), std::move(call.args));
-        if (++in_batches % max_batch == 0) {
-          batches.push_back(std::move(batch));
-          batch = {&scripts::limit, {}, {}};
+        batch.add(std::move(call.keys), std::move(call.args));
+        ++in_batches;
+        if (batch.size() == max_batch) {
+          send();
         }
       }
     }
-    if (!batch.args.empty()) {
-      batches.push_back(std::move(batch));
+    if (batch.size() > 0) {
+      send();
     }
   }
   std::vector<Reply> replies;

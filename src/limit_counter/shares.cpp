@@ -31,10 +31,6 @@ std::vector<std::string> lines_of(const std::string& text) {
   return {parts.begin(), parts.end()};
 }
 
-// The index of a decide call's arguments (see lua/limit.lua).
-constexpr std::size_t fingerprint_arg = 1;
-constexpr std::size_t amount_arg = 2;
-constexpr std::size_t record_expiry_arg = 4;
 
 } // namespace
 
@@ -86,12 +82,12 @@ Decision LimitCounter::decide_in_shares(std::string_view op, const Transaction& 
   if (op == "check") {
     return check_in_shares(transaction, prepared);
   }
-  const std::string& fingerprint = prepared.shares.front().args[fingerprint_arg];
+  const std::string& fingerprint = detail::decide_fingerprint(prepared.shares.front().args);
   std::vector<std::string> plan;
-  std::string expiry = prepared.shares.front().args[record_expiry_arg];
+  std::string expiry = detail::decide_record_expiry(prepared.shares.front().args);
   for (const ScriptCall& share : prepared.shares) {
     plan.push_back(share.keys.front());
-    expiry = std::max(expiry, share.args[record_expiry_arg],
+    expiry = std::max(expiry, detail::decide_record_expiry(share.args),
                       [](const auto& a, const auto& b) { return std::stoll(a) < std::stoll(b); });
   }
   const Reply begun = run_home(transaction.id, {"begin", fingerprint, joined_lines(plan), expiry});
@@ -171,9 +167,9 @@ Decision LimitCounter::run_shares(std::string_view op, const Transaction& transa
   }
   combined.state = !combined.allowed() ? "denied" : op == "reserve" ? "reserved" : "consumed";
   const Reply finished = run_home(
-      transaction.id, {"finish", prepared.shares.front().args[fingerprint_arg], combined.state,
+      transaction.id, {"finish", detail::decide_fingerprint(prepared.shares.front().args), combined.state,
                        detail::encode_stored_decision(combined),
-                       prepared.shares.front().args[amount_arg], prepared.home_hold_expiry});
+                       detail::decide_amount(prepared.shares.front().args), prepared.home_hold_expiry});
   const std::string& status = finished.at(0).as_string();
   if (status == "final") {
     return replay_home(transaction, finished);

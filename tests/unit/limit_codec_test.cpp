@@ -59,29 +59,40 @@ TEST_CASE("a decide call names every counter once and every rule", "[limit-codec
   const LimitCall call = example.call();
   const std::string text = "2\np:{dept}:day:20211112 cmb\np:{merchant}:month:202111 m1\n"
                            "p:{dept}:holds\np:{merchant}:holds";
-  const std::string name = call.args[8];
-  CHECK(name.size() == 16);
-  CHECK(call.keys == std::vector<std::string>{"p:tx:{t1}", "p:cs:" + name, "p:{dept}:holds",
-                                              "p:{merchant}:holds", "p:{dept}:day:20211112",
-                                              "p:{merchant}:month:202111"});
-  // 11 fixed, then 2 per counter, the rule count and 3 per rule
-  REQUIRE(call.args.size() == 11 + 2 * 2 + 1 + 3 * 4);
+  // header: op, n, now, record expiry, hold expiry, programs
+  REQUIRE(call.args.size() == 6 + (4 + 2 + 3 * 4) + 5 + 2);
   CHECK(call.args[0] == "consume");
-  CHECK(call.args[1] == fingerprint("consume", example.tx));
-  CHECK(call.args[2] == "42");
-  CHECK(call.args[6] == "2"); // hold sets
-  CHECK(call.args[7] == "2"); // counters: both dept rules share one
-  CHECK(call.args[9] == text);
-  CHECK(call.args[10] == "single bank-day bank-day-amount merchant-month");
-  const std::string day_expiry = call.args[12];
-  const std::string month_expiry = call.args[14];
-  CHECK(std::vector<std::string>(call.args.begin() + 11, call.args.end()) ==
-        std::vector<std::string>{"cmb", day_expiry, "m1", month_expiry, "4", "0", "-1", "1000", "1",
-                                 "10", "-1", "1", "-1", "500", "2", "-1", "900"});
-  // the record lives the replay horizon, not until the month's end
+  CHECK(call.args[1] == "1");
   const auto now_ms = unix_millis(example.tx.time);
-  CHECK(std::stoll(call.args[4]) == now_ms + 24 * 3600 * 1000);
-  CHECK(std::stoll(month_expiry) > std::stoll(call.args[4]));
+  CHECK(call.args[2] == std::to_string(now_ms));
+  // the record lives the replay horizon, not until the month's end
+  CHECK(std::stoll(call.args[3]) == now_ms + 24 * 3600 * 1000);
+  CHECK(std::stoll(call.args[4]) == now_ms + 15 * 60 * 1000);
+  CHECK(call.args[5] == "1");
+  // the program: 2 hold sets, 2 counters (both dept rules share one) and their keys' expiries,
+  // the names, 4 rules of 3
+  const std::string day_expiry = call.args[8];
+  const std::string month_expiry = call.args[9];
+  CHECK(std::stoll(month_expiry) > std::stoll(call.args[3])); // the month's key outlives it
+  CHECK(std::vector<std::string>(call.args.begin() + 6, call.args.begin() + 24) ==
+        std::vector<std::string>{"2", "2", day_expiry, month_expiry,
+                                 "single bank-day bank-day-amount merchant-month", "4", "0", "-1",
+                                 "1000", "1", "10", "-1", "1", "-1", "500", "2", "-1", "900"});
+  // the transaction: program 1, fingerprint, amount, counter set name and text, fields
+  CHECK(call.args[24] == "1");
+  CHECK(call.args[25] == fingerprint("consume", example.tx));
+  CHECK(decide_fingerprint(call.args) == call.args[25]);
+  CHECK(call.args[26] == "42");
+  CHECK(decide_amount(call.args) == "42");
+  CHECK(decide_record_expiry(call.args) == call.args[3]);
+  const std::string name = call.args[27];
+  CHECK(name.size() == 16);
+  CHECK(call.args[28] == text);
+  CHECK(call.args[29] == "cmb");
+  CHECK(call.args[30] == "m1");
+  CHECK(call.keys == std::vector<std::string>{"p:tx:{t1}", "p:cs:" + name,
+                                              "p:{dept}:day:20211112",
+                                              "p:{merchant}:month:202111"});
   // what the reply is read with stays in the client
   REQUIRE(call.shape.counters.size() == 2);
   CHECK(call.shape.counters[0].window_id == "20211112");
@@ -92,10 +103,9 @@ TEST_CASE("a decide call names every counter once and every rule", "[limit-codec
   CHECK(call.shape.rules[3].rule->name() == "merchant-month");
   CHECK(call.shape.rules[3].counter == 2);
 
-  SECTION("a check records nothing, so it sends no counter set") {
+  SECTION("a check records nothing, so it names no counter set") {
     const LimitCall check = example.call("check");
-    CHECK(check.args[8].empty());
-    CHECK(check.args[9].empty());
+    CHECK(check.args[27].empty());
   }
 }
 
@@ -120,22 +130,34 @@ TEST_CASE("a counter set lives in its record's slot", "[limit-codec]") {
   CHECK(counter_set_key("p:{7:merchant}:tx:t1", "ab") == "p:{7:merchant}:cs:ab");
 }
 
-TEST_CASE("calls batch into one script call", "[limit-codec]") {
-  const Example example;
+TEST_CASE("calls batch into one script call, each rule program once", "[limit-codec]") {
+  Example example;
   LimitCall first = example.call();
-  LimitCall second = example.call("reserve");
-  const std::size_t keys = first.keys.size();
-  const std::size_t args = first.args.size();
-  std::vector<std::string> batch_keys;
-  std::vector<std::string> batch_args;
-  append_to_batch(batch_keys, batch_args, std::move(first.keys), std::move(first.args));
-  append_to_batch(batch_keys, batch_args, std::move(second.keys), std::move(second.args));
-  CHECK(batch_args[0] == "batch");
-  CHECK(batch_args[1] == "2");
-  CHECK(batch_keys.size() == 2 * keys);
-  REQUIRE(batch_args.size() == 2 + 2 * args);
-  CHECK(batch_args[2] == "consume");
-  CHECK(batch_args[2 + args] == "reserve");
+  example.tx.id = "t2";
+  LimitCall second = example.call();
+  const LimitCall other = build_decide("consume", example.tx, {}, {&example.month}, example.context);
+  const std::size_t keys = first.keys.size() + second.keys.size() + other.keys.size();
+  DecideBatch batch;
+  batch.add(std::move(first.keys), std::move(first.args));
+  batch.add(std::move(second.keys), std::move(second.args));
+  batch.add(std::vector<std::string>(other.keys), std::vector<std::string>(other.args));
+  CHECK(batch.size() == 3);
+  const auto [batch_keys, args] = batch.take();
+  CHECK(batch.size() == 0);
+  CHECK(batch_keys.size() == keys);
+  CHECK(batch_keys[4] == "p:tx:{t2}");
+  REQUIRE(args.size() > 6);
+  CHECK(args[0] == "batch");
+  CHECK(args[1] == "3");
+  CHECK(args[5] == "2"); // two programs: the 4 rules, and the month rule alone
+  CHECK(args[6 + 5] == "4");
+  const std::size_t second_program = 6 + 4 + 2 + 3 * 4;
+  CHECK(args[second_program + 4] == "1");
+  const std::size_t transactions = second_program + 4 + 1 + 3;
+  CHECK(args[transactions] == "1");      // t1: program 1
+  CHECK(args[transactions + 7] == "1");  // t2: program 1 (5, then 2 fields)
+  CHECK(args[transactions + 14] == "2"); // the month-only transaction: program 2
+  CHECK(args.size() == transactions + 7 + 7 + 6);
 }
 
 TEST_CASE("a reversal brings the original transaction's counters", "[limit-codec]") {
@@ -153,7 +175,7 @@ TEST_CASE("a reversal brings the original transaction's counters", "[limit-codec
   CHECK(args[6] == "2\np:{dept}:day:20211112 cmb\np:{merchant}:month:202111 m1\n"
                    "p:{dept}:holds\np:{merchant}:holds");
   // the same counters as the decide call named
-  CHECK(args[5] == example.call().args[8]);
+  CHECK(args[5] == example.call().args[27]);
   CHECK(std::stoll(args[7]) == unix_millis(example.context.now + 24h));
 
   example.context.refuse_closed_windows = true;
