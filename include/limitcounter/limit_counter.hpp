@@ -31,6 +31,7 @@ struct LocalCounter;
 class ExhaustedCache;
 struct ExhaustedPlace;
 struct DecideShape;
+class RuleSetArgs;
 } // namespace detail
 
 /// The exhausted cache (LimitCounterOptions::exhausted_cache): once Redis denies a consume
@@ -544,8 +545,10 @@ private:
     std::uint64_t cache_generation = 0;
     std::optional<Decision> cached;
   };
+  /// `rule_args`: those of `rules` under `keys_`, or nullptr (each call builds its own).
   PreparedDecision prepare_decide(std::string_view op, const Transaction& transaction,
-                                  const RuleSet& rules, TimePoint now) const;
+                                  const RuleSet& rules, const detail::RuleSetArgs* rule_args,
+                                  TimePoint now) const;
   Decision finish_decide(std::string_view op, const Transaction& transaction,
                          const detail::DecideShape& shape, const Reply& reply) const;
   Decision decide(std::string_view op, const Transaction& transaction);
@@ -553,6 +556,8 @@ private:
   struct RulesInForce {
     RuleSet rules;
     std::uint64_t version = 0;
+    /// What decide calls take from `rules` whatever the transaction, built with them.
+    std::shared_ptr<const detail::RuleSetArgs> args;
   };
   /// The rules to decide by; throws invalid_argument if `set_rules` was never called.
   std::shared_ptr<const RulesInForce> rules_to_decide(std::string_view op,

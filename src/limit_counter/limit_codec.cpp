@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <array>
+#include <charconv>
+#include <functional>
 #include <iterator>
 #include <optional>
 
@@ -40,16 +42,38 @@ namespace {
 constexpr std::array<Metric, 4> metrics{Metric::count, Metric::amount, Metric::single_amount,
                                         Metric::unavailable};
 
+// Appends `value` in decimal, without a string of its own.
+void append_number(std::string& text, std::int64_t value) {
+  char digits[24];
+  const auto end = std::to_chars(std::begin(digits), std::end(digits), value).ptr;
+  text.append(digits, static_cast<std::size_t>(end - digits));
+}
+
+std::string number_arg(std::int64_t value) {
+  char digits[24];
+  return std::string(digits, std::to_chars(std::begin(digits), std::end(digits), value).ptr);
+}
+
 std::string limit_arg(std::optional<std::int64_t> limit) {
-  return limit ? std::to_string(*limit) : std::string("-1");
+  return limit ? number_arg(*limit) : std::string("-1");
 }
 
 // FNV-1a 64, fed piece by piece (no string of the whole is built).
 class Digest {
 public:
   void add(std::string_view text) noexcept {
-    for (const char c : text) {
-      hash_ = (hash_ ^ static_cast<unsigned char>(c)) * 0x100000001b3ULL;
+    const char* at = text.data();
+    const char* const end = at + text.size();
+    // Four bytes a turn: a counter set's text is hundreds of bytes, and the loop's own
+    // instructions cost as much as the hashing.
+    for (; end - at >= 4; at += 4) {
+      step(at[0]);
+      step(at[1]);
+      step(at[2]);
+      step(at[3]);
+    }
+    for (; at != end; ++at) {
+      step(*at);
     }
   }
   std::string hex() const {
@@ -62,6 +86,8 @@ public:
   }
 
 private:
+  void step(char c) noexcept { hash_ = (hash_ ^ static_cast<unsigned char>(c)) * 0x100000001b3ULL; }
+
   std::uint64_t hash_ = 0xcbf29ce484222325ULL;
 };
 
@@ -75,46 +101,76 @@ struct CounterPlan {
   };
   std::array<std::optional<Window>, 6> windows; // one per period at most, shared by its rules
   std::vector<Counter> counters;
-  std::vector<std::string> holds;
-  std::vector<std::size_t> counter_of_rule; // per window rule: its counter's index
-  std::string text;                         // the counter set's text (lua/limit.lua)
-  std::string name;                         // its digest
+  std::vector<RuleArgs> own_args;            // without context.rule_args: built for this call
+  std::vector<std::string> bucket_holds;     // with several buckets: the holds keys built here
+  std::vector<std::string_view> holds;       // into the rule args or bucket_holds
+  std::vector<std::size_t> counter_of_rule;  // per window rule: its counter's index
+  std::vector<const RuleArgs*> args_of_rule; // per window rule
+  std::string text;                          // the counter set's text (lua/limit.lua)
+  std::string name;                          // its digest
 
   CounterPlan(const Transaction& transaction, const std::vector<const Rule*>& window_rules,
               const DecideContext& context) {
-    counters.reserve(window_rules.size());
-    counter_of_rule.reserve(window_rules.size());
+    const std::size_t n = window_rules.size();
+    counters.reserve(n);
+    counter_of_rule.reserve(n);
+    args_of_rule.reserve(n);
+    holds.reserve(n);
+    if (context.keys->buckets() != 1) {
+      bucket_holds.reserve(n); // never reallocated: `holds` views its strings
+    }
+    std::size_t text_size = 4;
     for (const Rule* rule : window_rules) {
+      const RuleArgs* args = context.rule_args != nullptr ? context.rule_args->find(rule) : nullptr;
+      if (args == nullptr) {
+        own_args.reserve(n); // never reallocated: `args_of_rule` points at its elements
+        args = &own_args.emplace_back(rule_args(*rule, *context.keys));
+      }
+      args_of_rule.push_back(args);
       const Period period = *rule->period();
       auto& window = windows[static_cast<std::size_t>(period)];
-      const std::string counter_name = rule->counter_name();
       if (!window) {
         window = context.calendar->window(period, transaction.time);
         if (context.refuse_closed_windows) {
-          check_window_open(counter_name, period, *window, context.window_grace, context.now);
+          check_window_open(args->counter_name, period, *window, context.window_grace, context.now);
         }
       }
       std::string field = dimension_field(*rule, transaction);
-      const std::string tag = context.keys->tag(counter_name, field);
-      std::string key = context.keys->window(tag, period, window->id);
+      std::string key;
+      std::string_view hold = args->holds;
+      if (!args->window_key_head.empty()) {
+        const std::string_view period_name = to_string(period);
+        key.reserve(args->window_key_head.size() + period_name.size() + 1 + window->id.size());
+        key.append(args->window_key_head).append(period_name).push_back(':');
+        key.append(window->id);
+      } else {
+        const std::string tag = context.keys->tag(args->counter_name, field);
+        key = context.keys->window(tag, period, window->id);
+        hold = bucket_holds.emplace_back(context.keys->holds(tag));
+      }
       const auto same = std::find_if(counters.begin(), counters.end(), [&](const Counter& c) {
         return c.key == key && c.field == field;
       });
       counter_of_rule.push_back(static_cast<std::size_t>(same - counters.begin()));
       if (same == counters.end()) {
+        text_size += key.size() + field.size() + 2;
         counters.push_back({std::move(key), std::move(field), period, &*window});
       }
-      std::string hold = context.keys->holds(tag);
       if (std::find(holds.begin(), holds.end(), hold) == holds.end()) {
-        holds.push_back(std::move(hold));
+        text_size += hold.size() + 1;
+        holds.push_back(hold);
       }
     }
-    text = std::to_string(counters.size());
+    text.reserve(text_size);
+    append_number(text, static_cast<std::int64_t>(counters.size()));
     for (const auto& counter : counters) {
-      text.append(1, '\n').append(counter.key).append(1, ' ').append(counter.field);
+      text.push_back('\n');
+      text.append(counter.key).push_back(' ');
+      text.append(counter.field);
     }
-    for (const auto& hold : holds) {
-      text.append(1, '\n').append(hold);
+    for (const auto hold : holds) {
+      text.push_back('\n');
+      text.append(hold);
     }
     Digest digest;
     digest.add(text);
@@ -129,11 +185,45 @@ std::string record_key_of(const Transaction& transaction, const DecideContext& c
 
 } // namespace
 
+RuleArgs rule_args(const Rule& rule, const CounterKeys& keys) {
+  RuleArgs args;
+  args.counter_name = rule.counter_name();
+  args.count_limit = limit_arg(rule.max_count());
+  args.amount_limit = limit_arg(rule.max_amount());
+  if (keys.buckets() == 1) {
+    const std::string tag = keys.bucket_tag(args.counter_name, 0);
+    // `<prefix>{<tag>}:day:` less its period: what every period's window key begins with
+    args.window_key_head = keys.window(tag, Period::day, "");
+    args.window_key_head.resize(args.window_key_head.size() - to_string(Period::day).size() - 1);
+    args.holds = keys.holds(tag);
+  }
+  return args;
+}
+
+RuleSetArgs::RuleSetArgs(const RuleSet& rules, const CounterKeys& keys) : rules_(&rules.rules()) {
+  args_.reserve(rules_->size());
+  for (const Rule& rule : *rules_) {
+    args_.push_back(rule_args(rule, keys));
+  }
+}
+
+const RuleArgs* RuleSetArgs::find(const Rule* rule) const noexcept {
+  const std::less<const Rule*> before;
+  const Rule* first = rules_->data();
+  if (rules_->size() != args_.size() || before(rule, first) ||
+      !before(rule, first + rules_->size())) {
+    return nullptr;
+  }
+  return &args_[static_cast<std::size_t>(rule - first)];
+}
+
 std::string fingerprint(std::string_view op, const Transaction& transaction) {
   Digest digest;
   digest.add(op);
   digest.add("|");
-  digest.add(std::to_string(transaction.amount));
+  char digits[24];
+  const auto end = std::to_chars(std::begin(digits), std::end(digits), transaction.amount).ptr;
+  digest.add(std::string_view(digits, static_cast<std::size_t>(end - digits)));
   for (const auto& [attribute, value] : transaction.attributes) {
     digest.add("|");
     digest.add(attribute);
@@ -145,10 +235,11 @@ std::string fingerprint(std::string_view op, const Transaction& transaction) {
 
 std::string counter_set_key(std::string_view record_key, std::string_view name) {
   std::string key;
+  key.reserve(record_key.size() + name.size() + 4);
   if (!record_key.empty() && record_key.back() == '}') { // <prefix>tx:{<id>}
-    key = std::string(record_key.substr(0, record_key.find('{') - 3)) + "cs:";
+    key.append(record_key.substr(0, record_key.find('{') - 3)).append("cs:");
   } else { // <prefix>{<tag>}:tx:<id>
-    key = std::string(record_key.substr(0, record_key.find('}') + 1)) + ":cs:";
+    key.append(record_key.substr(0, record_key.find('}') + 1)).append(":cs:");
   }
   return key.append(name);
 }
@@ -156,7 +247,7 @@ std::string counter_set_key(std::string_view record_key, std::string_view name) 
 LimitCall build_decide(std::string_view op, const Transaction& transaction,
                        const std::vector<const Rule*>& per_transaction_rules,
                        const std::vector<const Rule*>& window_rules, const DecideContext& context) {
-  const CounterPlan plan(transaction, window_rules, context);
+  CounterPlan plan(transaction, window_rules, context);
   const TimePoint hold_expiry = context.now + context.reservation_timeout;
   // The replay horizon, whatever the windows; never shorter than a hold.
   const TimePoint record_expiry = std::max(context.now + context.replay_horizon, hold_expiry);
@@ -165,53 +256,75 @@ LimitCall build_decide(std::string_view op, const Transaction& transaction,
   LimitCall call;
   std::string record = record_key_of(transaction, context);
   call.keys.reserve(2 + plan.counters.size());
+  call.keys.push_back(std::move(record));
   // Without counters the script never touches a counter set: the record's own key stands in,
   // so that a cluster's home key (a transaction without window rules) names one slot.
-  call.keys.push_back(plan.counters.empty() ? record : counter_set_key(record, plan.name));
-  call.keys.insert(call.keys.begin(), std::move(record));
+  call.keys.push_back(plan.counters.empty() ? call.keys.front()
+                                            : counter_set_key(call.keys.front(), plan.name));
   const std::size_t rule_count = per_transaction_rules.size() + window_rules.size();
   std::string names;
-  call.shape.rules.reserve(rule_count);
+  std::size_t names_size = rule_count;
   for (const Rule* rule : per_transaction_rules) {
-    names.append(names.empty() ? "" : " ").append(rule->name());
+    names_size += rule->name().size();
+  }
+  for (const Rule* rule : window_rules) {
+    names_size += rule->name().size();
+  }
+  names.reserve(names_size);
+  call.shape.rules.reserve(rule_count);
+  const auto add_name = [&names](const Rule* rule) {
+    if (!names.empty()) {
+      names.push_back(' ');
+    }
+    names.append(rule->name());
+  };
+  for (const Rule* rule : per_transaction_rules) {
+    add_name(rule);
     call.shape.rules.push_back({rule, 0});
   }
   for (std::size_t i = 0; i < window_rules.size(); ++i) {
-    names.append(names.empty() ? "" : " ").append(window_rules[i]->name());
+    add_name(window_rules[i]);
     call.shape.rules.push_back({window_rules[i], plan.counter_of_rule[i] + 1});
   }
-  call.args.reserve(16 + 3 * rule_count + 2 * plan.counters.size());
-  call.args = {std::string(op),
-               "1",
-               std::to_string(unix_millis(context.now)),
-               std::to_string(unix_millis(record_expiry)),
-               std::to_string(unix_millis(hold_expiry)),
-               "1",
-               // the program: the rules this transaction matched, its windows' key expiries
-               std::to_string(plan.holds.size()),
-               std::to_string(plan.counters.size())};
+  call.args.reserve(15 + 3 * rule_count + 2 * plan.counters.size());
+  call.args.emplace_back(op);
+  call.args.emplace_back("1");
+  call.args.push_back(number_arg(unix_millis(context.now)));
+  call.args.push_back(number_arg(unix_millis(record_expiry)));
+  call.args.push_back(number_arg(unix_millis(hold_expiry)));
+  call.args.emplace_back("1");
+  // the program: the rules this transaction matched, its windows' key expiries
+  call.args.push_back(number_arg(static_cast<std::int64_t>(plan.holds.size())));
+  call.args.push_back(number_arg(static_cast<std::int64_t>(plan.counters.size())));
   for (const auto& counter : plan.counters) {
-    call.args.push_back(std::to_string(unix_millis(counter.window->end + context.window_grace)));
+    call.args.push_back(number_arg(unix_millis(counter.window->end + context.window_grace)));
   }
   call.args.push_back(std::move(names));
-  call.args.push_back(std::to_string(rule_count));
-  for (const auto& [rule, counter] : call.shape.rules) {
-    call.args.push_back(std::to_string(counter));
-    call.args.push_back(counter == 0 ? std::string("-1") : limit_arg(rule->max_count()));
+  call.args.push_back(number_arg(static_cast<std::int64_t>(rule_count)));
+  for (const Rule* rule : per_transaction_rules) {
+    call.args.emplace_back("0");
+    call.args.emplace_back("-1");
     call.args.push_back(limit_arg(rule->max_amount()));
   }
+  for (std::size_t i = 0; i < window_rules.size(); ++i) {
+    const RuleArgs& args = *plan.args_of_rule[i];
+    call.args.push_back(number_arg(static_cast<std::int64_t>(plan.counter_of_rule[i] + 1)));
+    call.args.push_back(args.count_limit);
+    call.args.push_back(args.amount_limit);
+  }
   // the transaction
-  call.args.push_back("1");
+  call.args.emplace_back("1");
   call.args.push_back(fingerprint(op, transaction));
-  call.args.push_back(std::to_string(transaction.amount));
-  call.args.push_back(records ? plan.name : std::string());
+  call.args.push_back(number_arg(transaction.amount));
+  call.args.push_back(records ? std::move(plan.name) : std::string());
   // (a check keeps no set, but the script finds the hold sets in its text)
-  call.args.push_back(plan.text);
+  call.args.push_back(std::move(plan.text));
   call.shape.counters.reserve(plan.counters.size());
-  for (const auto& counter : plan.counters) {
-    call.keys.push_back(counter.key); // one key per counter: a shape and a period make a key
-    call.args.push_back(counter.field);
+  for (auto& counter : plan.counters) {
+    // one key per counter: a shape and a period make a key
     call.shape.counters.push_back({counter.period, counter.window->id, counter.window->end});
+    call.keys.push_back(std::move(counter.key));
+    call.args.push_back(std::move(counter.field));
   }
   return call;
 }
@@ -248,9 +361,9 @@ void DecideBatch::add(std::vector<std::string>&& keys, std::vector<std::string>&
   const auto program_begin = args.begin() + program_at;
   const auto program_end = args.begin() + static_cast<std::ptrdiff_t>(at);
   std::size_t number = 0;
-  while (number < programs_.size() &&
-         !std::equal(programs_[number].begin(), programs_[number].end(), program_begin,
-                     program_end)) {
+  while (
+      number < programs_.size() &&
+      !std::equal(programs_[number].begin(), programs_[number].end(), program_begin, program_end)) {
     ++number;
   }
   if (number == programs_.size()) {

@@ -53,10 +53,42 @@ struct LimitCall {
   DecideShape shape;
 };
 
+/// What a decide call takes from one rule whatever the transaction, built once per rule set
+/// (`RuleSetArgs`) so that a call copies it instead of building it.
+struct RuleArgs {
+  std::string counter_name;
+  std::string count_limit;  ///< max_count as sent, "-1" without one
+  std::string amount_limit; ///< max_amount as sent, "-1" without one
+  /// With one bucket, where the counter name is the tag: `<prefix>{<counter name>}:`, the
+  /// head of the rule's window keys, and its hold set's key. Empty with several buckets,
+  /// where the tag depends on the dimension.
+  std::string window_key_head;
+  std::string holds;
+};
+
+/// The RuleArgs of `rule` under `keys`.
+RuleArgs rule_args(const Rule& rule, const CounterKeys& keys);
+
+/// The RuleArgs of every rule of one rule set under one CounterKeys. Immutable once built, so
+/// any thread may read it; it is only valid while that rule set lives unchanged (the set in
+/// force holds it, and `set_rules` replaces both together).
+class RuleSetArgs {
+public:
+  RuleSetArgs(const RuleSet& rules, const CounterKeys& keys);
+  /// The args of `rule` if it is one of the set's rules (by address), else nullptr.
+  const RuleArgs* find(const Rule* rule) const noexcept;
+
+private:
+  const std::vector<Rule>* rules_;
+  std::vector<RuleArgs> args_;
+};
+
 /// What a decide call needs besides the transaction and its rules.
 struct DecideContext {
   const Calendar* calendar = nullptr;
   const CounterKeys* keys = nullptr;
+  /// The args of the rules' set, built under `keys`; without it, each call builds its own.
+  const RuleSetArgs* rule_args = nullptr;
   std::chrono::milliseconds window_grace{0};
   /// How long the record is kept (LimitCounterOptions::replay_horizon).
   std::chrono::milliseconds replay_horizon{0};

@@ -63,7 +63,9 @@ void LimitCounter::set_rules(RuleSet rules) { set_rules(std::move(rules), 0); }
 
 void LimitCounter::set_rules(RuleSet rules, std::uint64_t version) {
   // One object holds both, so a decision never pairs a set with another set's version.
-  auto fresh = std::make_shared<const RulesInForce>(RulesInForce{std::move(rules), version});
+  auto built = std::make_shared<RulesInForce>(RulesInForce{std::move(rules), version, nullptr});
+  built->args = std::make_shared<const detail::RuleSetArgs>(built->rules, keys_);
+  std::shared_ptr<const RulesInForce> fresh = std::move(built);
   const std::lock_guard<std::mutex> lock(rules_mutex_);
   rules_ = std::move(fresh);
   if (exhausted_) {
@@ -117,6 +119,7 @@ Reply LimitCounter::run_limit(const std::vector<std::string>& keys,
 LimitCounter::PreparedDecision LimitCounter::prepare_decide(std::string_view op,
                                                             const Transaction& transaction,
                                                             const RuleSet& rules,
+                                                            const detail::RuleSetArgs* rule_args,
                                                             TimePoint now) const {
   detail::validate_transaction(rules, transaction);
   if (!detail::quantity_ok(transaction.amount)) { // the message is built for a bad amount only
@@ -152,6 +155,7 @@ LimitCounter::PreparedDecision LimitCounter::prepare_decide(std::string_view op,
   detail::DecideContext context;
   context.calendar = &calendar_;
   context.keys = &keys_;
+  context.rule_args = rule_args;
   context.window_grace = options_.window_grace;
   context.replay_horizon = options_.replay_horizon;
   context.reservation_timeout = options_.reservation_timeout;
@@ -282,7 +286,8 @@ bool LimitCounter::policy_decides(const Error& error, const PreparedDecision& pr
 
 Decision LimitCounter::decide_with_redis(std::string_view op, const Transaction& transaction) {
   const auto in_force = rules_to_decide(op, transaction.id);
-  PreparedDecision prepared = prepare_decide(op, transaction, in_force->rules, Clock::now());
+  PreparedDecision prepared =
+      prepare_decide(op, transaction, in_force->rules, in_force->args.get(), Clock::now());
   if (prepared.cached) {
     prepared.cached->rule_set_version = in_force->version;
     return std::move(*prepared.cached);
@@ -465,7 +470,8 @@ LimitCounter::consume_many(const std::vector<Transaction>& transactions) {
       batches.push_back({&scripts::limit, std::move(keys), std::move(args)});
     };
     for (const auto& transaction : transactions) {
-      prepared.push_back(prepare_decide("consume", transaction, in_force->rules, started));
+      prepared.push_back(
+          prepare_decide("consume", transaction, in_force->rules, in_force->args.get(), started));
       ScriptCall& call = prepared.back().call;
       if (prepared.back().shares.empty() && !prepared.back().cached) {
         batch.add(std::move(call.keys), std::move(call.args));
