@@ -50,8 +50,27 @@ void append_number(std::string& text, std::int64_t value) {
 }
 
 std::string number_arg(std::int64_t value) {
+  if (value >= 0 && value <= 9) { // counter numbers and counts: most numbers of a call
+    return std::string(1, static_cast<char>('0' + value));
+  }
   char digits[24];
   return std::string(digits, std::to_chars(std::begin(digits), std::end(digits), value).ptr);
+}
+
+// The key expiry `expiry` (ms) as sent: the same for every call until the window ends, so
+// kept per thread and period. Keyed by the value itself, it never answers for another one.
+const std::string& key_expiry_arg(Period period, std::int64_t expiry) {
+  struct Cached {
+    std::int64_t expiry = -1;
+    std::string text;
+  };
+  thread_local std::array<Cached, 6> cached;
+  Cached& entry = cached[static_cast<std::size_t>(period)];
+  if (entry.expiry != expiry) {
+    entry.text = number_arg(expiry);
+    entry.expiry = expiry;
+  }
+  return entry.text;
 }
 
 std::string limit_arg(std::optional<std::int64_t> limit) {
@@ -297,7 +316,8 @@ LimitCall build_decide(std::string_view op, const Transaction& transaction,
   call.args.push_back(number_arg(static_cast<std::int64_t>(plan.holds.size())));
   call.args.push_back(number_arg(static_cast<std::int64_t>(plan.counters.size())));
   for (const auto& counter : plan.counters) {
-    call.args.push_back(number_arg(unix_millis(counter.window->end + context.window_grace)));
+    call.args.push_back(
+        key_expiry_arg(counter.period, unix_millis(counter.window->end + context.window_grace)));
   }
   call.args.push_back(std::move(names));
   call.args.push_back(number_arg(static_cast<std::int64_t>(rule_count)));
@@ -503,7 +523,7 @@ Decision decode_decision(const Reply& reply, const DecideShape& shape,
       continue;
     }
     const DecideShape::Counter& place = shape.counters[counter - 1];
-    RuleStatus status;
+    RuleStatus& status = decision.rules.emplace_back();
     status.rule = rule->name();
     status.period = place.period;
     status.window_id = place.window_id;
@@ -518,7 +538,6 @@ Decision decode_decision(const Reply& reply, const DecideShape& shape,
                                by_count ? status.used.count : status.used.amount,
                                by_count ? 1 : requested_amount};
     }
-    decision.rules.push_back(std::move(status));
   }
   return decision;
 }
