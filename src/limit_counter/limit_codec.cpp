@@ -120,20 +120,22 @@ struct CounterPlan {
   };
   std::array<std::optional<Window>, 6> windows; // one per period at most, shared by its rules
   std::vector<Counter> counters;
-  std::vector<RuleArgs> own_args;            // without context.rule_args: built for this call
-  std::vector<std::string> bucket_holds;     // with several buckets: the holds keys built here
-  std::vector<std::string_view> holds;       // into the rule args or bucket_holds
-  std::vector<std::size_t> counter_of_rule;  // per window rule: its counter's index
-  std::vector<const RuleArgs*> args_of_rule; // per window rule
-  std::string text;                          // the counter set's text (lua/limit.lua)
-  std::string name;                          // its digest
+  std::vector<RuleArgs> own_args;        // without context.rule_args: built for this call
+  std::vector<std::string> bucket_holds; // with several buckets: the holds keys built here
+  std::vector<std::string_view> holds;   // into the rule args or bucket_holds
+  struct Use {
+    std::size_t counter; // its counter's index
+    const RuleArgs* args;
+  };
+  std::vector<Use> uses; // per window rule
+  std::string text;      // the counter set's text (lua/limit.lua)
+  std::string name;      // its digest
 
   CounterPlan(const Transaction& transaction, const std::vector<const Rule*>& window_rules,
               const DecideContext& context) {
     const std::size_t n = window_rules.size();
     counters.reserve(n);
-    counter_of_rule.reserve(n);
-    args_of_rule.reserve(n);
+    uses.reserve(n);
     holds.reserve(n);
     if (context.keys->buckets() != 1) {
       bucket_holds.reserve(n); // never reallocated: `holds` views its strings
@@ -142,10 +144,9 @@ struct CounterPlan {
     for (const Rule* rule : window_rules) {
       const RuleArgs* args = context.rule_args != nullptr ? context.rule_args->find(rule) : nullptr;
       if (args == nullptr) {
-        own_args.reserve(n); // never reallocated: `args_of_rule` points at its elements
+        own_args.reserve(n); // never reallocated: `uses` point at its elements
         args = &own_args.emplace_back(rule_args(*rule, *context.keys));
       }
-      args_of_rule.push_back(args);
       const Period period = *rule->period();
       auto& window = windows[static_cast<std::size_t>(period)];
       if (!window) {
@@ -170,7 +171,7 @@ struct CounterPlan {
       const auto same = std::find_if(counters.begin(), counters.end(), [&](const Counter& c) {
         return c.key == key && c.field == field;
       });
-      counter_of_rule.push_back(static_cast<std::size_t>(same - counters.begin()));
+      uses.push_back({static_cast<std::size_t>(same - counters.begin()), args});
       if (same == counters.end()) {
         text_size += key.size() + field.size() + 2;
         counters.push_back({std::move(key), std::move(field), period, &*window});
@@ -303,7 +304,7 @@ LimitCall build_decide(std::string_view op, const Transaction& transaction,
   }
   for (std::size_t i = 0; i < window_rules.size(); ++i) {
     add_name(window_rules[i]);
-    call.shape.rules.push_back({window_rules[i], plan.counter_of_rule[i] + 1});
+    call.shape.rules.push_back({window_rules[i], plan.uses[i].counter + 1});
   }
   call.args.reserve(15 + 3 * rule_count + 2 * plan.counters.size());
   call.args.emplace_back(op);
@@ -327,8 +328,8 @@ LimitCall build_decide(std::string_view op, const Transaction& transaction,
     call.args.push_back(limit_arg(rule->max_amount()));
   }
   for (std::size_t i = 0; i < window_rules.size(); ++i) {
-    const RuleArgs& args = *plan.args_of_rule[i];
-    call.args.push_back(number_arg(static_cast<std::int64_t>(plan.counter_of_rule[i] + 1)));
+    const RuleArgs& args = *plan.uses[i].args;
+    call.args.push_back(number_arg(static_cast<std::int64_t>(plan.uses[i].counter + 1)));
     call.args.push_back(args.count_limit);
     call.args.push_back(args.amount_limit);
   }
@@ -458,7 +459,8 @@ Decision decode_decision(const Reply& reply, const DecideShape& shape,
   if (items.empty()) {
     throw bad("empty");
   }
-  const std::string& head = items[0].as_string();
+  // (views: each comparison with a verdict's name is a length check first, inline)
+  const std::string_view head = items[0].as_string();
   if (head == "conflict") {
     throw reused_id(transaction_id);
   }
@@ -510,7 +512,7 @@ Decision decode_decision(const Reply& reply, const DecideShape& shape,
       items.size() != 4 + 2 * shape.counters.size()) {
     throw bad("not the call's counters");
   }
-  const std::string metric = replay ? std::string() : reply.at(2).as_string();
+  const std::string_view metric = replay ? std::string_view() : reply.at(2).as_string();
   decision.rules.reserve(shape.rules.size());
   for (std::size_t i = 0; i < shape.rules.size(); ++i) {
     const auto& [rule, counter] = shape.rules[i];

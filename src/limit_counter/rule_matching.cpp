@@ -92,6 +92,9 @@ MatchedRules match_rules(const RuleSet& rules, const Transaction& transaction) {
 }
 
 std::string dimension_field(const Rule& rule, const Transaction& transaction) {
+  if (rule.conditions().size() == 1) { // most rules: the value itself, copied once
+    return transaction.attributes.at(rule.conditions().front().attribute);
+  }
   std::string field;
   for (const auto& condition : rule.conditions()) {
     if (!field.empty()) {
