@@ -130,15 +130,18 @@ std::string record_key_of(const Transaction& transaction, const DecideContext& c
 } // namespace
 
 std::string fingerprint(std::string_view op, const Transaction& transaction) {
+  // Each part with its length, so that no split of the same characters into other attributes
+  // or values gives the same text.
   Digest digest;
-  digest.add(op);
-  digest.add("|");
-  digest.add(std::to_string(transaction.amount));
+  const auto part = [&digest](std::string_view text) {
+    digest.add(std::to_string(text.size()));
+    digest.add(":");
+    digest.add(text);
+  };
+  part(op);
   for (const auto& [attribute, value] : transaction.attributes) {
-    digest.add("|");
-    digest.add(attribute);
-    digest.add("=");
-    digest.add(value);
+    part(attribute);
+    part(value);
   }
   return digest.hex();
 }
@@ -159,7 +162,14 @@ LimitCall build_decide(std::string_view op, const Transaction& transaction,
   const CounterPlan plan(transaction, window_rules, context);
   const TimePoint hold_expiry = context.now + context.reservation_timeout;
   // The replay horizon, whatever the windows; never shorter than a hold.
-  const TimePoint record_expiry = std::max(context.now + context.replay_horizon, hold_expiry);
+  TimePoint record_expiry = std::max(context.now + context.replay_horizon, hold_expiry);
+  if (op == "reserve") {
+    // Until its windows' keys expire: an expired hold is released through its record by the
+    // next sweep of its shapes, however late (after that, the counters are gone with it).
+    for (const auto& counter : plan.counters) {
+      record_expiry = std::max(record_expiry, counter.window->end + context.window_grace);
+    }
+  }
   const bool records = op != "check";
 
   LimitCall call;
@@ -181,15 +191,11 @@ LimitCall build_decide(std::string_view op, const Transaction& transaction,
     call.shape.rules.push_back({window_rules[i], plan.counter_of_rule[i] + 1});
   }
   call.args.reserve(16 + 3 * rule_count + 2 * plan.counters.size());
-  call.args = {std::string(op),
-               "1",
-               std::to_string(unix_millis(context.now)),
-               std::to_string(unix_millis(record_expiry)),
-               std::to_string(unix_millis(hold_expiry)),
+  call.args = {std::string(op), "1", std::to_string(unix_millis(context.now)),
+               std::to_string(unix_millis(record_expiry)), std::to_string(unix_millis(hold_expiry)),
                "1",
                // the program: the rules this transaction matched, its windows' key expiries
-               std::to_string(plan.holds.size()),
-               std::to_string(plan.counters.size())};
+               std::to_string(plan.holds.size()), std::to_string(plan.counters.size())};
   for (const auto& counter : plan.counters) {
     call.args.push_back(std::to_string(unix_millis(counter.window->end + context.window_grace)));
   }
@@ -248,9 +254,9 @@ void DecideBatch::add(std::vector<std::string>&& keys, std::vector<std::string>&
   const auto program_begin = args.begin() + program_at;
   const auto program_end = args.begin() + static_cast<std::ptrdiff_t>(at);
   std::size_t number = 0;
-  while (number < programs_.size() &&
-         !std::equal(programs_[number].begin(), programs_[number].end(), program_begin,
-                     program_end)) {
+  while (
+      number < programs_.size() &&
+      !std::equal(programs_[number].begin(), programs_[number].end(), program_begin, program_end)) {
     ++number;
   }
   if (number == programs_.size()) {
