@@ -4,14 +4,17 @@
 -- write. One call may decide several transactions (op batch), each on its own.
 --
 -- Transaction record (string KEYS[1], words separated by spaces), kept for the replay
--- horizon (ARGV record expiry), whatever the windows:
---   <state> <fp> <amount> <counters> [<hold expiry>] [=<refunded>] [!] [R:<id>:<asked>:<given>]...
+-- horizon (ARGV record expiry) whatever the windows; a reservation's until its windows end (the
+-- client sends that expiry), so that its hold is released even if nothing sweeps it sooner:
+--   <state> <fp> <amount> <counters> [<hold expiry>] [=<refunded>] [^<reserved>] [!]
+--   [R:<id>:<asked>:<given>]...
 --   state: c consumed | r reserved | f confirmed | x cancelled | e expired | v voided;
---   fp: the client's digest of operation, amount and attributes ('-' for a tombstone: a cancel
---   that came before its reserve, "x - 0 -"); counters: the name of the counter set (below) it
---   moved, '-' for none; hold expiry (ms): reserved only; =<refunded>: given back so far; '!':
---   the count was given back too (full refund); R:... one per refund id (the full refund has
---   the id '').
+--   fp: the client's digest of operation and attributes ('-' for a tombstone: a cancel that
+--   came before its reserve, "x - 0 -"); a retry must bring the same fp and amount (the reserved
+--   amount, ^<reserved>, of a reservation confirmed for less); counters: the name of the counter
+--   set (below) it moved, '-' for none; hold expiry (ms): reserved only; =<refunded>: given back
+--   so far; '!': the count was given back too (full refund); R:... one per refund id (the full
+--   refund has the id '').
 --   A denial: d <fp> <amount> <rule> <metric> <limit> <used>, the first decision's denial.
 -- Counter set (string <counter-set prefix><name>): what a transaction moved, shared by every
 --   record that moved the same counters: "<c>\n" then c lines "<key> <field>", then the hold
@@ -54,8 +57,8 @@
 -- set name, counter set text, record expiry (ms), the fingerprint of its reserve), with KEYS[2]
 -- its counter set: the refund then records it as consumed and goes on; a confirm answers
 -- "expired" and a cancel "already expired" (a reservation's hold never outlives its record).
--- While the record lives it decides, and an original it was not decided for (another amount or
--- attributes) is refused: {"mismatch"}.
+-- While the record lives it decides, and an original it was not decided for (other attributes,
+-- or an amount neither consumed nor reserved) is refused: {"mismatch"}.
 -- op refund:  ARGV[2] amount (-1 = all that is left), ARGV[3] refund id ('' = the full refund),
 --   o = 4. Idempotent by refund id: the same id again replays, with another amount it is a
 --   conflict.
@@ -142,6 +145,8 @@ local function load(key)
     local head = string.sub(token, 1, 1)
     if head == '=' then
       r.refunded = tonumber(string.sub(token, 2))
+    elseif head == '^' then
+      r.requested = tonumber(string.sub(token, 2))
     elseif head == '!' then
       r.count_back = true
     else
@@ -160,6 +165,9 @@ local function store(key, r)
   end
   if r.refunded > 0 then
     w[#w + 1] = '=' .. string.format('%d', r.refunded)
+  end
+  if r.requested then
+    w[#w + 1] = '^' .. string.format('%d', r.requested)
   end
   if r.count_back then
     w[#w + 1] = '!'
@@ -381,7 +389,7 @@ local function decide(call, kind, now, record_expiry, hold_expiry)
     if first.fp == '-' then
       return {'cancelled'} -- a tombstone: cancel came first
     end
-    if first.fp ~= fingerprint then
+    if first.fp ~= fingerprint or (first.requested or first.amount) ~= amount then
       return {'conflict'}
     end
     local reply = {'replay', first.state, first.denial or '', c}
@@ -483,7 +491,9 @@ local function load_or_original(o, recreate)
     return r, r ~= nil
   end
   if r then
-    return r, true, r.fp ~= ARGV[o] and r.fp ~= ARGV[o + 5]
+    local amount = tonumber(ARGV[o + 1])
+    return r, true, (r.fp ~= ARGV[o] and r.fp ~= ARGV[o + 5]) or
+      (amount ~= r.amount and amount ~= r.requested)
   end
   if not recreate then
     return nil, true
@@ -567,6 +577,9 @@ local function confirm()
   end
   give_back(KEYS[1], r, 0, held - final)
   drop_holds(KEYS[1], r)
+  if final < held then
+    r.requested = held -- what a retry of the reserve asks for
+  end
   r.state, r.amount = 'confirmed', final
   store(KEYS[1], r)
   return {'confirmed', string.format('%d', final), string.format('%d', held - final)}

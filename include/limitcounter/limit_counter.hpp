@@ -89,7 +89,9 @@ struct LimitCounterOptions {
   /// timing only). Throws at construction of the LimitCounter (invalid_argument) if negative.
   std::optional<std::chrono::milliseconds> cluster_hold_grace;
   /// The replay horizon: how long a transaction's record is kept after its decision, whatever
-  /// its windows (at least `reservation_timeout`). Within it, the same id replays the first
+  /// its windows (a reservation's record is kept until its windows' keys expire, so that its
+  /// hold is released however late). Must be positive and at least `reservation_timeout`
+  /// (invalid_argument at construction otherwise). Within it, the same id replays the first
   /// decision, and confirm, cancel and refund need only the id; after it, the id is forgotten:
   /// the same id is decided anew, and a refund needs the original transaction (the overloads
   /// taking a `Transaction`). Also how long a cancel of an unknown id keeps that id from being
@@ -389,9 +391,10 @@ public:
   /// `max_staleness`, when Redis answers (a replay if Redis had decided it).
   Decision consume(const Transaction& transaction);
 
-  /// Runs many independent `consume`s pipelined on one connection and returns one result per
-  /// transaction, in order (a conflict is that item's Error). On a Redis Cluster every item goes
-  /// through its home record, so the items are decided one after another (three round trips
+  /// Runs many independent `consume`s in one round trip and returns one result per transaction,
+  /// in order (a conflict is that item's Error). On standalone Redis one script call decides up
+  /// to 64 of them (an id repeated in the batch replays the first). On a Redis Cluster every item
+  /// goes through its home record, so the items are decided one after another (three round trips
   /// each), not pipelined. Each consume is all or nothing on its own and idempotent by its id;
   /// the batch is not atomic. Each item is decided as `consume` would: failure policies for a
   /// pipeline that was not sent, Outcome::unknown (retry with the same ids) for one that may
@@ -417,9 +420,10 @@ public:
   /// invalid_argument if `final_amount` is more than held.
   ConfirmResult confirm(const std::string& transaction_id,
                         std::optional<std::int64_t> final_amount = std::nullopt);
-  /// `confirm(original.id, final_amount)` for a host that keeps its transactions: after the
-  /// replay horizon, when the record is gone, it throws conflict (expired: a hold never
-  /// outlives its record) instead of not_found. Throws as `consume` for a bad transaction.
+  /// `confirm(original.id, final_amount)` for a host that keeps its transactions (`original`
+  /// as reserved): when the record is gone it throws conflict (expired: a hold never outlives
+  /// its record) instead of not_found. Throws as `consume` for a bad transaction. On a Redis
+  /// Cluster the original is not used yet: it acts as the id-only overload.
   ConfirmResult confirm(const Transaction& original,
                         std::optional<std::int64_t> final_amount = std::nullopt);
 
@@ -427,9 +431,10 @@ public:
   /// reserve that arrives later with that id is refused (Decision::Verdict::cancelled).
   /// Throws conflict for a consumed or confirmed transaction (refund it instead).
   CancelResult cancel(const std::string& transaction_id);
-  /// `cancel(original.id)` for a host that keeps its transactions: after the replay horizon,
-  /// when the record is gone, it answers already_ended (the hold expired long ago) instead of
-  /// recording the id. Throws as `consume` for a bad transaction.
+  /// `cancel(original.id)` for a host that keeps its transactions (`original` as reserved):
+  /// when the record is gone it answers already_ended (the hold expired long ago) instead of
+  /// recording the id. Throws as `consume` for a bad transaction. On a Redis Cluster the
+  /// original is not used yet: it acts as the id-only overload.
   CancelResult cancel(const Transaction& original);
 
   /// Gives quota back to exactly the windows the transaction was counted in (a December
@@ -445,15 +450,18 @@ public:
   RefundResult refund(const std::string& transaction_id,
                       std::optional<std::int64_t> amount = std::nullopt,
                       const std::string& refund_id = {});
-  /// `refund` of the transaction the host kept (its id, time, attributes and amount, as it
-  /// was consumed, or confirmed at `original.amount`). While its record lives, the record
-  /// decides, as `refund(original.id, ...)`. After the replay horizon, when the record is
-  /// gone, the counters of `original` under the rules in force now are given back (in the
-  /// windows of `original.time`; windows whose keys have expired are left alone), and a new
-  /// record keeps the refund for another horizon, so its retries replay. The library cannot
-  /// know refunds made before that record: the host must not refund more than it kept as
-  /// consumed. Throws as `refund(original.id, ...)`, and as `consume` for a bad transaction.
-  /// On a Redis Cluster, after the horizon, it throws not_found like the id-only overload.
+  /// `refund` of the transaction the host kept: its id, time and attributes, and as `amount`
+  /// what was consumed (for a reservation, the amount confirmed; while the record lives the
+  /// reserved amount is accepted too). While its record lives, the record decides, as
+  /// `refund(original.id, ...)`, and an original it was not decided for (other attributes or
+  /// amount) throws conflict. After the replay horizon, when the record is gone, the counters
+  /// of `original` under the rules in force now are given back (in the windows of
+  /// `original.time`; windows whose keys have expired are left alone), and a new record keeps
+  /// the refund for another horizon, so its retries replay. The library no longer knows the
+  /// refunds made before: refund what is left with an explicit `amount` (the count then stays
+  /// counted); a full refund gives back `original.amount` and the count. Throws as
+  /// `refund(original.id, ...)`, and as `consume` for a bad transaction. On a Redis Cluster the
+  /// original is not used yet: it acts as the id-only overload.
   RefundResult refund(const Transaction& original,
                       std::optional<std::int64_t> amount = std::nullopt,
                       const std::string& refund_id = {});
@@ -597,6 +605,8 @@ private:
   Decision replay_home(const Transaction& transaction, const Reply& final_reply);
   Decision replay_voided(const Transaction& transaction);
   void void_shares(const Transaction& transaction, const std::vector<std::string>& shares);
+  /// What the home record of `prepared`'s transaction compares retries by.
+  static std::string home_fingerprint(const PreparedDecision& prepared);
   /// lua/transaction_home.lua on the home record of `transaction_id`.
   Reply run_home(const std::string& transaction_id, const std::vector<std::string>& args);
   /// lua/limit.lua with each of `operations` (in order) on every share record of `plan`, in

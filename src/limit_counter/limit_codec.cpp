@@ -238,17 +238,20 @@ const RuleArgs* RuleSetArgs::find(const Rule* rule) const noexcept {
 }
 
 std::string fingerprint(std::string_view op, const Transaction& transaction) {
+  // Each part with its length, so that no split of the same characters into other attributes
+  // or values gives the same text.
   Digest digest;
-  digest.add(op);
-  digest.add("|");
-  char digits[24];
-  const auto end = std::to_chars(std::begin(digits), std::end(digits), transaction.amount).ptr;
-  digest.add(std::string_view(digits, static_cast<std::size_t>(end - digits)));
+  const auto part = [&digest](std::string_view text) {
+    char digits[24];
+    const auto end = std::to_chars(std::begin(digits), std::end(digits), text.size()).ptr;
+    digest.add(std::string_view(digits, static_cast<std::size_t>(end - digits)));
+    digest.add(":");
+    digest.add(text);
+  };
+  part(op);
   for (const auto& [attribute, value] : transaction.attributes) {
-    digest.add("|");
-    digest.add(attribute);
-    digest.add("=");
-    digest.add(value);
+    part(attribute);
+    part(value);
   }
   return digest.hex();
 }
@@ -270,7 +273,14 @@ LimitCall build_decide(std::string_view op, const Transaction& transaction,
   CounterPlan plan(transaction, window_rules, context);
   const TimePoint hold_expiry = context.now + context.reservation_timeout;
   // The replay horizon, whatever the windows; never shorter than a hold.
-  const TimePoint record_expiry = std::max(context.now + context.replay_horizon, hold_expiry);
+  TimePoint record_expiry = std::max(context.now + context.replay_horizon, hold_expiry);
+  if (op == "reserve") {
+    // Until its windows' keys expire: an expired hold is released through its record by the
+    // next sweep of its shapes, however late (after that, the counters are gone with it).
+    for (const auto& counter : plan.counters) {
+      record_expiry = std::max(record_expiry, counter.window->end + context.window_grace);
+    }
+  }
   const bool records = op != "check";
 
   LimitCall call;

@@ -101,8 +101,10 @@ struct DecideContext {
   bool refuse_closed_windows = true;
 };
 
-/// The digest (16 hex digits, FNV-1a 64) that tells a retry of `transaction` from a different
-/// use of its id: of the operation, the amount and every attribute.
+/// The digest (16 hex digits, FNV-1a 64) that tells, with the amount, a retry of
+/// `transaction` from a different use of its id: of the operation and every attribute, each
+/// part with its length. Not collision-resistant against a chosen input: it compares the
+/// calls of one host for one id.
 std::string fingerprint(std::string_view op, const Transaction& transaction);
 
 /// The counter set key of record `record_key`'s slot (see lua/limit.lua): `<prefix>cs:<name>`

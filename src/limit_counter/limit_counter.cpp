@@ -43,6 +43,14 @@ LimitCounter::LimitCounter(Redis redis, Calendar calendar, LimitCounterOptions o
                                             std::to_string(options_.cluster_hold_grace->count()) +
                                             "ms must not be negative");
   }
+  // A record must outlive its reservation's hold, or a retry of the reserve would count again.
+  if (options_.replay_horizon < options_.reservation_timeout ||
+      options_.replay_horizon.count() <= 0) {
+    throw Error(errc::invalid_argument,
+                "replay_horizon " + std::to_string(options_.replay_horizon.count()) +
+                    "ms must be positive and at least reservation_timeout (" +
+                    std::to_string(options_.reservation_timeout.count()) + "ms)");
+  }
 }
 
 ScriptCall LimitCounter::prepare_add(const AddRequest& request, std::vector<WindowUsage>& windows,

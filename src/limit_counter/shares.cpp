@@ -31,8 +31,12 @@ std::vector<std::string> lines_of(const std::string& text) {
   return {parts.begin(), parts.end()};
 }
 
-
 } // namespace
+
+std::string LimitCounter::home_fingerprint(const PreparedDecision& prepared) {
+  const auto& args = prepared.shares.front().args;
+  return detail::decide_fingerprint(args) + ':' + detail::decide_amount(args);
+}
 
 Reply LimitCounter::run_home(const std::string& transaction_id,
                              const std::vector<std::string>& args) {
@@ -82,7 +86,8 @@ Decision LimitCounter::decide_in_shares(std::string_view op, const Transaction& 
   if (op == "check") {
     return check_in_shares(transaction, prepared);
   }
-  const std::string& fingerprint = detail::decide_fingerprint(prepared.shares.front().args);
+  // The home record compares one value: the shares' fingerprint and the amount together.
+  const std::string fingerprint = home_fingerprint(prepared);
   std::vector<std::string> plan;
   std::string expiry = detail::decide_record_expiry(prepared.shares.front().args);
   for (const ScriptCall& share : prepared.shares) {
@@ -166,10 +171,11 @@ Decision LimitCounter::run_shares(std::string_view op, const Transaction& transa
               Outcome::failed));
   }
   combined.state = !combined.allowed() ? "denied" : op == "reserve" ? "reserved" : "consumed";
-  const Reply finished = run_home(
-      transaction.id, {"finish", detail::decide_fingerprint(prepared.shares.front().args), combined.state,
-                       detail::encode_stored_decision(combined),
-                       detail::decide_amount(prepared.shares.front().args), prepared.home_hold_expiry});
+  const Reply finished =
+      run_home(transaction.id,
+               {"finish", home_fingerprint(prepared), combined.state,
+                detail::encode_stored_decision(combined),
+                detail::decide_amount(prepared.shares.front().args), prepared.home_hold_expiry});
   const std::string& status = finished.at(0).as_string();
   if (status == "final") {
     return replay_home(transaction, finished);

@@ -2,6 +2,7 @@
 // for the replay horizon whatever the windows; replays without stored totals; reversals with
 // the host's original transaction after the record is gone; batches decided per transaction.
 #include <algorithm>
+#include <thread>
 
 #include <catch2/catch.hpp>
 
@@ -84,8 +85,11 @@ TEST_CASE_METHOD(RecordFixture,
     const std::string key = record_key(id);
     CHECK(redis.command({"TYPE", key}).as_string() == "string");
     CHECK(memory(key) <= 160);
-    // 24 h, not the year rule's window: the record's life is the horizon
-    const long long ttl = redis.command({"PTTL", key}).as_integer();
+  }
+  // 24 h, not the year rule's window: the record's life is the horizon (a reservation's is its
+  // windows', so that its hold is released however late: see below)
+  for (const char* id : {"pay-0000000001", "pay-0000000003"}) {
+    const long long ttl = redis.command({"PTTL", record_key(id)}).as_integer();
     CHECK(ttl > 0);
     CHECK(ttl <= 24 * 3600 * 1000);
   }
@@ -204,6 +208,8 @@ TEST_CASE_METHOD(RecordFixture,
     batch.push_back(payment("b-" + std::to_string(i), 1));
   }
   batch.push_back(payment("b-3", 1)); // the same id again, in the same call: a replay
+  // the script is loaded (another test may have flushed the scripts: a NOSCRIPT counts a call)
+  REQUIRE(limits.consume(payment("warm-up", 1, "m-elsewhere")).allowed());
   const long long before = command_calls(redis, "evalsha");
   const auto results = limits.consume_many(batch);
   CHECK(command_calls(redis, "evalsha") - before == 3); // 131 = 64 + 64 + 3
@@ -225,4 +231,60 @@ TEST_CASE_METHOD(RecordFixture,
   CHECK(again.replayed);
   CHECK(again.allowed());
   CHECK(merchant_day() == Usage{100, 100});
+}
+
+TEST_CASE_METHOD(RecordFixture,
+                 "a reservation confirmed for less: refunds by its confirmed amount, also past the "
+                 "horizon",
+                 "[record][redis][standalone]") {
+  limits.set_rules(four_rules());
+  const Transaction reserved = payment("rc", 1000);
+  REQUIRE(limits.reserve(reserved).allowed());
+  REQUIRE(limits.confirm("rc", 600).amount == 600);
+  CHECK(limits.reserve(reserved).replayed); // a retry of the reserve still replays
+  Transaction captured = reserved;
+  captured.amount = 600;
+  CHECK(limits.refund(captured, 100, "r-1").refunded_now == 100); // the record decides
+  CHECK(limits.refund(reserved, 50, "r-2").refunded_now == 50);   // as reserved: the same one
+  CHECK(merchant_day() == Usage{1, 450});
+  Transaction other = captured;
+  other.amount = 700;
+  CHECK(error_of([&] { limits.refund(other, 10, "r-3"); }).code() == errc::conflict);
+  // past the horizon the host brings what it captured, and refunds what it has not refunded
+  // yet: the library no longer knows the earlier refunds
+  REQUIRE(redis.command({"DEL", record_key("rc")}).as_integer() == 1);
+  REQUIRE(limits.consume(payment("other", 300)).allowed());
+  CHECK(limits.refund(captured, 450, "r-rest").refunded_now == 450);
+  CHECK(limits.refund(captured, 450, "r-rest").replayed);
+  CHECK(merchant_day() == Usage{2, 300}); // the other payment's 300 is untouched
+}
+
+TEST_CASE_METHOD(RecordFixture,
+                 "an abandoned reservation's record lives until its windows end, so its expired "
+                 "hold is released however late",
+                 "[record][redis][standalone]") {
+  auto o = options();
+  o.reservation_timeout = 1ms;
+  o.replay_horizon = 1s;
+  LimitCounter short_lived(redis, limitcounter::Calendar("Asia/Shanghai"), o);
+  short_lived.set_rules(four_rules());
+  REQUIRE(short_lived.reserve(payment("held", 800)).allowed());
+  // the record outlives the horizon: it is kept until the day window's key expires
+  CHECK(redis.command({"PTTL", record_key("held")}).as_integer() > 60 * 1000);
+  std::this_thread::sleep_for(1100ms);                          // past the hold and the horizon
+  REQUIRE(short_lived.reserve(payment("next", 300)).allowed()); // its sweep releases "held"
+  CHECK(merchant_day() == Usage{1, 300});
+}
+
+TEST_CASE("a replay horizon shorter than a reservation is refused, naming it", "[record][redis]") {
+  Redis redis{test_options()};
+  limitcounter::LimitCounterOptions o;
+  o.key_prefix = unique_prefix();
+  for (const auto horizon : {0ms, -5ms, 1000ms}) {
+    o.replay_horizon = horizon;
+    const Error refused = error_of([&] { LimitCounter(redis, limitcounter::Calendar("UTC"), o); });
+    CHECK(refused.code() == errc::invalid_argument);
+    CHECK_THAT(refused.what(),
+               Catch::Contains("replay_horizon " + std::to_string(horizon.count()) + "ms"));
+  }
 }

@@ -90,8 +90,7 @@ TEST_CASE("a decide call names every counter once and every rule", "[limit-codec
   CHECK(call.args[28] == text);
   CHECK(call.args[29] == "cmb");
   CHECK(call.args[30] == "m1");
-  CHECK(call.keys == std::vector<std::string>{"p:tx:{t1}", "p:cs:" + name,
-                                              "p:{dept}:day:20211112",
+  CHECK(call.keys == std::vector<std::string>{"p:tx:{t1}", "p:cs:" + name, "p:{dept}:day:20211112",
                                               "p:{merchant}:month:202111"});
   // what the reply is read with stays in the client
   REQUIRE(call.shape.counters.size() == 2);
@@ -117,11 +116,17 @@ TEST_CASE("fingerprints tell another use of an id from a retry", "[limit-codec]"
   CHECK(fingerprint("consume", example.tx) == first);
   CHECK(fingerprint("reserve", example.tx) != first);
   Transaction other = example.tx;
-  other.amount = 43;
-  CHECK(fingerprint("consume", other) != first);
+  other.amount = 43; // the amount travels, and is compared, apart
+  CHECK(fingerprint("consume", other) == first);
   other = example.tx;
   other.attributes["merchant"] = "m2";
   CHECK(fingerprint("consume", other) != first);
+  // no split of the same characters into other attributes gives the same digest
+  Transaction joined = example.tx;
+  joined.attributes = {{"m", "1|n=2"}};
+  Transaction split = example.tx;
+  split.attributes = {{"m", "1"}, {"n", "2"}};
+  CHECK(fingerprint("consume", joined) != fingerprint("consume", split));
 }
 
 TEST_CASE("a counter set lives in its record's slot", "[limit-codec]") {
@@ -135,7 +140,8 @@ TEST_CASE("calls batch into one script call, each rule program once", "[limit-co
   LimitCall first = example.call();
   example.tx.id = "t2";
   LimitCall second = example.call();
-  const LimitCall other = build_decide("consume", example.tx, {}, {&example.month}, example.context);
+  const LimitCall other =
+      build_decide("consume", example.tx, {}, {&example.month}, example.context);
   const std::size_t keys = first.keys.size() + second.keys.size() + other.keys.size();
   DecideBatch batch;
   batch.add(std::move(first.keys), std::move(first.args));
