@@ -164,10 +164,22 @@ Reply build(const char* data, std::size_t& at, std::size_t size, std::size_t dep
 }
 
 // Room for the RESP encoding of `args` after their count's header.
+// The length of `number` in decimal.
+std::size_t digits(std::size_t number) {
+  std::size_t count = 1;
+  while (number >= 10) {
+    number /= 10;
+    ++count;
+  }
+  return count;
+}
+
+// The exact bytes of `args` as bulk strings: the buffer is sized (and so zero-filled) once, for
+// no more than is written.
 template <typename Args> std::size_t room_for(const Args& args) {
   std::size_t room = 0;
   for (const auto& arg : args) {
-    room += max_header + arg.size() + 2;
+    room += 3 + digits(arg.size()) + arg.size() + 2;
   }
   return room;
 }
