@@ -296,7 +296,8 @@ decide_calls(const lc::LimitCounter& limits, const lc::RuleSet& rules, lc::TimeP
     context.now = now;
     static thread_local std::optional<lc::detail::LimitCall> templates[16];
     auto& cached = templates[static_cast<std::size_t>(i % 50 % 16)];
-    if (!cached || lc::detail::decide_fingerprint(cached->args) != lc::detail::fingerprint("consume", tx)) {
+    if (!cached ||
+        lc::detail::decide_fingerprint(cached->args) != lc::detail::fingerprint("consume", tx)) {
       const auto matched = lc::detail::match_rules(rules, tx);
       cached =
           lc::detail::build_decide("consume", tx, matched.per_transaction, matched.window, context);
