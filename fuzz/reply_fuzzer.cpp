@@ -4,9 +4,9 @@
 
 #include <limitcounter/error.hpp>
 
+#include "fuzz_input.hpp"
 #include "limit_counter/counter_codec.hpp"
 #include "limit_counter/limit_codec.hpp"
-#include "fuzz_input.hpp"
 
 namespace {
 
@@ -41,12 +41,17 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   };
   must_not_escape([&] { limitcounter::detail::parse_counter_value(text); });
   must_not_escape([&] { limitcounter::detail::decode_counter_add(reply, 2, "fuzz"); });
-  // a decide call with one counter and one rule, as build_decide makes it
-  const std::vector<std::string> args{
-      "consume", "fp", "1", "0", "0",  "0", "0", "1", "f\nday\n20261122\n0\n0\n1\nr\n1\n-1\n5",
-      "f",       "0",  "1", "1", "-1", "5"};
-  must_not_escape([&] { limitcounter::detail::decode_decision(reply, args, "fuzz", 1); });
+  // what a decide call with one counter, a window rule and a per-transaction rule reads its
+  // reply with (as build_decide makes it), and one with nothing
+  static const limitcounter::Rule window =
+      limitcounter::Rule("r").where("f").per(limitcounter::Period::day).max_amount(5);
+  static const limitcounter::Rule single = limitcounter::Rule("s").max_amount(5);
+  limitcounter::detail::DecideShape shape;
+  shape.counters.push_back({limitcounter::Period::day, "20261122", limitcounter::TimePoint{}});
+  shape.rules = {{&single, 0}, {&window, 1}};
+  must_not_escape([&] { limitcounter::detail::decode_decision(reply, shape, "fuzz", 1); });
   must_not_escape([&] { limitcounter::detail::decode_decision(reply, {}, "fuzz", 1); });
+  must_not_escape([&] { limitcounter::detail::decode_denial(text, "fuzz", 1); });
   must_not_escape([&] { (void)reply.debug_string(); });
   return 0;
 }
