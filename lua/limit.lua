@@ -436,13 +436,13 @@ local function decide(call, kind, now, record_expiry, hold_expiry)
   -- Kept before the counters move: its only failure (names colliding) must write nothing else.
   local counters = '-'
   if c > 0 then
-    local set_key = KEYS[call.k + 1]
-    local suffix = kept_sets[set_key]
-    if not suffix then
-      suffix = keep_counter_set(set_key, ARGV[a + 4], record_expiry)
-      kept_sets[set_key] = suffix
+    local set_key, text = KEYS[call.k + 1], ARGV[a + 4]
+    local kept = kept_sets[set_key]
+    if not kept or kept.text ~= text then -- (another text under one name: keep_counter_set says)
+      kept = {text = text, suffix = keep_counter_set(set_key, text, record_expiry)}
+      kept_sets[set_key] = kept
     end
-    counters = ARGV[a + 3] .. suffix
+    counters = ARGV[a + 3] .. kept.suffix
   end
   for j = 1, c do
     local count, total = reply[3 + 2 * j] + 1, reply[4 + 2 * j] + amount

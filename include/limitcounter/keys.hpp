@@ -31,8 +31,10 @@ inline std::string tagged_key(std::string_view prefix, std::string_view tag,
 }
 
 /// FNV-1a 64 of `text`: a stable hash for partitioning (the same on every host and build).
-constexpr std::uint64_t stable_hash(std::string_view text) noexcept {
-  std::uint64_t hash = 14695981039346656037ULL;
+/// `seed`: the hash of what came before `text`, to hash a text given in pieces.
+constexpr std::uint64_t stable_hash(std::string_view text,
+                                    std::uint64_t seed = 14695981039346656037ULL) noexcept {
+  std::uint64_t hash = seed;
   for (const char c : text) {
     hash ^= static_cast<std::uint8_t>(c);
     hash *= 1099511628211ULL;

@@ -77,24 +77,10 @@ std::string limit_arg(std::optional<std::int64_t> limit) {
   return limit ? number_arg(*limit) : std::string("-1");
 }
 
-// FNV-1a 64, fed piece by piece (no string of the whole is built).
+// `stable_hash` (FNV-1a 64) fed piece by piece (no string of the whole is built), as hex.
 class Digest {
 public:
-  void add(std::string_view text) noexcept {
-    const char* at = text.data();
-    const char* const end = at + text.size();
-    // Four bytes a turn: a counter set's text is hundreds of bytes, and the loop's own
-    // instructions cost as much as the hashing.
-    for (; end - at >= 4; at += 4) {
-      step(at[0]);
-      step(at[1]);
-      step(at[2]);
-      step(at[3]);
-    }
-    for (; at != end; ++at) {
-      step(*at);
-    }
-  }
+  void add(std::string_view text) noexcept { hash_ = stable_hash(text, hash_); }
   std::string hex() const {
     static constexpr char digits[] = "0123456789abcdef";
     std::string text(16, '0');
@@ -105,9 +91,7 @@ public:
   }
 
 private:
-  void step(char c) noexcept { hash_ = (hash_ ^ static_cast<unsigned char>(c)) * 0x100000001b3ULL; }
-
-  std::uint64_t hash_ = 0xcbf29ce484222325ULL;
+  std::uint64_t hash_ = stable_hash({});
 };
 
 // The counters and hold sets of a transaction's window rules, one counter per key and field.
