@@ -313,8 +313,19 @@ TEST_CASE("a master fails over to its replica: the library recovers, retries app
     if (node == &master || field(candidate, "master_port") != master.port()) {
       continue;
     }
-    replicated =
-        testing::eventually([&] { return field(candidate, "slave_repl_offset") >= written; });
+    // and the replica holds the counter the transaction moved (read there, READONLY)
+    RedisOptions replica_options = node->options();
+    replica_options.pool_size = 1;
+    Redis replica(replica_options);
+    replica.command({"READONLY"});
+    const std::string counter_key =
+        limits.keys().window(limits.keys().tag("merchant", "m1"), Period::day,
+                             limits.calendar().window(Period::day, Clock::now()).id);
+    replicated = testing::eventually([&] {
+      const Reply value = replica.command({"HGET", counter_key, "m1"});
+      return field(candidate, "slave_repl_offset") >= written && !value.is_nil() &&
+             value.as_string() == "1:10";
+    });
   }
   REQUIRE(replicated);
   master.kill();
