@@ -643,10 +643,20 @@ void server_cpu_batch64(Bench& bench, bool json) {
       }
       bench.redis.command({"CONFIG", "RESETSTAT"});
       const double before = server_cpu_usec(bench);
+      std::size_t allowed = 0;
       for (const auto& transactions : batches) {
-        limits.consume_many(transactions);
+        for (const auto& result : limits.consume_many(transactions)) {
+          if (const auto* error = std::get_if<lc::Error>(&result)) {
+            throw *error; // a measurement of failing calls measures nothing
+          }
+          allowed += std::get<lc::Decision>(result).allowed() ? 1 : 0;
+        }
       }
       const double used = server_cpu_usec(bench) - before;
+      if (allowed != batches.size() * batch) {
+        throw std::runtime_error("consume_server_cpu_batch64: " + std::to_string(allowed) + " of " +
+                                 std::to_string(batches.size() * batch) + " allowed");
+      }
       const std::string stats = bench.redis.command({"INFO", "commandstats"}).as_string();
       const auto at = stats.find("usec=", stats.find("cmdstat_evalsha:"));
       const double decisions = 50.0 * batch;

@@ -26,7 +26,8 @@
 --
 -- ARGV[1] = op.
 --
--- op consume | reserve | check | batch (consumes): n transactions under P rule programs.
+-- op consume | reserve | check | batch (consumes): n transactions under P rule programs and S
+--   counter sets.
 --   ARGV[2] n, [3] now (ms), [4] record expiry (ms), [5] hold expiry (ms; reserve only), [6] P;
 --   then P programs (the rules a transaction matched; transactions matching the same rules share
 --   one, as long as their windows are the same): h (hold sets), c (counters), the c counters' key
@@ -34,10 +35,13 @@
 --   of 3 (counter number 1..c, max count, max amount; -1: no such limit; counter
 --   number 0 is a per-transaction rule: its max amount limits the transaction's own amount,
 --   metric "single_amount");
---   then n transactions: program number, fingerprint, amount, counter set name, the counter set's
---   text, then the c counters' fields.
---   KEYS, per transaction: its record, its counter set, its c counter window hashes. The hold
---   sets are the last h lines of the counter set's text (one per counter shape).
+--   then S, then S counter sets (the counters a transaction moves; transactions that move the
+--   same counters share one, sent once): program number, counter set name ('' for a check,
+--   which keeps none), the counter set's text, then the c counters' fields;
+--   then n transactions: counter set number, fingerprint, amount.
+--   KEYS: the n transactions' records, then per counter set: its key (with no counters, any key
+--   of the call's slot), its c counter window hashes. The hold sets are the last h lines of the
+--   counter set's text (one per counter shape).
 --   Reply (per transaction; a batch replies with the n replies):
 --          {verdict, denied rule number (0 if none), denied metric ("count" | "amount" |
 --           "single_amount" | ""), c, then per counter: count, amount} with the counter's
@@ -118,8 +122,8 @@ end
 
 -- A record as a table: state (a name), fp, amount, counters, hexp, refunded, count_back,
 -- refunds (id -> "<asked>:<given>"), denial; nil if there is none.
-local function load(key)
-  local text = redis.pcall('GET', key)
+-- `text` is what GET (or SET ... GET) answered.
+local function parse(text)
   if not text then
     return nil
   end
@@ -155,6 +159,10 @@ local function load(key)
     end
   end
   return r
+end
+
+local function load(key)
+  return parse(redis.pcall('GET', key))
 end
 
 -- Writes `r` back to `key`, keeping its expiry.
@@ -285,7 +293,7 @@ local function release_expired_holds(holds, now)
 end
 
 -- The rule programs of a decide call (ARGV[6] and on), numbers read once; and where the
--- transactions' arguments start.
+-- counter sets' arguments start.
 local function read_programs()
   local programs, at = {}, 7
   for p = 1, tonumber(ARGV[6]) do
@@ -303,26 +311,33 @@ local function read_programs()
   return programs, at
 end
 
-local function counter_key(call, j)
-  return KEYS[call.k + 1 + j]
-end
-
-local function counter_field(call, j)
-  return ARGV[call.a + 4 + j]
+-- The counter sets of a decide call (ARGV[at] = S, then the sets), whose keys start at
+-- KEYS[k]; and where the transactions' arguments start. A set's counter j is KEYS[set.k + j],
+-- field ARGV[set.a + j].
+local function read_sets(programs, at, k)
+  local sets = {}
+  for s = 1, tonumber(ARGV[at]) do
+    local program = programs[tonumber(ARGV[at + 1])]
+    sets[s] = {program = program, name = ARGV[at + 2], text = ARGV[at + 3], a = at + 3, k = k}
+    at = at + 3 + program.c
+    k = k + 1 + program.c
+  end
+  return sets, at + 1
 end
 
 -- Fills reply[3 + 2j], reply[4 + 2j] with counter j's count and amount.
-local function read_counters(reply, call)
-  for j = 1, call.program.c do
-    reply[3 + 2 * j], reply[4 + 2 * j] = read_counter(counter_key(call, j), counter_field(call, j))
+local function read_counters(reply, set)
+  local k, a = set.k, set.a
+  for j = 1, set.program.c do
+    reply[3 + 2 * j], reply[4 + 2 * j] = read_counter(KEYS[k + j], ARGV[a + j])
   end
 end
 
 -- The first rule without room for one more transaction of `amount` over the totals in
 -- `reply`: its number and metric, or 0, ''. A rule of counter 0 limits the transaction's own
 -- amount (no counter).
-local function first_denial(reply, call, amount)
-  for i, rule in ipairs(call.program.rules) do
+local function first_denial(reply, program, amount)
+  for i, rule in ipairs(program.rules) do
     local j, max_count, max_amount = rule[1], rule[2], rule[3]
     if j == 0 then
       if max_amount >= 0 and amount > max_amount then
@@ -338,29 +353,32 @@ local function first_denial(reply, call, amount)
 end
 
 -- The denial a record keeps: "<rule> <metric> <limit> <used>" (rule names have no spaces).
-local function denial_text(reply, call, denied, metric)
-  local rule = call.program.rules[denied]
+local function denial_text(reply, program, denied, metric)
+  local rule = program.rules[denied]
   local limit, used = rule[3], 0
   if metric == 'count' then
     limit, used = rule[2], reply[3 + 2 * rule[1]]
   elseif metric == 'amount' then
     used = reply[4 + 2 * rule[1]]
   end
-  return words(call.program.names)[denied] .. ' ' .. metric .. ' ' .. string.format('%d', limit) ..
+  return words(program.names)[denied] .. ' ' .. metric .. ' ' .. string.format('%d', limit) ..
     ' ' .. string.format('%d', used)
 end
 
--- The hold sets of the call's counter shapes: the last h lines of its counter set's text.
-local function hold_sets(call)
-  local lines = {}
-  for line in string.gmatch(ARGV[call.a + 4], '[^\n]+') do
-    lines[#lines + 1] = line
+-- The hold sets of the set's counter shapes: the last h lines of its text (read once a call).
+local function hold_sets(set)
+  if not set.holds then
+    local lines = {}
+    for line in string.gmatch(set.text, '[^\n]+') do
+      lines[#lines + 1] = line
+    end
+    local holds = {}
+    for i = #lines - set.program.h + 1, #lines do
+      holds[#holds + 1] = lines[i]
+    end
+    set.holds = holds
   end
-  local holds = {}
-  for i = #lines - call.program.h + 1, #lines do
-    holds[#holds + 1] = lines[i]
-  end
-  return holds
+  return set.holds
 end
 
 -- Releases the expired holds of the call's hold sets: every one of them when `all` (an
@@ -376,43 +394,61 @@ local function release_all_expired(holds, now, all)
   return released
 end
 
--- The counter sets this script call has already kept (a batch often repeats one).
-local kept_sets = {}
-
-local function decide(call, kind, now, record_expiry, hold_expiry)
-  local a, c = call.a, call.program.c
-  local fingerprint, amount = ARGV[a + 1], tonumber(ARGV[a + 2])
-  local record = KEYS[call.k]
-
-  local first = load(record)
-  if first then
-    if first.fp == '-' then
-      return {'cancelled'} -- a tombstone: cancel came first
-    end
-    if first.fp ~= fingerprint or (first.requested or first.amount) ~= amount then
-      return {'conflict'}
-    end
-    local reply = {'replay', first.state, first.denial or '', c}
-    read_counters(reply, call)
-    return reply
+-- The name a record gives the set's counters: kept (once a call) before the first record
+-- names it, so that its only failure (names colliding) writes nothing else.
+local function kept_counter_set(set, record_expiry)
+  if not set.kept then
+    set.kept = set.name .. keep_counter_set(KEYS[set.k], set.text, record_expiry)
   end
+  return set.kept
+end
 
-  -- Read every counter, then decide, then write: nothing is written before every check.
+-- What a call of an id decided before answers now: the replay of `first` (with the counters
+-- as read, in `reply`), or why the call is not a retry of it.
+local function replay(first, reply, fingerprint, amount)
+  if first.fp == '-' then
+    return {'cancelled'} -- a tombstone: cancel came first
+  end
+  if first.fp ~= fingerprint or (first.requested or first.amount) ~= amount then
+    return {'conflict'}
+  end
+  reply[1], reply[2], reply[3] = 'replay', first.state, first.denial or ''
+  return reply
+end
+
+-- Creates the record unless the id has one: returns the one it has (nil if created). One
+-- command: a first decision reads no record, and the check that no record exists is the write.
+local function create_record(record, text, record_expiry)
+  return parse(redis.pcall('SET', record, text, 'NX', 'GET', 'PXAT', record_expiry))
+end
+
+local function decide(record, set, fingerprint, amount_text, kind, now, record_expiry, hold_expiry)
+  local program = set.program
+  local c, amount = program.c, tonumber(amount_text)
   local reply = {'', 0, '', c}
-  local holds
-  -- A reserve adds to the hold sets, so it sweeps them (at most 64 each): they stay small.
-  -- A consume sweeps only when expired reservations could be what stands in its way.
-  if kind == 'reserve' then
-    holds = hold_sets(call)
-    release_all_expired(holds, now, false)
+
+  if kind == 'check' then -- writes nothing, so reads the record first
+    local first = load(record)
+    read_counters(reply, set)
+    if first then
+      return replay(first, reply, fingerprint, amount)
+    end
+  else
+    -- A reserve adds to the hold sets, so it sweeps them (at most 64 each): they stay small.
+    -- (For an id decided before, that is housekeeping of other records; nothing of its own.)
+    if kind == 'reserve' then
+      release_all_expired(hold_sets(set), now, false)
+    end
+    read_counters(reply, set)
   end
-  read_counters(reply, call)
-  local denied, metric = first_denial(reply, call, amount)
+
+  -- Every counter read, then decide, then write: nothing of this id is written before every
+  -- check. A consume sweeps expired holds only when they could be what stands in its way.
+  local denied, metric = first_denial(reply, program, amount)
   if denied ~= 0 and kind ~= 'check' then
-    holds = holds or hold_sets(call)
-    if release_all_expired(holds, now, true) > 0 then
-      read_counters(reply, call)
-      denied, metric = first_denial(reply, call, amount)
+    if release_all_expired(hold_sets(set), now, true) > 0 then
+      read_counters(reply, set)
+      denied, metric = first_denial(reply, program, amount)
     end
   end
   local allowed = denied == 0
@@ -422,63 +458,70 @@ local function decide(call, kind, now, record_expiry, hold_expiry)
     reply[1] = allowed and 'would_allow' or 'would_deny'
     return reply
   end
-  reply[1] = allowed and 'allowed' or 'denied'
   if not allowed then
-    redis.call('SET', record, 'd ' .. fingerprint .. ' ' .. ARGV[a + 2] .. ' ' ..
-      denial_text(reply, call, denied, metric), 'PXAT', record_expiry)
+    local first = create_record(record, 'd ' .. fingerprint .. ' ' .. amount_text .. ' ' ..
+      denial_text(reply, program, denied, metric), record_expiry)
+    if first then
+      return replay(first, reply, fingerprint, amount)
+    end
+    reply[1] = 'denied'
     return reply
   end
   for j = 1, c do
     if reply[3 + 2 * j] + 1 > max_exact or reply[4 + 2 * j] + amount > max_exact then
+      local first = load(record)
+      if first then
+        return replay(first, reply, fingerprint, amount)
+      end
       return {'overflow', j}
     end
   end
-  -- Kept before the counters move: its only failure (names colliding) must write nothing else.
-  local counters = '-'
-  if c > 0 then
-    local set_key, text = KEYS[call.k + 1], ARGV[a + 4]
-    local kept = kept_sets[set_key]
-    if not kept or kept.text ~= text then -- (another text under one name: keep_counter_set says)
-      kept = {text = text, suffix = keep_counter_set(set_key, text, record_expiry)}
-      kept_sets[set_key] = kept
-    end
-    counters = ARGV[a + 3] .. kept.suffix
+  -- (its only failure, names colliding, must come before the record is written)
+  local counters = c > 0 and kept_counter_set(set, record_expiry) or '-'
+  local first
+  if kind == 'reserve' then
+    first = create_record(record, 'r ' .. fingerprint .. ' ' .. amount_text .. ' ' .. counters ..
+      ' ' .. hold_expiry, record_expiry)
+  else
+    first = create_record(record, 'c ' .. fingerprint .. ' ' .. amount_text .. ' ' .. counters,
+      record_expiry)
   end
+  if first then
+    return replay(first, reply, fingerprint, amount)
+  end
+  reply[1] = 'allowed'
+  local k, a = set.k, set.a
   for j = 1, c do
     local count, total = reply[3 + 2 * j] + 1, reply[4 + 2 * j] + amount
     reply[3 + 2 * j], reply[4 + 2 * j] = count, total
     -- A new field may be a new key: only then can the key lack its expiry.
-    if write_counter(counter_key(call, j), counter_field(call, j), count, total) == 1 then
-      redis.call('PEXPIREAT', counter_key(call, j), ARGV[call.program.expiry_at + j - 1], 'NX')
+    if write_counter(KEYS[k + j], ARGV[a + j], count, total) == 1 then
+      redis.call('PEXPIREAT', KEYS[k + j], ARGV[program.expiry_at + j - 1], 'NX')
     end
   end
   if kind == 'reserve' then
-    for _, hold_set in ipairs(holds) do
+    for _, hold_set in ipairs(hold_sets(set)) do
       redis.call('ZADD', hold_set, hold_expiry, record)
       -- the set lives as long as its longest-lived record
       if redis.call('PEXPIREAT', hold_set, record_expiry, 'NX') == 0 then
         redis.call('PEXPIREAT', hold_set, record_expiry, 'GT')
       end
     end
-    redis.call('SET', record, 'r ' .. fingerprint .. ' ' .. ARGV[a + 2] .. ' ' .. counters .. ' ' ..
-      hold_expiry, 'PXAT', record_expiry)
-  else
-    redis.call('SET', record, 'c ' .. fingerprint .. ' ' .. ARGV[a + 2] .. ' ' .. counters,
-      'PXAT', record_expiry)
   end
   return reply
 end
 
 -- Decides the call's n transactions; the replies.
 local function decide_all(kind)
-  local programs, a = read_programs()
+  local n = tonumber(ARGV[2])
+  local programs, at = read_programs()
+  local sets, a = read_sets(programs, at, n + 1)
   local now, record_expiry, hold_expiry = ARGV[3], ARGV[4], ARGV[5]
-  local replies, k = {}, 1
-  for i = 1, tonumber(ARGV[2]) do
-    local call = {k = k, a = a, program = programs[tonumber(ARGV[a])]}
-    replies[i] = decide(call, kind, now, record_expiry, hold_expiry)
-    k = k + 2 + call.program.c
-    a = a + 5 + call.program.c
+  local replies = {}
+  for i = 1, n do
+    replies[i] = decide(KEYS[i], sets[tonumber(ARGV[a])], ARGV[a + 1], ARGV[a + 2], kind, now,
+                        record_expiry, hold_expiry)
+    a = a + 3
   end
   return replies
 end

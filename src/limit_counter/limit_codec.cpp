@@ -300,7 +300,7 @@ LimitCall build_decide(std::string_view op, const Transaction& transaction,
     add_name(window_rules[i]);
     call.shape.rules.push_back({window_rules[i], plan.uses[i].counter + 1});
   }
-  call.args.reserve(15 + 3 * rule_count + 2 * plan.counters.size());
+  call.args.reserve(17 + 3 * rule_count + 2 * plan.counters.size());
   call.args.emplace_back(op);
   call.args.emplace_back("1");
   call.args.push_back(number_arg(unix_millis(context.now)));
@@ -327,10 +327,9 @@ LimitCall build_decide(std::string_view op, const Transaction& transaction,
     call.args.push_back(args.count_limit);
     call.args.push_back(args.amount_limit);
   }
-  // the transaction
+  // the counter set: what this transaction moves
   call.args.emplace_back("1");
-  call.args.push_back(fingerprint(op, transaction));
-  call.args.push_back(number_arg(transaction.amount));
+  call.args.emplace_back("1");
   call.args.push_back(records ? std::move(plan.name) : std::string());
   // (a check keeps no set, but the script finds the hold sets in its text)
   call.args.push_back(std::move(plan.text));
@@ -341,55 +340,86 @@ LimitCall build_decide(std::string_view op, const Transaction& transaction,
     call.keys.push_back(std::move(counter.key));
     call.args.push_back(std::move(counter.field));
   }
+  // the transaction
+  call.args.emplace_back("1");
+  call.args.push_back(fingerprint(op, transaction));
+  call.args.push_back(number_arg(transaction.amount));
   return call;
 }
 
 namespace {
 
-// Where a single decide call's program (h, c, c key expiries, names, r, the rules) and its
-// transaction start.
-constexpr std::size_t program_at = 6;
-std::size_t transaction_at(const std::vector<std::string>& args) {
-  const auto c = static_cast<std::size_t>(std::stoul(args.at(program_at + 1)));
-  return program_at + 4 + c + 3 * static_cast<std::size_t>(std::stoul(args.at(program_at + 3 + c)));
-}
+// Where the parts of a single decide call (build_decide) start: its program (h, c, c key
+// expiries, names, r, the rules), its counter set (after S: program number, name, text, c
+// fields) and its transaction (counter set number, fingerprint, amount).
+struct DecideLayout {
+  static constexpr std::size_t program = 6;
+  std::size_t counters = 0;
+  std::size_t set = 0;
+  std::size_t transaction = 0;
+
+  explicit DecideLayout(const std::vector<std::string>& args)
+      : counters(std::stoul(args.at(program + 1))),
+        set(program + 4 + counters + 3 * std::stoul(args.at(program + 3 + counters)) + 1),
+        transaction(set + 3 + counters) {}
+};
 
 } // namespace
 
 const std::string& decide_fingerprint(const std::vector<std::string>& args) {
-  return args.at(transaction_at(args) + 1);
+  return args.at(DecideLayout(args).transaction + 1);
 }
 
 const std::string& decide_amount(const std::vector<std::string>& args) {
-  return args.at(transaction_at(args) + 2);
+  return args.at(DecideLayout(args).transaction + 2);
 }
 
 const std::string& decide_record_expiry(const std::vector<std::string>& args) { return args.at(3); }
 
 void DecideBatch::add(std::vector<std::string>&& keys, std::vector<std::string>&& args) {
-  const std::size_t at = transaction_at(args);
+  const DecideLayout at(args);
   if (size_ == 0) {
     header_.assign(std::make_move_iterator(args.begin() + 2),
-                   std::make_move_iterator(args.begin() + program_at - 1));
+                   std::make_move_iterator(args.begin() + DecideLayout::program - 1));
   }
-  // Transactions that matched the same rules share one program.
-  const auto program_begin = args.begin() + program_at;
-  const auto program_end = args.begin() + static_cast<std::ptrdiff_t>(at);
-  std::size_t number = 0;
-  while (
-      number < programs_.size() &&
-      !std::equal(programs_[number].begin(), programs_[number].end(), program_begin, program_end)) {
-    ++number;
+  const auto begin = [&args](std::size_t i) {
+    return args.begin() + static_cast<std::ptrdiff_t>(i);
+  };
+  // Transactions that matched the same rules share one program ...
+  std::size_t program = 0;
+  while (program < programs_.size() &&
+         !std::equal(programs_[program].begin(), programs_[program].end(),
+                     begin(DecideLayout::program), begin(at.set - 1))) {
+    ++program;
   }
-  if (number == programs_.size()) {
-    programs_.emplace_back(std::make_move_iterator(program_begin),
-                           std::make_move_iterator(program_end));
+  if (program == programs_.size()) {
+    programs_.emplace_back(std::make_move_iterator(begin(DecideLayout::program)),
+                           std::make_move_iterator(begin(at.set - 1)));
   }
-  transactions_.push_back(std::to_string(number + 1));
-  transactions_.insert(transactions_.end(), std::make_move_iterator(program_end + 1),
-                       std::make_move_iterator(args.end()));
-  keys_.insert(keys_.end(), std::make_move_iterator(keys.begin()),
-               std::make_move_iterator(keys.end()));
+  // ... and those that move the same counters (under the same program) one counter set: its
+  // text names every counter's key and field, its name is the text's digest.
+  const std::string& name = args[at.set + 1];
+  const std::string& text = args[at.set + 2];
+  std::size_t set = 0;
+  while (set < sets_.size() &&
+         !(sets_[set].program == program && sets_[set].name == name && sets_[set].text == text)) {
+    ++set;
+  }
+  if (set == sets_.size()) {
+    CounterSet& added = sets_.emplace_back();
+    added.program = program;
+    added.name = std::move(args[at.set + 1]);
+    added.text = std::move(args[at.set + 2]);
+    added.fields.assign(std::make_move_iterator(begin(at.set + 3)),
+                        std::make_move_iterator(begin(at.transaction)));
+    // KEYS: the record, then the set's key and its counters' keys
+    added.keys.assign(std::make_move_iterator(keys.begin() + 1),
+                      std::make_move_iterator(keys.end()));
+  }
+  transactions_.push_back(std::to_string(set + 1));
+  transactions_.push_back(std::move(args[at.transaction + 1]));
+  transactions_.push_back(std::move(args[at.transaction + 2]));
+  records_.push_back(std::move(keys.front()));
   ++size_;
 }
 
@@ -401,11 +431,21 @@ std::pair<std::vector<std::string>, std::vector<std::string>> DecideBatch::take(
     args.insert(args.end(), std::make_move_iterator(program.begin()),
                 std::make_move_iterator(program.end()));
   }
+  args.push_back(std::to_string(sets_.size()));
+  std::vector<std::string> keys = std::move(records_);
+  for (auto& set : sets_) {
+    args.push_back(std::to_string(set.program + 1));
+    args.push_back(std::move(set.name));
+    args.push_back(std::move(set.text));
+    args.insert(args.end(), std::make_move_iterator(set.fields.begin()),
+                std::make_move_iterator(set.fields.end()));
+    keys.insert(keys.end(), std::make_move_iterator(set.keys.begin()),
+                std::make_move_iterator(set.keys.end()));
+  }
   args.insert(args.end(), std::make_move_iterator(transactions_.begin()),
               std::make_move_iterator(transactions_.end()));
-  auto taken = std::make_pair(std::move(keys_), std::move(args));
   *this = DecideBatch();
-  return taken;
+  return {std::move(keys), std::move(args)};
 }
 
 std::string append_original(std::vector<std::string>& args, const Transaction& original,

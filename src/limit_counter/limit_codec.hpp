@@ -123,7 +123,8 @@ const std::string& decide_amount(const std::vector<std::string>& args);
 const std::string& decide_record_expiry(const std::vector<std::string>& args);
 
 /// Decide calls of consume made at one `now`, joined into one call of lua/limit.lua's op batch:
-/// one header, each distinct rule program once, then every transaction.
+/// one header, each distinct rule program and each distinct counter set once, then every
+/// transaction's own values (counter set number, fingerprint, amount).
 class DecideBatch {
 public:
   /// Adds the call `keys`, `args` (as `build_decide` made them, op consume).
@@ -134,11 +135,19 @@ public:
   std::pair<std::vector<std::string>, std::vector<std::string>> take();
 
 private:
+  struct CounterSet {
+    std::size_t program = 0; // index into programs_
+    std::string name;
+    std::string text;
+    std::vector<std::string> fields;
+    std::vector<std::string> keys; // the set's key, then its counters'
+  };
   std::size_t size_ = 0;
   std::vector<std::string> header_; // now, record expiry, hold expiry
   std::vector<std::vector<std::string>> programs_;
+  std::vector<CounterSet> sets_;
   std::vector<std::string> transactions_;
-  std::vector<std::string> keys_;
+  std::vector<std::string> records_;
 };
 
 /// What a refund, confirm or cancel brings of the original transaction for when its record is

@@ -60,7 +60,7 @@ TEST_CASE("a decide call names every counter once and every rule", "[limit-codec
   const std::string text = "2\np:{dept}:day:20211112 cmb\np:{merchant}:month:202111 m1\n"
                            "p:{dept}:holds\np:{merchant}:holds";
   // header: op, n, now, record expiry, hold expiry, programs
-  REQUIRE(call.args.size() == 6 + (4 + 2 + 3 * 4) + 5 + 2);
+  REQUIRE(call.args.size() == 6 + (4 + 2 + 3 * 4) + (1 + 3 + 2) + 3);
   CHECK(call.args[0] == "consume");
   CHECK(call.args[1] == "1");
   const auto now_ms = unix_millis(example.tx.time);
@@ -78,18 +78,21 @@ TEST_CASE("a decide call names every counter once and every rule", "[limit-codec
         std::vector<std::string>{"2", "2", day_expiry, month_expiry,
                                  "single bank-day bank-day-amount merchant-month", "4", "0", "-1",
                                  "1000", "1", "10", "-1", "1", "-1", "500", "2", "-1", "900"});
-  // the transaction: program 1, fingerprint, amount, counter set name and text, fields
+  // one counter set of program 1: its name and text, the fields
   CHECK(call.args[24] == "1");
-  CHECK(call.args[25] == fingerprint("consume", example.tx));
-  CHECK(decide_fingerprint(call.args) == call.args[25]);
-  CHECK(call.args[26] == "42");
+  CHECK(call.args[25] == "1");
+  const std::string name = call.args[26];
+  CHECK(name.size() == 16);
+  CHECK(call.args[27] == text);
+  CHECK(call.args[28] == "cmb");
+  CHECK(call.args[29] == "m1");
+  // the transaction: counter set 1, fingerprint, amount
+  CHECK(call.args[30] == "1");
+  CHECK(call.args[31] == fingerprint("consume", example.tx));
+  CHECK(decide_fingerprint(call.args) == call.args[31]);
+  CHECK(call.args[32] == "42");
   CHECK(decide_amount(call.args) == "42");
   CHECK(decide_record_expiry(call.args) == call.args[3]);
-  const std::string name = call.args[27];
-  CHECK(name.size() == 16);
-  CHECK(call.args[28] == text);
-  CHECK(call.args[29] == "cmb");
-  CHECK(call.args[30] == "m1");
   CHECK(call.keys == std::vector<std::string>{"p:tx:{t1}", "p:cs:" + name, "p:{dept}:day:20211112",
                                               "p:{merchant}:month:202111"});
   // what the reply is read with stays in the client
@@ -104,7 +107,7 @@ TEST_CASE("a decide call names every counter once and every rule", "[limit-codec
 
   SECTION("a check records nothing, so it names no counter set") {
     const LimitCall check = example.call("check");
-    CHECK(check.args[27].empty());
+    CHECK(check.args[26].empty());
   }
 }
 
@@ -135,14 +138,16 @@ TEST_CASE("a counter set lives in its record's slot", "[limit-codec]") {
   CHECK(counter_set_key("p:{7:merchant}:tx:t1", "ab") == "p:{7:merchant}:cs:ab");
 }
 
-TEST_CASE("calls batch into one script call, each rule program once", "[limit-codec]") {
+TEST_CASE("calls batch into one script call, each rule program and counter set once",
+          "[limit-codec]") {
   Example example;
   LimitCall first = example.call();
   example.tx.id = "t2";
   LimitCall second = example.call();
+  example.tx.id = "t3";
   const LimitCall other =
       build_decide("consume", example.tx, {}, {&example.month}, example.context);
-  const std::size_t keys = first.keys.size() + second.keys.size() + other.keys.size();
+  const std::vector<std::string> set_keys(first.keys.begin() + 1, first.keys.end());
   DecideBatch batch;
   batch.add(std::move(first.keys), std::move(first.args));
   batch.add(std::move(second.keys), std::move(second.args));
@@ -150,8 +155,12 @@ TEST_CASE("calls batch into one script call, each rule program once", "[limit-co
   CHECK(batch.size() == 3);
   const auto [batch_keys, args] = batch.take();
   CHECK(batch.size() == 0);
-  CHECK(batch_keys.size() == keys);
-  CHECK(batch_keys[4] == "p:tx:{t2}");
+  // the records, then each counter set's key and counters once
+  REQUIRE(batch_keys.size() == 3 + set_keys.size() + other.keys.size() - 1);
+  CHECK(std::vector<std::string>(batch_keys.begin(), batch_keys.begin() + 3) ==
+        std::vector<std::string>{"p:tx:{t1}", "p:tx:{t2}", "p:tx:{t3}"});
+  CHECK(std::vector<std::string>(batch_keys.begin() + 3, batch_keys.begin() + 3 + 3) == set_keys);
+  CHECK(batch_keys.back() == other.keys.back());
   REQUIRE(args.size() > 6);
   CHECK(args[0] == "batch");
   CHECK(args[1] == "3");
@@ -159,11 +168,15 @@ TEST_CASE("calls batch into one script call, each rule program once", "[limit-co
   CHECK(args[6 + 5] == "4");
   const std::size_t second_program = 6 + 4 + 2 + 3 * 4;
   CHECK(args[second_program + 4] == "1");
-  const std::size_t transactions = second_program + 4 + 1 + 3;
-  CHECK(args[transactions] == "1");      // t1: program 1
-  CHECK(args[transactions + 7] == "1");  // t2: program 1 (5, then 2 fields)
-  CHECK(args[transactions + 14] == "2"); // the month-only transaction: program 2
-  CHECK(args.size() == transactions + 7 + 7 + 6);
+  const std::size_t sets = second_program + 4 + 1 + 3;
+  CHECK(args[sets] == "2");         // two counter sets
+  CHECK(args[sets + 1] == "1");     // of program 1, with 2 fields
+  CHECK(args[sets + 1 + 5] == "2"); // of program 2, with 1 field
+  const std::size_t transactions = sets + 1 + 5 + 4;
+  CHECK(args[transactions] == "1");     // t1: counter set 1
+  CHECK(args[transactions + 3] == "1"); // t2: counter set 1
+  CHECK(args[transactions + 6] == "2"); // the month-only transaction: counter set 2
+  CHECK(args.size() == transactions + 9);
 }
 
 TEST_CASE("a reversal brings the original transaction's counters", "[limit-codec]") {
@@ -181,7 +194,7 @@ TEST_CASE("a reversal brings the original transaction's counters", "[limit-codec
   CHECK(args[6] == "2\np:{dept}:day:20211112 cmb\np:{merchant}:month:202111 m1\n"
                    "p:{dept}:holds\np:{merchant}:holds");
   // the same counters as the decide call named
-  CHECK(args[5] == example.call().args[27]);
+  CHECK(args[5] == example.call().args[26]);
   CHECK(std::stoll(args[7]) == unix_millis(example.context.now + 24h));
 
   example.context.refuse_closed_windows = true;
