@@ -6,21 +6,25 @@
 -- Transaction record (string KEYS[1], words separated by spaces), kept for the replay
 -- horizon (ARGV record expiry) whatever the windows; a reservation's until its windows end (the
 -- client sends that expiry), so that its hold is released even if nothing sweeps it sooner:
---   <state> <fp> <amount> <counters> [<hold expiry>] [=<refunded>] [^<reserved>] [!]
---   [R:<id>:<asked>:<given>]...
+--   <state> <fp> <amount> <counter set> [<fields>] [<hold expiry>] [=<refunded>] [^<reserved>]
+--   [!] [R:<id>:<asked>:<given>]...
 --   state: c consumed | r reserved | f confirmed | x cancelled | e expired | v voided;
 --   fp: the client's digest of operation and attributes ('-' for a tombstone: a cancel that
 --   came before its reserve, "x - 0 -"); a retry must bring the same fp and amount (the reserved
---   amount, ^<reserved>, of a reservation confirmed for less); counters: the name of the counter
---   set (below) it moved, '-' for none; hold expiry (ms): reserved only; =<refunded>: given back
---   so far; '!': the count was given back too (full refund); R:... one per refund id (the full
---   refund has the id '').
---   A denial: d <fp> <amount> <rule> <metric> <limit> <used>, the first decision's denial.
--- Counter set (string <counter-set prefix><name>): what a transaction moved, shared by every
---   record that moved the same counters: "<c>\n" then c lines "<key> <field>", then the hold
---   sets' keys, one a line. Its name is the client's digest of that text ('.1'... appended if
---   another text has the name); it lives the replay horizon and an hour after its latest
---   use, so it outlives every record naming it.
+--   amount, ^<reserved>, of a reservation confirmed for less); counter set: the name of the
+--   counter set (below) of the counters it moved, '-' for none (then no fields); fields: the
+--   counters' hash fields (dimension values, which hold no ':' and no space), each distinct one
+--   once, ':'-joined; hold expiry (ms, in base 36): reserved only; =<refunded>: given back so far; '!': the
+--   count was given back too (full refund); R:... one per refund id (the full refund has the
+--   id '').
+--   A denial: d <fp> <amount> <rule> <metric> <limit> <used>, the first decision's denial
+--   (metric: c count | a amount | s single_amount).
+-- Counter set (string <counter-set prefix><name>): which counters a transaction moved but their
+--   fields, so that every transaction under the same rules and windows shares one:
+--   "<c>\n" then c lines "<key> <i>" (the counter's field is the record's i-th field), then
+--   the hold sets' keys, one a line. Its name is the client's digest of that text ('.1'...
+--   appended if another text has the name); it lives the replay horizon and an hour after its
+--   latest use, so it outlives every record naming it.
 -- Counter field value: "<count>:<amount>", integers below 2^53.
 -- Hold set (zset): member = record key, score = hold expiry in ms.
 --
@@ -35,10 +39,12 @@
 --   of 3 (counter number 1..c, max count, max amount; -1: no such limit; counter
 --   number 0 is a per-transaction rule: its max amount limits the transaction's own amount,
 --   metric "single_amount");
---   then S, then S counter sets (the counters a transaction moves; transactions that move the
---   same counters share one, sent once): program number, counter set name ('' for a check,
---   which keeps none), the counter set's text, then the c counters' fields;
---   then n transactions: counter set number, fingerprint, amount.
+--   then S, then S counter sets (which counters a transaction moves; transactions under the
+--   same program whose counters are in the same keys share one, sent once): program number,
+--   counter set name ('' for a check, which keeps none), the counter set's text, then for each
+--   of the c counters the number of its field among the transaction's fields;
+--   then n transactions: counter set number, fingerprint, amount, fields (as its record keeps
+--   them: each distinct field once, ':'-joined; '' without counters).
 --   KEYS: the n transactions' records, then per counter set: its key (with no counters, any key
 --   of the call's slot), its c counter window hashes. The hold sets are the last h lines of the
 --   counter set's text (one per counter shape).
@@ -57,8 +63,9 @@
 --
 -- The reversals take KEYS[1] the record; its counter set is in its slot (counter_set_prefix).
 -- A refund, confirm or cancel of an id whose record is gone (past its replay horizon) may bring
--- the original transaction (ARGV[o..o+5]: the fingerprint of its consume, its amount, counter
--- set name, counter set text, record expiry (ms), the fingerprint of its reserve), with KEYS[2]
+-- the original transaction (ARGV[o..o+6]: the fingerprint of its consume, its amount, counter
+-- set name, counter set text, record expiry (ms), the fingerprint of its reserve, its fields as
+-- a record keeps them), with KEYS[2]
 -- its counter set: the refund then records it as consumed and goes on; a confirm answers
 -- "expired" and a cancel "already expired" (a reservation's hold never outlives its record).
 -- While the record lives it decides, and an original it was not decided for (other attributes,
@@ -97,6 +104,8 @@ local state_codes = {}
 for code, name in pairs(state_names) do
   state_codes[name] = code
 end
+local metric_codes = {count = 'c', amount = 'a', single_amount = 's'}
+local metric_names = {c = 'count', a = 'amount', s = 'single_amount'}
 
 local function read_counter(key, field)
   local value = redis.call('HGET', key, field)
@@ -120,6 +129,31 @@ local function words(text)
   return parts
 end
 
+-- `n` (an integer, 0 <= n < 2^53) in base 36: 8 digits for a time in ms, where decimal takes 13.
+local function base36(n)
+  local digits = {}
+  repeat
+    local digit = n % 36
+    digits[#digits + 1] = string.sub('0123456789abcdefghijklmnopqrstuvwxyz', digit + 1, digit + 1)
+    n = (n - digit) / 36
+  until n == 0
+  return string.reverse(table.concat(digits))
+end
+
+-- The fields of a record's fields word (one field: the word itself).
+local function split_fields(word)
+  local fields, from = {}, 1
+  while true do
+    local colon = string.find(word, ':', from, true)
+    if not colon then
+      fields[#fields + 1] = string.sub(word, from)
+      return fields
+    end
+    fields[#fields + 1] = string.sub(word, from, colon - 1)
+    from = colon + 1
+  end
+end
+
 -- A record as a table: state (a name), fp, amount, counters, hexp, refunded, count_back,
 -- refunds (id -> "<asked>:<given>"), denial; nil if there is none.
 -- `text` is what GET (or SET ... GET) answered.
@@ -135,14 +169,18 @@ local function parse(text)
   local r = {state = state_names[w[1]], fp = w[2], amount = tonumber(w[3]), refunded = 0,
              count_back = false, refunds = {}}
   if w[1] == 'd' then
-    r.denial = table.concat(w, ' ', 4, 7)
+    r.denial = w[4] .. ' ' .. (metric_names[w[5]] or w[5]) .. ' ' .. w[6] .. ' ' .. w[7]
     return r
   end
   r.counters = w[4]
   local i = 5
-  if w[1] == 'r' then
-    r.hexp = tonumber(w[5])
+  if r.counters ~= '-' then
+    r.fields = w[5]
     i = 6
+  end
+  if w[1] == 'r' then
+    r.hexp = tonumber(w[i], 36)
+    i = i + 1
   end
   for j = i, #w do
     local token = w[j]
@@ -165,11 +203,14 @@ local function load(key)
   return parse(redis.pcall('GET', key))
 end
 
--- Writes `r` back to `key`, keeping its expiry.
-local function store(key, r)
+-- The text of record `r`.
+local function record_text(r)
   local w = {state_codes[r.state], r.fp, string.format('%d', r.amount), r.counters}
+  if r.fields then
+    w[#w + 1] = r.fields
+  end
   if r.state == 'reserved' then
-    w[5] = string.format('%d', r.hexp)
+    w[#w + 1] = base36(r.hexp)
   end
   if r.refunded > 0 then
     w[#w + 1] = '=' .. string.format('%d', r.refunded)
@@ -183,7 +224,12 @@ local function store(key, r)
   for id, value in pairs(r.refunds) do
     w[#w + 1] = 'R:' .. id .. ':' .. value
   end
-  redis.call('SET', key, table.concat(w, ' '), 'KEEPTTL')
+  return table.concat(w, ' ')
+end
+
+-- Writes `r` back to `key`, keeping its expiry.
+local function store(key, r)
+  redis.call('SET', key, record_text(r), 'KEEPTTL')
 end
 
 -- Stores the counter set `text` under `key` (or key.1, key.2, ... if another text has that
@@ -237,9 +283,12 @@ local function counter_set(key, r, reading)
     lines[#lines + 1] = line
   end
   local c = tonumber(lines[1])
+  local fields = split_fields(r.fields)
   local counters, holds = {}, {}
   for j = 1, c do
-    counters[j] = words(lines[1 + j])
+    local line = lines[1 + j]
+    local space = string.find(line, ' ', 1, true)
+    counters[j] = {string.sub(line, 1, space - 1), fields[tonumber(string.sub(line, space + 1))]}
   end
   for j = 2 + c, #lines do
     holds[#holds + 1] = lines[j]
@@ -313,12 +362,16 @@ end
 
 -- The counter sets of a decide call (ARGV[at] = S, then the sets), whose keys start at
 -- KEYS[k]; and where the transactions' arguments start. A set's counter j is KEYS[set.k + j],
--- field ARGV[set.a + j].
+-- its field the transaction's set.field[j]-th.
 local function read_sets(programs, at, k)
   local sets = {}
   for s = 1, tonumber(ARGV[at]) do
     local program = programs[tonumber(ARGV[at + 1])]
-    sets[s] = {program = program, name = ARGV[at + 2], text = ARGV[at + 3], a = at + 3, k = k}
+    local field = {}
+    for j = 1, program.c do
+      field[j] = tonumber(ARGV[at + 3 + j])
+    end
+    sets[s] = {program = program, name = ARGV[at + 2], text = ARGV[at + 3], field = field, k = k}
     at = at + 3 + program.c
     k = k + 1 + program.c
   end
@@ -326,10 +379,10 @@ local function read_sets(programs, at, k)
 end
 
 -- Fills reply[3 + 2j], reply[4 + 2j] with counter j's count and amount.
-local function read_counters(reply, set)
-  local k, a = set.k, set.a
+local function read_counters(reply, set, fields)
+  local k, field = set.k, set.field
   for j = 1, set.program.c do
-    reply[3 + 2 * j], reply[4 + 2 * j] = read_counter(KEYS[k + j], ARGV[a + j])
+    reply[3 + 2 * j], reply[4 + 2 * j] = read_counter(KEYS[k + j], fields[field[j]])
   end
 end
 
@@ -361,8 +414,8 @@ local function denial_text(reply, program, denied, metric)
   elseif metric == 'amount' then
     used = reply[4 + 2 * rule[1]]
   end
-  return words(program.names)[denied] .. ' ' .. metric .. ' ' .. string.format('%d', limit) ..
-    ' ' .. string.format('%d', used)
+  return words(program.names)[denied] .. ' ' .. metric_codes[metric] .. ' ' ..
+    string.format('%d', limit) .. ' ' .. string.format('%d', used)
 end
 
 -- The hold sets of the set's counter shapes: the last h lines of its text (read once a call).
@@ -422,14 +475,16 @@ local function create_record(record, text, record_expiry)
   return parse(redis.pcall('SET', record, text, 'NX', 'GET', 'PXAT', record_expiry))
 end
 
-local function decide(record, set, fingerprint, amount_text, kind, now, record_expiry, hold_expiry)
+local function decide(record, set, fingerprint, amount_text, fields_word, kind, now, record_expiry,
+                      hold_expiry)
   local program = set.program
   local c, amount = program.c, tonumber(amount_text)
   local reply = {'', 0, '', c}
+  local fields = c > 1 and split_fields(fields_word) or {fields_word}
 
   if kind == 'check' then -- writes nothing, so reads the record first
     local first = load(record)
-    read_counters(reply, set)
+    read_counters(reply, set, fields)
     if first then
       return replay(first, reply, fingerprint, amount)
     end
@@ -439,7 +494,7 @@ local function decide(record, set, fingerprint, amount_text, kind, now, record_e
     if kind == 'reserve' then
       release_all_expired(hold_sets(set), now, false)
     end
-    read_counters(reply, set)
+    read_counters(reply, set, fields)
   end
 
   -- Every counter read, then decide, then write: nothing of this id is written before every
@@ -447,7 +502,7 @@ local function decide(record, set, fingerprint, amount_text, kind, now, record_e
   local denied, metric = first_denial(reply, program, amount)
   if denied ~= 0 and kind ~= 'check' then
     if release_all_expired(hold_sets(set), now, true) > 0 then
-      read_counters(reply, set)
+      read_counters(reply, set, fields)
       denied, metric = first_denial(reply, program, amount)
     end
   end
@@ -477,25 +532,25 @@ local function decide(record, set, fingerprint, amount_text, kind, now, record_e
     end
   end
   -- (its only failure, names colliding, must come before the record is written)
-  local counters = c > 0 and kept_counter_set(set, record_expiry) or '-'
+  local moved = c > 0 and kept_counter_set(set, record_expiry) .. ' ' .. fields_word or '-'
   local first
   if kind == 'reserve' then
-    first = create_record(record, 'r ' .. fingerprint .. ' ' .. amount_text .. ' ' .. counters ..
-      ' ' .. hold_expiry, record_expiry)
+    first = create_record(record, 'r ' .. fingerprint .. ' ' .. amount_text .. ' ' .. moved ..
+      ' ' .. base36(tonumber(hold_expiry)), record_expiry)
   else
-    first = create_record(record, 'c ' .. fingerprint .. ' ' .. amount_text .. ' ' .. counters,
+    first = create_record(record, 'c ' .. fingerprint .. ' ' .. amount_text .. ' ' .. moved,
       record_expiry)
   end
   if first then
     return replay(first, reply, fingerprint, amount)
   end
   reply[1] = 'allowed'
-  local k, a = set.k, set.a
+  local k, field = set.k, set.field
   for j = 1, c do
     local count, total = reply[3 + 2 * j] + 1, reply[4 + 2 * j] + amount
     reply[3 + 2 * j], reply[4 + 2 * j] = count, total
     -- A new field may be a new key: only then can the key lack its expiry.
-    if write_counter(KEYS[k + j], ARGV[a + j], count, total) == 1 then
+    if write_counter(KEYS[k + j], fields[field[j]], count, total) == 1 then
       redis.call('PEXPIREAT', KEYS[k + j], ARGV[program.expiry_at + j - 1], 'NX')
     end
   end
@@ -519,9 +574,9 @@ local function decide_all(kind)
   local now, record_expiry, hold_expiry = ARGV[3], ARGV[4], ARGV[5]
   local replies = {}
   for i = 1, n do
-    replies[i] = decide(KEYS[i], sets[tonumber(ARGV[a])], ARGV[a + 1], ARGV[a + 2], kind, now,
-                        record_expiry, hold_expiry)
-    a = a + 3
+    replies[i] = decide(KEYS[i], sets[tonumber(ARGV[a])], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3],
+                        kind, now, record_expiry, hold_expiry)
+    a = a + 4
   end
   return replies
 end
@@ -541,14 +596,13 @@ local function load_or_original(o, recreate)
   if not recreate then
     return nil, true
   end
-  local counters = '-'
-  if ARGV[o + 3] ~= '' then
-    counters = ARGV[o + 2] .. keep_counter_set(KEYS[2], ARGV[o + 3], ARGV[o + 4])
-  end
-  r = {state = 'consumed', fp = ARGV[o], amount = tonumber(ARGV[o + 1]), counters = counters,
+  r = {state = 'consumed', fp = ARGV[o], amount = tonumber(ARGV[o + 1]), counters = '-',
        refunded = 0, count_back = false, refunds = {}}
-  redis.call('SET', KEYS[1], 'c ' .. ARGV[o] .. ' ' .. ARGV[o + 1] .. ' ' .. counters, 'PXAT',
-    ARGV[o + 4])
+  if ARGV[o + 3] ~= '' then
+    r.counters = ARGV[o + 2] .. keep_counter_set(KEYS[2], ARGV[o + 3], ARGV[o + 4])
+    r.fields = ARGV[o + 6]
+  end
+  redis.call('SET', KEYS[1], record_text(r), 'PXAT', ARGV[o + 4])
   return r, true
 end
 

@@ -77,15 +77,18 @@ std::string limit_arg(std::optional<std::int64_t> limit) {
   return limit ? number_arg(*limit) : std::string("-1");
 }
 
-// `stable_hash` (FNV-1a 64) fed piece by piece (no string of the whole is built), as hex.
+// `stable_hash` (FNV-1a 64) fed piece by piece (no string of the whole is built), as base64url
+// digits (6 bits each, the lowest bits of the hash): records keep two digests each, and every
+// byte of a record counts.
 class Digest {
 public:
   void add(std::string_view text) noexcept { hash_ = stable_hash(text, hash_); }
-  std::string hex() const {
-    static constexpr char digits[] = "0123456789abcdef";
-    std::string text(16, '0');
-    for (int i = 0; i < 16; ++i) {
-      text[static_cast<std::size_t>(15 - i)] = digits[(hash_ >> (4 * i)) & 0xF];
+  std::string text(std::size_t digits) const {
+    static constexpr char alphabet[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    std::string text(digits, 'A');
+    for (std::size_t i = 0; i < digits; ++i) {
+      text[digits - 1 - i] = alphabet[(hash_ >> (6 * i)) & 0x3F];
     }
     return text;
   }
@@ -111,9 +114,12 @@ struct CounterPlan {
     std::size_t counter; // its counter's index
     const RuleArgs* args;
   };
-  std::vector<Use> uses; // per window rule
-  std::string text;      // the counter set's text (lua/limit.lua)
-  std::string name;      // its digest
+  std::vector<Use> uses;                  // per window rule
+  std::vector<std::string_view> fields;   // each distinct field once, into `counters`
+  std::vector<std::size_t> field_numbers; // per counter: its field's number (1..) in `fields`
+  std::string fields_word;                // `fields` ':'-joined, as a record keeps them
+  std::string text;                       // the counter set's text (lua/limit.lua)
+  std::string name;                       // its digest
 
   CounterPlan(const Transaction& transaction, const std::vector<const Rule*>& window_rules,
               const DecideContext& context) {
@@ -157,7 +163,7 @@ struct CounterPlan {
       });
       uses.push_back({static_cast<std::size_t>(same - counters.begin()), args});
       if (same == counters.end()) {
-        text_size += key.size() + field.size() + 2;
+        text_size += key.size() + 4;
         counters.push_back({std::move(key), std::move(field), period, &*window});
       }
       if (std::find(holds.begin(), holds.end(), hold) == holds.end()) {
@@ -165,20 +171,33 @@ struct CounterPlan {
         holds.push_back(hold);
       }
     }
+    // (after the last push_back: `fields` views the counters' strings)
+    fields.reserve(counters.size());
+    field_numbers.reserve(counters.size());
+    for (const auto& counter : counters) {
+      auto same = std::find(fields.begin(), fields.end(), counter.field);
+      if (same == fields.end()) {
+        fields_word.append(fields.empty() ? "" : ":").append(counter.field);
+        same = fields.insert(fields.end(), counter.field);
+      }
+      field_numbers.push_back(static_cast<std::size_t>(same - fields.begin()) + 1);
+    }
     text.reserve(text_size);
     append_number(text, static_cast<std::int64_t>(counters.size()));
-    for (const auto& counter : counters) {
+    for (std::size_t j = 0; j < counters.size(); ++j) {
       text.push_back('\n');
-      text.append(counter.key).push_back(' ');
-      text.append(counter.field);
+      text.append(counters[j].key).push_back(' ');
+      append_number(text, static_cast<std::int64_t>(field_numbers[j]));
     }
     for (const auto hold : holds) {
       text.push_back('\n');
       text.append(hold);
     }
+    // 48 bits: few distinct sets (one per rules, windows and buckets), and a collision is
+    // resolved by the script (keep_counter_set's suffixes), never silent
     Digest digest;
     digest.add(text);
-    name = digest.hex();
+    name = digest.text(8);
   }
 };
 
@@ -237,7 +256,7 @@ std::string fingerprint(std::string_view op, const Transaction& transaction) {
     part(attribute);
     part(value);
   }
-  return digest.hex();
+  return digest.text(11); // all 64 bits: a retry is told from another use of its id by this
 }
 
 std::string counter_set_key(std::string_view record_key, std::string_view name) {
@@ -300,7 +319,7 @@ LimitCall build_decide(std::string_view op, const Transaction& transaction,
     add_name(window_rules[i]);
     call.shape.rules.push_back({window_rules[i], plan.uses[i].counter + 1});
   }
-  call.args.reserve(17 + 3 * rule_count + 2 * plan.counters.size());
+  call.args.reserve(18 + 3 * rule_count + 2 * plan.counters.size());
   call.args.emplace_back(op);
   call.args.emplace_back("1");
   call.args.push_back(number_arg(unix_millis(context.now)));
@@ -334,16 +353,18 @@ LimitCall build_decide(std::string_view op, const Transaction& transaction,
   // (a check keeps no set, but the script finds the hold sets in its text)
   call.args.push_back(std::move(plan.text));
   call.shape.counters.reserve(plan.counters.size());
-  for (auto& counter : plan.counters) {
+  for (std::size_t j = 0; j < plan.counters.size(); ++j) {
     // one key per counter: a shape and a period make a key
+    auto& counter = plan.counters[j];
     call.shape.counters.push_back({counter.period, counter.window->id, counter.window->end});
     call.keys.push_back(std::move(counter.key));
-    call.args.push_back(std::move(counter.field));
+    call.args.push_back(number_arg(static_cast<std::int64_t>(plan.field_numbers[j])));
   }
   // the transaction
   call.args.emplace_back("1");
   call.args.push_back(fingerprint(op, transaction));
   call.args.push_back(number_arg(transaction.amount));
+  call.args.push_back(std::move(plan.fields_word));
   return call;
 }
 
@@ -351,7 +372,7 @@ namespace {
 
 // Where the parts of a single decide call (build_decide) start: its program (h, c, c key
 // expiries, names, r, the rules), its counter set (after S: program number, name, text, c
-// fields) and its transaction (counter set number, fingerprint, amount).
+// field numbers) and its transaction (counter set number, fingerprint, amount, fields).
 struct DecideLayout {
   static constexpr std::size_t program = 6;
   std::size_t counters = 0;
@@ -410,8 +431,8 @@ void DecideBatch::add(std::vector<std::string>&& keys, std::vector<std::string>&
     added.program = program;
     added.name = std::move(args[at.set + 1]);
     added.text = std::move(args[at.set + 2]);
-    added.fields.assign(std::make_move_iterator(begin(at.set + 3)),
-                        std::make_move_iterator(begin(at.transaction)));
+    added.field_numbers.assign(std::make_move_iterator(begin(at.set + 3)),
+                               std::make_move_iterator(begin(at.transaction)));
     // KEYS: the record, then the set's key and its counters' keys
     added.keys.assign(std::make_move_iterator(keys.begin() + 1),
                       std::make_move_iterator(keys.end()));
@@ -419,6 +440,7 @@ void DecideBatch::add(std::vector<std::string>&& keys, std::vector<std::string>&
   transactions_.push_back(std::to_string(set + 1));
   transactions_.push_back(std::move(args[at.transaction + 1]));
   transactions_.push_back(std::move(args[at.transaction + 2]));
+  transactions_.push_back(std::move(args[at.transaction + 3]));
   records_.push_back(std::move(keys.front()));
   ++size_;
 }
@@ -437,8 +459,8 @@ std::pair<std::vector<std::string>, std::vector<std::string>> DecideBatch::take(
     args.push_back(std::to_string(set.program + 1));
     args.push_back(std::move(set.name));
     args.push_back(std::move(set.text));
-    args.insert(args.end(), std::make_move_iterator(set.fields.begin()),
-                std::make_move_iterator(set.fields.end()));
+    args.insert(args.end(), std::make_move_iterator(set.field_numbers.begin()),
+                std::make_move_iterator(set.field_numbers.end()));
     keys.insert(keys.end(), std::make_move_iterator(set.keys.begin()),
                 std::make_move_iterator(set.keys.end()));
   }
@@ -460,6 +482,7 @@ std::string append_original(std::vector<std::string>& args, const Transaction& o
   args.push_back(any ? plan.text : std::string());
   args.push_back(std::to_string(unix_millis(context.now + context.replay_horizon)));
   args.push_back(fingerprint("reserve", original));
+  args.push_back(plan.fields_word);
   return any ? counter_set_key(record, plan.name) : record;
 }
 

@@ -101,7 +101,7 @@ struct DecideContext {
   bool refuse_closed_windows = true;
 };
 
-/// The digest (16 hex digits, FNV-1a 64) that tells, with the amount, a retry of
+/// The digest (11 base64url digits, FNV-1a 64) that tells, with the amount, a retry of
 /// `transaction` from a different use of its id: of the operation and every attribute, each
 /// part with its length. Not collision-resistant against a chosen input: it compares the
 /// calls of one host for one id.
@@ -124,7 +124,7 @@ const std::string& decide_record_expiry(const std::vector<std::string>& args);
 
 /// Decide calls of consume made at one `now`, joined into one call of lua/limit.lua's op batch:
 /// one header, each distinct rule program and each distinct counter set once, then every
-/// transaction's own values (counter set number, fingerprint, amount).
+/// transaction's own values (counter set number, fingerprint, amount, fields).
 class DecideBatch {
 public:
   /// Adds the call `keys`, `args` (as `build_decide` made them, op consume).
@@ -139,7 +139,7 @@ private:
     std::size_t program = 0; // index into programs_
     std::string name;
     std::string text;
-    std::vector<std::string> fields;
+    std::vector<std::string> field_numbers;
     std::vector<std::string> keys; // the set's key, then its counters'
   };
   std::size_t size_ = 0;
@@ -151,7 +151,7 @@ private:
 };
 
 /// What a refund, confirm or cancel brings of the original transaction for when its record is
-/// gone (lua/limit.lua, ARGV[o..o+5]): appends them to `args` and returns the counter set key
+/// gone (lua/limit.lua, ARGV[o..o+6]): appends them to `args` and returns the counter set key
 /// (KEYS[2]). The counters are those of `window_rules` (the rules in force now).
 std::string append_original(std::vector<std::string>& args, const Transaction& original,
                             const std::vector<const Rule*>& window_rules,

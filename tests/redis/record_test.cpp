@@ -108,16 +108,25 @@ TEST_CASE_METHOD(RecordFixture,
   }
 }
 
-TEST_CASE_METHOD(RecordFixture, "transactions that moved the same counters share one counter set",
+TEST_CASE_METHOD(RecordFixture,
+                 "transactions under the same rules and windows share one counter set, whatever "
+                 "their dimension values",
                  "[record][redis][standalone]") {
   limits.set_rules(four_rules());
   for (int i = 0; i < 20; ++i) {
     REQUIRE(limits.consume(payment("same-" + std::to_string(i), 10)).allowed());
   }
   REQUIRE(limits.consume(payment("other-0", 10, "m-other")).allowed());
+  CHECK(keys_matching(prefix + "cs:*").size() == 1);
+  // other rules move other counters: another set
+  limits.set_rules(RuleSet().add(Rule("day").where("merchant").per(Period::day).max_amount(1000)));
+  REQUIRE(limits.consume(payment("other-1", 10, "m-other")).allowed());
   CHECK(keys_matching(prefix + "cs:*").size() == 2);
+  limits.set_rules(four_rules());
   // each record still gives back its own counters
   CHECK(limits.refund("other-0").refunded_now == 10);
+  CHECK(merchant_day("m-other") == Usage{1, 10});
+  CHECK(limits.refund("other-1").refunded_now == 10);
   CHECK(merchant_day("m-other") == Usage{0, 0});
   CHECK(merchant_day() == Usage{20, 200});
 }

@@ -57,10 +57,12 @@ struct Example {
 TEST_CASE("a decide call names every counter once and every rule", "[limit-codec]") {
   const Example example;
   const LimitCall call = example.call();
-  const std::string text = "2\np:{dept}:day:20211112 cmb\np:{merchant}:month:202111 m1\n"
+  // the counters' keys and the number of each one's field: no dimension value, so that the
+  // transactions under the same rules and windows share one counter set
+  const std::string text = "2\np:{dept}:day:20211112 1\np:{merchant}:month:202111 2\n"
                            "p:{dept}:holds\np:{merchant}:holds";
   // header: op, n, now, record expiry, hold expiry, programs
-  REQUIRE(call.args.size() == 6 + (4 + 2 + 3 * 4) + (1 + 3 + 2) + 3);
+  REQUIRE(call.args.size() == 6 + (4 + 2 + 3 * 4) + (1 + 3 + 2) + 4);
   CHECK(call.args[0] == "consume");
   CHECK(call.args[1] == "1");
   const auto now_ms = unix_millis(example.tx.time);
@@ -82,10 +84,10 @@ TEST_CASE("a decide call names every counter once and every rule", "[limit-codec
   CHECK(call.args[24] == "1");
   CHECK(call.args[25] == "1");
   const std::string name = call.args[26];
-  CHECK(name.size() == 16);
+  CHECK(name.size() == 8);
   CHECK(call.args[27] == text);
-  CHECK(call.args[28] == "cmb");
-  CHECK(call.args[29] == "m1");
+  CHECK(call.args[28] == "1");
+  CHECK(call.args[29] == "2");
   // the transaction: counter set 1, fingerprint, amount
   CHECK(call.args[30] == "1");
   CHECK(call.args[31] == fingerprint("consume", example.tx));
@@ -93,6 +95,7 @@ TEST_CASE("a decide call names every counter once and every rule", "[limit-codec
   CHECK(call.args[32] == "42");
   CHECK(decide_amount(call.args) == "42");
   CHECK(decide_record_expiry(call.args) == call.args[3]);
+  CHECK(call.args[33] == "cmb:m1");
   CHECK(call.keys == std::vector<std::string>{"p:tx:{t1}", "p:cs:" + name, "p:{dept}:day:20211112",
                                               "p:{merchant}:month:202111"});
   // what the reply is read with stays in the client
@@ -114,8 +117,10 @@ TEST_CASE("a decide call names every counter once and every rule", "[limit-codec
 TEST_CASE("fingerprints tell another use of an id from a retry", "[limit-codec]") {
   Example example;
   const std::string first = fingerprint("consume", example.tx);
-  CHECK(first.size() == 16);
-  CHECK(first.find_first_not_of("0123456789abcdef") == std::string::npos);
+  CHECK(first.size() == 11);
+  CHECK(
+      first.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_") ==
+      std::string::npos);
   CHECK(fingerprint("consume", example.tx) == first);
   CHECK(fingerprint("reserve", example.tx) != first);
   Transaction other = example.tx;
@@ -170,13 +175,15 @@ TEST_CASE("calls batch into one script call, each rule program and counter set o
   CHECK(args[second_program + 4] == "1");
   const std::size_t sets = second_program + 4 + 1 + 3;
   CHECK(args[sets] == "2");         // two counter sets
-  CHECK(args[sets + 1] == "1");     // of program 1, with 2 fields
-  CHECK(args[sets + 1 + 5] == "2"); // of program 2, with 1 field
+  CHECK(args[sets + 1] == "1");     // of program 1, with 2 counters
+  CHECK(args[sets + 1 + 5] == "2"); // of program 2, with 1 counter
   const std::size_t transactions = sets + 1 + 5 + 4;
-  CHECK(args[transactions] == "1");     // t1: counter set 1
-  CHECK(args[transactions + 3] == "1"); // t2: counter set 1
-  CHECK(args[transactions + 6] == "2"); // the month-only transaction: counter set 2
-  CHECK(args.size() == transactions + 9);
+  CHECK(args[transactions] == "1"); // t1: counter set 1
+  CHECK(args[transactions + 3] == "cmb:m1");
+  CHECK(args[transactions + 4] == "1"); // t2: counter set 1
+  CHECK(args[transactions + 8] == "2"); // the month-only transaction: counter set 2
+  CHECK(args[transactions + 11] == "m1");
+  CHECK(args.size() == transactions + 12);
 }
 
 TEST_CASE("a reversal brings the original transaction's counters", "[limit-codec]") {
@@ -186,13 +193,14 @@ TEST_CASE("a reversal brings the original transaction's counters", "[limit-codec
   std::vector<std::string> args{"refund", "-1", ""};
   const std::string counter_set =
       append_original(args, example.tx, {&example.day_count, &example.month}, example.context);
-  REQUIRE(args.size() == 9);
+  REQUIRE(args.size() == 10);
   CHECK(args[8] == fingerprint("reserve", example.tx));
   CHECK(args[3] == fingerprint("consume", example.tx));
   CHECK(args[4] == "42");
   CHECK(counter_set == "p:cs:" + args[5]);
-  CHECK(args[6] == "2\np:{dept}:day:20211112 cmb\np:{merchant}:month:202111 m1\n"
+  CHECK(args[6] == "2\np:{dept}:day:20211112 1\np:{merchant}:month:202111 2\n"
                    "p:{dept}:holds\np:{merchant}:holds");
+  CHECK(args[9] == "cmb:m1");
   // the same counters as the decide call named
   CHECK(args[5] == example.call().args[26]);
   CHECK(std::stoll(args[7]) == unix_millis(example.context.now + 24h));
