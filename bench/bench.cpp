@@ -562,18 +562,36 @@ lc::Transaction bench_transaction(std::string id, std::int64_t amount, std::uint
 }
 
 // Redis memory of one transaction's record (MEMORY USAGE, mean of 100), with the default key
-// prefix and ids of 17 characters: consumed with 1 and 4 rules, denied, reserved; and of the
-// counter set 4 rules' records share (one per distinct set of counters, not per transaction).
+// prefix: consumed with 1 and 4 rules, denied, reserved, with ids of 17 characters and the
+// bench's short dimension values, then with 36-character UUIDs and 10-character merchant and
+// user ids; the counter set the 4-rule records share (one per rules and windows, not per
+// transaction); and used_memory per transaction over 5,000 consumes of 4 rules whose users are
+// all distinct (record, counter fields and all).
 void record_bytes(Bench& bench, bool json) {
   lc::LimitCounter limits(bench.redis, lc::Calendar("Asia/Shanghai"), lc::LimitCounterOptions{});
   const std::string tag = bench.nonce.substr(bench.nonce.size() - 6);
+  std::uint64_t next = 0;
+  const auto uuid = [&] {
+    char text[40];
+    std::snprintf(text, sizeof text, "%08x-%04x-4%03x-a%03x-%012llx",
+                  static_cast<unsigned>(std::stoul(tag, nullptr, 36) & 0xffffffffU),
+                  static_cast<unsigned>(next & 0xffff), 7U, 9U,
+                  static_cast<unsigned long long>(1000000 + next));
+    ++next;
+    return std::string(text);
+  };
   const auto mean_bytes = [&](const char* kind, const lc::RuleSet& rules, bool reserve,
-                              std::int64_t amount) {
+                              std::int64_t amount, bool long_names) {
     limits.set_rules(rules);
     long long total = 0;
     for (int i = 0; i < 100; ++i) {
-      const std::string id = std::string("pay-") + kind + tag + "-" + std::to_string(1000 + i);
-      const auto transaction = bench_transaction(id, amount, 7);
+      const std::string id =
+          long_names ? uuid() : std::string("pay-") + kind + tag + "-" + std::to_string(1000 + i);
+      auto transaction = bench_transaction(id, amount, 7);
+      if (long_names) {
+        transaction.attributes["merchant"] = "M100234567";
+        transaction.attributes["user"] = "U" + std::to_string(200000000 + i);
+      }
       reserve ? limits.reserve(transaction) : limits.consume(transaction);
       total +=
           bench.redis.command({"MEMORY", "USAGE", limits.keys().transaction(id), "SAMPLES", "0"})
@@ -583,11 +601,15 @@ void record_bytes(Bench& bench, bool json) {
   };
   lc::RuleSet tight = consume_rules(3);
   tight.add(lc::Rule("tight").where("user").per(lc::Period::day).max_amount(50));
-  const double one = mean_bytes("a", consume_rules(1), false, 100);
-  const double four = mean_bytes("b", consume_rules(4), false, 100);
-  const double denied = mean_bytes("c", tight, false, 100);
-  const double reserved = mean_bytes("d", consume_rules(4), true, 100);
-  // The counter set of the 4-rule records (all of merchant m7: one set)
+  double bytes[2][4];
+  for (int long_names = 0; long_names < 2; ++long_names) {
+    const char* kinds = long_names ? "efgh" : "abcd";
+    bytes[long_names][0] = mean_bytes(&kinds[0], consume_rules(1), false, 100, long_names);
+    bytes[long_names][1] = mean_bytes(&kinds[1], consume_rules(4), false, 100, long_names);
+    bytes[long_names][2] = mean_bytes(&kinds[2], tight, false, 100, long_names);
+    bytes[long_names][3] = mean_bytes(&kinds[3], consume_rules(4), true, 100, long_names);
+  }
+  // The counter set of the 4-rule records
   const lc::RuleSet four_rules = consume_rules(4);
   const auto transaction = bench_transaction("pay-any", 100, 7);
   const auto matched = lc::detail::match_rules(four_rules, transaction);
@@ -601,15 +623,44 @@ void record_bytes(Bench& bench, bool json) {
                                              matched.window, context);
   const double set_bytes =
       double(bench.redis.command({"MEMORY", "USAGE", call.keys[1], "SAMPLES", "0"}).as_integer());
+  // Distinct users: each transaction also adds a field to the user rule's window hash.
+  const auto used_memory = [&] {
+    const std::string info = bench.redis.command({"INFO", "memory"}).as_string();
+    return std::stod(info.substr(info.find("used_memory:") + 12));
+  };
+  limits.set_rules(four_rules);
+  constexpr int distinct = 5000;
+  std::vector<lc::Transaction> pending;
+  const double before = used_memory();
+  for (int i = 0; i < distinct; ++i) {
+    auto paying = bench_transaction("pay-u" + tag + "-" + std::to_string(100000 + i), 100, 7);
+    paying.attributes["user"] = "u" + tag + "-" + std::to_string(100000 + i);
+    pending.push_back(std::move(paying));
+    if (pending.size() == batch || i + 1 == distinct) {
+      limits.consume_many(pending);
+      pending.clear();
+    }
+  }
+  const double per_distinct = (used_memory() - before) / distinct;
   if (json) {
     std::printf("{\"scenario\": \"record_bytes\", \"consumed_1_rule\": %.1f, "
                 "\"consumed_4_rules\": %.1f, \"denied_4_rules\": %.1f, \"reserved_4_rules\": "
-                "%.1f, \"counter_set_4_rules\": %.1f}\n",
-                one, four, denied, reserved, set_bytes);
+                "%.1f, \"uuid_consumed_1_rule\": %.1f, \"uuid_consumed_4_rules\": %.1f, "
+                "\"uuid_denied_4_rules\": %.1f, \"uuid_reserved_4_rules\": %.1f, "
+                "\"counter_set_4_rules\": %.1f, \"used_memory_per_tx_distinct_users\": %.1f}\n",
+                bytes[0][0], bytes[0][1], bytes[0][2], bytes[0][3], bytes[1][0], bytes[1][1],
+                bytes[1][2], bytes[1][3], set_bytes, per_distinct);
   } else {
-    std::printf("record bytes: consumed %.1f (1 rule), %.1f (4 rules); denied %.1f; reserved "
-                "%.1f; the 4 rules' counter set %.1f, shared by the records that moved them\n",
-                one, four, denied, reserved, set_bytes);
+    for (int long_names = 0; long_names < 2; ++long_names) {
+      std::printf("record bytes%s: consumed %.1f (1 rule), %.1f (4 rules); denied %.1f; reserved "
+                  "%.1f\n",
+                  long_names ? " (UUID ids, 10-character merchant and user)" : "",
+                  bytes[long_names][0], bytes[long_names][1], bytes[long_names][2],
+                  bytes[long_names][3]);
+    }
+    std::printf("the 4 rules' counter set %.1f bytes, shared by every record under them; "
+                "used_memory per 4-rule transaction of a distinct user %.1f bytes\n",
+                set_bytes, per_distinct);
   }
 }
 
