@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <charconv>
 #include <functional>
 #include <iterator>
@@ -57,22 +58,6 @@ std::string number_arg(std::int64_t value) {
   return std::string(digits, std::to_chars(std::begin(digits), std::end(digits), value).ptr);
 }
 
-// The key expiry `expiry` (ms) as sent: the same for every call until the window ends, so
-// kept per thread and period. Keyed by the value itself, it never answers for another one.
-const std::string& key_expiry_arg(Period period, std::int64_t expiry) {
-  struct Cached {
-    std::int64_t expiry = -1;
-    std::string text;
-  };
-  thread_local std::array<Cached, 6> cached;
-  Cached& entry = cached[static_cast<std::size_t>(period)];
-  if (entry.expiry != expiry) {
-    entry.text = number_arg(expiry);
-    entry.expiry = expiry;
-  }
-  return entry.text;
-}
-
 std::string limit_arg(std::optional<std::int64_t> limit) {
   return limit ? number_arg(*limit) : std::string("-1");
 }
@@ -97,113 +82,213 @@ private:
   std::uint64_t hash_ = stable_hash({});
 };
 
-// The counters and hold sets of a transaction's window rules, one counter per key and field.
-struct CounterPlan {
-  struct Counter {
-    std::string key;
-    std::string field;
-    Period period;
-    const Window* window;
-  };
-  std::array<std::optional<Window>, 6> windows; // one per period at most, shared by its rules
-  std::vector<Counter> counters;
-  std::vector<RuleArgs> own_args;        // without context.rule_args: built for this call
-  std::vector<std::string> bucket_holds; // with several buckets: the holds keys built here
-  std::vector<std::string_view> holds;   // into the rule args or bucket_holds
-  struct Use {
-    std::size_t counter; // its counter's index
-    const RuleArgs* args;
-  };
-  std::vector<Use> uses;                  // per window rule
-  std::vector<std::string_view> fields;   // each distinct field once, into `counters`
-  std::vector<std::size_t> field_numbers; // per counter: its field's number (1..) in `fields`
-  std::string fields_word;                // `fields` ':'-joined, as a record keeps them
+// Whether `a` and `b` count by the same attributes, so that their counters' fields are equal.
+bool same_dimension(const Rule& a, const Rule& b) {
+  return std::equal(
+      a.conditions().begin(), a.conditions().end(), b.conditions().begin(), b.conditions().end(),
+      [](const Condition& x, const Condition& y) { return x.attribute == y.attribute; });
+}
+
+// Appends the field `rule` counts `transaction` under (dimension_field, without a string).
+void append_field(std::string& text, const Rule& rule, const Transaction& transaction) {
+  bool first = true;
+  for (const auto& condition : rule.conditions()) {
+    text.append(first ? "" : "+").append(transaction.attributes.at(condition.attribute));
+    first = false;
+  }
+}
+
+// What a decide call takes from its rules and windows: everything but the transaction's own
+// values (id, fingerprint, amount, dimension values) and the call's times. With one bucket the
+// counters' keys do not depend on the dimension values either, so a template is kept per thread
+// and reused while a host decides transactions under the same rules in the same windows.
+struct CallTemplate {
+  // What it was built for (what a reuse compares).
+  std::uint64_t rule_set_id = 0; // RuleSetArgs::id(); 0: built for one call only
+  const CounterKeys* keys = nullptr;
+  std::chrono::milliseconds grace{0};
+  std::vector<const Rule*> per_transaction_rules;
+  std::vector<const Rule*> window_rules;
+  std::vector<TimePoint> window_ends; // per window rule
+
+  // What a call copies.
+  std::vector<std::string> program;       // h, c, c key expiries, names, r, then 3r rule args
+  std::vector<std::string> counter_keys;  // per counter
+  std::vector<std::string> field_numbers; // per counter: its field's number among the fields
+  std::vector<const Rule*> field_rules;   // per field: a rule that counts by it
   std::string text;                       // the counter set's text (lua/limit.lua)
   std::string name;                       // its digest
+  std::string set_key;                    // its key, in the slot of the record it was built for
+  DecideShape shape;
+  TimePoint windows_end; // the latest window's end + grace: a reservation's record lives so long
 
-  CounterPlan(const Transaction& transaction, const std::vector<const Rule*>& window_rules,
-              const DecideContext& context) {
-    const std::size_t n = window_rules.size();
-    counters.reserve(n);
-    uses.reserve(n);
-    holds.reserve(n);
-    if (context.keys->buckets() != 1) {
-      bucket_holds.reserve(n); // never reallocated: `holds` views its strings
-    }
-    std::size_t text_size = 4;
-    for (const Rule* rule : window_rules) {
+  bool fits(const std::vector<const Rule*>& per_transaction, const std::vector<const Rule*>& window,
+            const std::vector<TimePoint>& ends, const DecideContext& context) const {
+    return rule_set_id != 0 && rule_set_id == context.rule_args->id() && keys == context.keys &&
+           grace == context.window_grace && per_transaction_rules == per_transaction &&
+           window_rules == window && window_ends == ends;
+  }
+
+  CallTemplate(const Transaction& transaction, const std::vector<const Rule*>& per_transaction,
+               const std::vector<const Rule*>& window, const std::vector<Window>& windows,
+               const std::string& record_key, const DecideContext& context)
+      : keys(context.keys), grace(context.window_grace), per_transaction_rules(per_transaction),
+        window_rules(window) {
+    const std::size_t n = window.size();
+    std::vector<RuleArgs> own_args;        // without context.rule_args: built for this call
+    std::vector<std::string> bucket_holds; // with several buckets: the holds keys built here
+    std::vector<std::string_view> holds;   // into the rule args or bucket_holds
+    own_args.reserve(n);                   // never reallocated: `uses` point at its elements
+    bucket_holds.reserve(n);               // never reallocated: `holds` views its strings
+    std::vector<std::size_t> counter_of;   // per window rule: its counter's index
+    std::vector<const Window*> counter_windows;
+    std::vector<const RuleArgs*> args_of;
+    window_ends.reserve(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      const Rule* rule = window[i];
+      const Window& in = windows[i];
+      window_ends.push_back(in.end);
       const RuleArgs* args = context.rule_args != nullptr ? context.rule_args->find(rule) : nullptr;
       if (args == nullptr) {
-        own_args.reserve(n); // never reallocated: `uses` point at its elements
         args = &own_args.emplace_back(rule_args(*rule, *context.keys));
       }
+      args_of.push_back(args);
       const Period period = *rule->period();
-      auto& window = windows[static_cast<std::size_t>(period)];
-      if (!window) {
-        window = context.calendar->window(period, transaction.time);
-        if (context.refuse_closed_windows) {
-          check_window_open(args->counter_name, period, *window, context.window_grace, context.now);
-        }
-      }
-      std::string field = dimension_field(*rule, transaction);
       std::string key;
       std::string_view hold = args->holds;
       if (!args->window_key_head.empty()) {
         const std::string_view period_name = to_string(period);
-        key.reserve(args->window_key_head.size() + period_name.size() + 1 + window->id.size());
+        key.reserve(args->window_key_head.size() + period_name.size() + 1 + in.id.size());
         key.append(args->window_key_head).append(period_name).push_back(':');
-        key.append(window->id);
-      } else {
-        const std::string tag = context.keys->tag(args->counter_name, field);
-        key = context.keys->window(tag, period, window->id);
+        key.append(in.id);
+      } else { // the tag, and so the key, depends on the dimension value
+        const std::string tag =
+            context.keys->tag(args->counter_name, dimension_field(*rule, transaction));
+        key = context.keys->window(tag, period, in.id);
         hold = bucket_holds.emplace_back(context.keys->holds(tag));
       }
-      const auto same = std::find_if(counters.begin(), counters.end(), [&](const Counter& c) {
-        return c.key == key && c.field == field;
-      });
-      uses.push_back({static_cast<std::size_t>(same - counters.begin()), args});
-      if (same == counters.end()) {
-        text_size += key.size() + 4;
-        counters.push_back({std::move(key), std::move(field), period, &*window});
+      // one counter per key: a shape (and so its dimension) and a window make a key
+      const auto same = std::find(counter_keys.begin(), counter_keys.end(), key);
+      counter_of.push_back(static_cast<std::size_t>(same - counter_keys.begin()));
+      if (same == counter_keys.end()) {
+        counter_keys.push_back(std::move(key));
+        counter_windows.push_back(&in);
+        shape.counters.push_back({period, in.id, in.end});
+        std::size_t field = 0;
+        while (field < field_rules.size() && !same_dimension(*field_rules[field], *rule)) {
+          ++field;
+        }
+        if (field == field_rules.size()) {
+          field_rules.push_back(rule);
+        }
+        field_numbers.push_back(number_arg(static_cast<std::int64_t>(field + 1)));
       }
       if (std::find(holds.begin(), holds.end(), hold) == holds.end()) {
-        text_size += hold.size() + 1;
         holds.push_back(hold);
       }
     }
-    // (after the last push_back: `fields` views the counters' strings)
-    fields.reserve(counters.size());
-    field_numbers.reserve(counters.size());
-    for (const auto& counter : counters) {
-      auto same = std::find(fields.begin(), fields.end(), counter.field);
-      if (same == fields.end()) {
-        fields_word.append(fields.empty() ? "" : ":").append(counter.field);
-        same = fields.insert(fields.end(), counter.field);
-      }
-      field_numbers.push_back(static_cast<std::size_t>(same - fields.begin()) + 1);
+    windows_end = TimePoint::min();
+    for (const Window* in : counter_windows) {
+      windows_end = std::max(windows_end, in->end + context.window_grace);
     }
-    text.reserve(text_size);
-    append_number(text, static_cast<std::int64_t>(counters.size()));
-    for (std::size_t j = 0; j < counters.size(); ++j) {
-      text.push_back('\n');
-      text.append(counters[j].key).push_back(' ');
-      append_number(text, static_cast<std::int64_t>(field_numbers[j]));
+
+    append_number(text, static_cast<std::int64_t>(counter_keys.size()));
+    for (std::size_t j = 0; j < counter_keys.size(); ++j) {
+      text.append(1, '\n').append(counter_keys[j]).append(1, ' ').append(field_numbers[j]);
     }
     for (const auto hold : holds) {
-      text.push_back('\n');
-      text.append(hold);
+      text.append(1, '\n').append(hold);
     }
     // 48 bits: few distinct sets (one per rules, windows and buckets), and a collision is
     // resolved by the script (keep_counter_set's suffixes), never silent
     Digest digest;
     digest.add(text);
     name = digest.text(8);
+    // Without counters the script never touches a counter set: the record's own key stands in,
+    // so that a cluster's home key (a transaction without window rules) names one slot.
+    set_key = counter_keys.empty() ? record_key : counter_set_key(record_key, name);
+
+    const std::size_t rule_count = per_transaction.size() + n;
+    std::string names;
+    shape.rules.reserve(rule_count);
+    for (const Rule* rule : per_transaction) {
+      names.append(names.empty() ? "" : " ").append(rule->name());
+      shape.rules.push_back({rule, 0});
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+      names.append(names.empty() ? "" : " ").append(window[i]->name());
+      shape.rules.push_back({window[i], counter_of[i] + 1});
+    }
+    program.reserve(4 + counter_keys.size() + 3 * rule_count);
+    program.push_back(number_arg(static_cast<std::int64_t>(holds.size())));
+    program.push_back(number_arg(static_cast<std::int64_t>(counter_keys.size())));
+    for (std::size_t j = 0; j < counter_keys.size(); ++j) {
+      program.push_back(number_arg(unix_millis(counter_windows[j]->end + context.window_grace)));
+    }
+    program.push_back(std::move(names));
+    program.push_back(number_arg(static_cast<std::int64_t>(rule_count)));
+    for (const Rule* rule : per_transaction) {
+      program.emplace_back("0");
+      program.emplace_back("-1");
+      program.push_back(limit_arg(rule->max_amount()));
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+      program.push_back(number_arg(static_cast<std::int64_t>(counter_of[i] + 1)));
+      program.push_back(args_of[i]->count_limit);
+      program.push_back(args_of[i]->amount_limit);
+    }
+  }
+
+  // The transaction's distinct fields, ':'-joined, as its record keeps them.
+  std::string fields_word(const Transaction& transaction) const {
+    std::string word;
+    for (const Rule* rule : field_rules) {
+      if (!word.empty()) {
+        word.push_back(':');
+      }
+      append_field(word, *rule, transaction);
+    }
+    return word;
   }
 };
+
+// The windows of the window rules at the transaction's time, one per rule (computed once per
+// period), each checked open unless the context says otherwise.
+std::vector<Window> windows_of(const Transaction& transaction,
+                               const std::vector<const Rule*>& window_rules,
+                               const DecideContext& context) {
+  std::array<const Window*, 6> by_period{};
+  std::vector<Window> windows;
+  windows.reserve(window_rules.size());
+  for (const Rule* rule : window_rules) {
+    const Period period = *rule->period();
+    const Window*& known = by_period[static_cast<std::size_t>(period)];
+    if (known != nullptr) {
+      windows.push_back(*known);
+      continue;
+    }
+    windows.push_back(context.calendar->window(period, transaction.time));
+    if (context.refuse_closed_windows) {
+      check_window_open(rule->counter_name(), period, windows.back(), context.window_grace,
+                        context.now);
+    }
+    known = &windows.back(); // (reserved: never reallocated)
+  }
+  return windows;
+}
 
 std::string record_key_of(const Transaction& transaction, const DecideContext& context) {
   return context.record_key != nullptr ? *context.record_key
                                        : context.keys->transaction(transaction.id);
+}
+
+} // namespace
+
+namespace {
+
+std::uint64_t next_rule_set_args_id() {
+  static std::atomic<std::uint64_t> last{0};
+  return ++last;
 }
 
 } // namespace
@@ -223,7 +308,8 @@ RuleArgs rule_args(const Rule& rule, const CounterKeys& keys) {
   return args;
 }
 
-RuleSetArgs::RuleSetArgs(const RuleSet& rules, const CounterKeys& keys) : rules_(&rules.rules()) {
+RuleSetArgs::RuleSetArgs(const RuleSet& rules, const CounterKeys& keys)
+    : id_(next_rule_set_args_id()), rules_(&rules.rules()) {
   args_.reserve(rules_->size());
   for (const Rule& rule : *rules_) {
     args_.push_back(rule_args(rule, keys));
@@ -270,101 +356,85 @@ std::string counter_set_key(std::string_view record_key, std::string_view name) 
   return key.append(name);
 }
 
+namespace {
+
+// The template of a call for these rules and windows: the thread's if it has one that fits
+// (one bucket, a standalone record, the rule set's args), else one built for `call_template`'s
+// caller alone in `own`.
+const CallTemplate& call_template(const Transaction& transaction,
+                                  const std::vector<const Rule*>& per_transaction_rules,
+                                  const std::vector<const Rule*>& window_rules,
+                                  const std::string& record, const DecideContext& context,
+                                  std::optional<CallTemplate>& own) {
+  const std::vector<Window> windows = windows_of(transaction, window_rules, context);
+  const bool reusable =
+      context.rule_args != nullptr && context.record_key == nullptr && context.keys->buckets() == 1;
+  if (!reusable) {
+    return own.emplace(transaction, per_transaction_rules, window_rules, windows, record, context);
+  }
+  std::vector<TimePoint> ends;
+  ends.reserve(windows.size());
+  for (const Window& window : windows) {
+    ends.push_back(window.end);
+  }
+  // A few per thread: a host deciding under one rule set matches a few rule combinations.
+  thread_local std::array<std::optional<CallTemplate>, 4> kept;
+  thread_local std::size_t next = 0;
+  for (const auto& candidate : kept) {
+    if (candidate && candidate->fits(per_transaction_rules, window_rules, ends, context)) {
+      return *candidate;
+    }
+  }
+  auto& slot = kept[next++ % kept.size()];
+  slot.emplace(transaction, per_transaction_rules, window_rules, windows, record, context);
+  slot->rule_set_id = context.rule_args->id();
+  return *slot;
+}
+
+} // namespace
+
 LimitCall build_decide(std::string_view op, const Transaction& transaction,
                        const std::vector<const Rule*>& per_transaction_rules,
                        const std::vector<const Rule*>& window_rules, const DecideContext& context) {
-  CounterPlan plan(transaction, window_rules, context);
+  LimitCall call;
+  call.keys.reserve(2 + window_rules.size());
+  call.keys.push_back(record_key_of(transaction, context));
+  std::optional<CallTemplate> own;
+  const CallTemplate& shared = call_template(transaction, per_transaction_rules, window_rules,
+                                             call.keys.front(), context, own);
   const TimePoint hold_expiry = context.now + context.reservation_timeout;
   // The replay horizon, whatever the windows; never shorter than a hold.
   TimePoint record_expiry = std::max(context.now + context.replay_horizon, hold_expiry);
   if (op == "reserve") {
     // Until its windows' keys expire: an expired hold is released through its record by the
     // next sweep of its shapes, however late (after that, the counters are gone with it).
-    for (const auto& counter : plan.counters) {
-      record_expiry = std::max(record_expiry, counter.window->end + context.window_grace);
-    }
+    record_expiry = std::max(record_expiry, shared.windows_end);
   }
-  const bool records = op != "check";
+  call.keys.push_back(shared.set_key);
+  call.keys.insert(call.keys.end(), shared.counter_keys.begin(), shared.counter_keys.end());
 
-  LimitCall call;
-  std::string record = record_key_of(transaction, context);
-  call.keys.reserve(2 + plan.counters.size());
-  call.keys.push_back(std::move(record));
-  // Without counters the script never touches a counter set: the record's own key stands in,
-  // so that a cluster's home key (a transaction without window rules) names one slot.
-  call.keys.push_back(plan.counters.empty() ? call.keys.front()
-                                            : counter_set_key(call.keys.front(), plan.name));
-  const std::size_t rule_count = per_transaction_rules.size() + window_rules.size();
-  std::string names;
-  std::size_t names_size = rule_count;
-  for (const Rule* rule : per_transaction_rules) {
-    names_size += rule->name().size();
-  }
-  for (const Rule* rule : window_rules) {
-    names_size += rule->name().size();
-  }
-  names.reserve(names_size);
-  call.shape.rules.reserve(rule_count);
-  const auto add_name = [&names](const Rule* rule) {
-    if (!names.empty()) {
-      names.push_back(' ');
-    }
-    names.append(rule->name());
-  };
-  for (const Rule* rule : per_transaction_rules) {
-    add_name(rule);
-    call.shape.rules.push_back({rule, 0});
-  }
-  for (std::size_t i = 0; i < window_rules.size(); ++i) {
-    add_name(window_rules[i]);
-    call.shape.rules.push_back({window_rules[i], plan.uses[i].counter + 1});
-  }
-  call.args.reserve(18 + 3 * rule_count + 2 * plan.counters.size());
+  call.args.reserve(15 + shared.program.size() + shared.field_numbers.size());
   call.args.emplace_back(op);
   call.args.emplace_back("1");
   call.args.push_back(number_arg(unix_millis(context.now)));
   call.args.push_back(number_arg(unix_millis(record_expiry)));
   call.args.push_back(number_arg(unix_millis(hold_expiry)));
-  call.args.emplace_back("1");
   // the program: the rules this transaction matched, its windows' key expiries
-  call.args.push_back(number_arg(static_cast<std::int64_t>(plan.holds.size())));
-  call.args.push_back(number_arg(static_cast<std::int64_t>(plan.counters.size())));
-  for (const auto& counter : plan.counters) {
-    call.args.push_back(
-        key_expiry_arg(counter.period, unix_millis(counter.window->end + context.window_grace)));
-  }
-  call.args.push_back(std::move(names));
-  call.args.push_back(number_arg(static_cast<std::int64_t>(rule_count)));
-  for (const Rule* rule : per_transaction_rules) {
-    call.args.emplace_back("0");
-    call.args.emplace_back("-1");
-    call.args.push_back(limit_arg(rule->max_amount()));
-  }
-  for (std::size_t i = 0; i < window_rules.size(); ++i) {
-    const RuleArgs& args = *plan.uses[i].args;
-    call.args.push_back(number_arg(static_cast<std::int64_t>(plan.uses[i].counter + 1)));
-    call.args.push_back(args.count_limit);
-    call.args.push_back(args.amount_limit);
-  }
-  // the counter set: what this transaction moves
+  call.args.emplace_back("1");
+  call.args.insert(call.args.end(), shared.program.begin(), shared.program.end());
+  // the counter set: which counters it moves (a check keeps no set, but the script finds the
+  // hold sets in its text)
   call.args.emplace_back("1");
   call.args.emplace_back("1");
-  call.args.push_back(records ? std::move(plan.name) : std::string());
-  // (a check keeps no set, but the script finds the hold sets in its text)
-  call.args.push_back(std::move(plan.text));
-  call.shape.counters.reserve(plan.counters.size());
-  for (std::size_t j = 0; j < plan.counters.size(); ++j) {
-    // one key per counter: a shape and a period make a key
-    auto& counter = plan.counters[j];
-    call.shape.counters.push_back({counter.period, counter.window->id, counter.window->end});
-    call.keys.push_back(std::move(counter.key));
-    call.args.push_back(number_arg(static_cast<std::int64_t>(plan.field_numbers[j])));
-  }
+  call.args.push_back(op != "check" ? shared.name : std::string());
+  call.args.push_back(shared.text);
+  call.args.insert(call.args.end(), shared.field_numbers.begin(), shared.field_numbers.end());
   // the transaction
   call.args.emplace_back("1");
   call.args.push_back(fingerprint(op, transaction));
   call.args.push_back(number_arg(transaction.amount));
-  call.args.push_back(std::move(plan.fields_word));
+  call.args.push_back(shared.fields_word(transaction));
+  call.shape = shared.shape;
   return call;
 }
 
@@ -473,17 +543,18 @@ std::pair<std::vector<std::string>, std::vector<std::string>> DecideBatch::take(
 std::string append_original(std::vector<std::string>& args, const Transaction& original,
                             const std::vector<const Rule*>& window_rules,
                             const DecideContext& context) {
-  const CounterPlan plan(original, window_rules, context);
   const std::string record = record_key_of(original, context);
-  const bool any = !plan.counters.empty();
+  const CallTemplate plan(original, {}, window_rules, windows_of(original, window_rules, context),
+                          record, context);
+  const bool any = !plan.counter_keys.empty();
   args.push_back(fingerprint("consume", original));
   args.push_back(std::to_string(original.amount));
   args.push_back(any ? plan.name : std::string());
   args.push_back(any ? plan.text : std::string());
   args.push_back(std::to_string(unix_millis(context.now + context.replay_horizon)));
   args.push_back(fingerprint("reserve", original));
-  args.push_back(plan.fields_word);
-  return any ? counter_set_key(record, plan.name) : record;
+  args.push_back(plan.fields_word(original));
+  return plan.set_key;
 }
 
 Denial decode_denial(std::string_view text, std::string_view transaction_id,

@@ -2,6 +2,7 @@
 // The arguments and replies of lua/limit.lua. Pure; unit-tested without a server.
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -77,8 +78,12 @@ public:
   RuleSetArgs(const RuleSet& rules, const CounterKeys& keys);
   /// The args of `rule` if it is one of the set's rules (by address), else nullptr.
   const RuleArgs* find(const Rule* rule) const noexcept;
+  /// A number no other RuleSetArgs of this process has (1, 2, ...): what a call template kept
+  /// for these args is known by, so that it never serves another rule set at the same address.
+  std::uint64_t id() const noexcept { return id_; }
 
 private:
+  std::uint64_t id_;
   const std::vector<Rule>* rules_;
   std::vector<RuleArgs> args_;
 };

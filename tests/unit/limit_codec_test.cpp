@@ -114,6 +114,43 @@ TEST_CASE("a decide call names every counter once and every rule", "[limit-codec
   }
 }
 
+TEST_CASE("a call built from a kept template is the call built afresh", "[limit-codec]") {
+  // The rule set's args make a call's template reusable (one per thread and rules and windows).
+  Example example;
+  limitcounter::RuleSet rules;
+  rules.add(example.day_count).add(example.day_amount).add(example.month);
+  const RuleSetArgs args(rules, example.keys);
+  const auto& set = rules.rules();
+  const auto build = [&](const Transaction& tx, const RuleSetArgs* rule_args) {
+    DecideContext context = example.context;
+    context.rule_args = rule_args;
+    return build_decide("consume", tx, {&example.single}, {&set[0], &set[1], &set[2]}, context);
+  };
+  Transaction tx = example.tx;
+  for (int round = 0; round < 2; ++round) { // the first builds the template, the second reuses it
+    for (const char* merchant : {"m1", "m2"}) {
+      tx.id = std::string("t-") + merchant;
+      tx.attributes["merchant"] = merchant;
+      const LimitCall kept = build(tx, &args);
+      const LimitCall fresh = build(tx, nullptr);
+      CHECK(kept.keys == fresh.keys);
+      CHECK(kept.args == fresh.args);
+      CHECK(kept.args.back() == std::string("cmb:") + merchant);
+    }
+  }
+  // the next day's windows: other keys, not the kept template's
+  tx.time += 24h;
+  DecideContext next_day = example.context;
+  next_day.now = tx.time;
+  next_day.rule_args = &args;
+  const LimitCall later =
+      build_decide("consume", tx, {&example.single}, {&set[0], &set[1], &set[2]}, next_day);
+  CHECK(later.keys[2] == "p:{dept}:day:20211113");
+  // another rule set's args (even at the same address later) never reuse this one's template
+  const RuleSetArgs other(rules, example.keys);
+  CHECK(other.id() != args.id());
+}
+
 TEST_CASE("fingerprints tell another use of an id from a retry", "[limit-codec]") {
   Example example;
   const std::string first = fingerprint("consume", example.tx);
