@@ -34,15 +34,15 @@
 --   counter sets.
 --   ARGV[2] n, [3] now (ms), [4] record expiry (ms), [5] hold expiry (ms; reserve only), [6] P;
 --   then P programs (the rules a transaction matched; transactions matching the same rules share
---   one, as long as their windows are the same): h (hold sets), c (counters), the c counters' key
---   expiries (ms), the rules' names space-separated (a denial keeps its rule's), r, then r rules
---   of 3 (counter number 1..c, max count, max amount; -1: no such limit; counter
---   number 0 is a per-transaction rule: its max amount limits the transaction's own amount,
---   metric "single_amount");
+--   one, as long as their windows are the same), each two arguments: numbers, space-separated:
+--   h (hold sets), c (counters), the c counters' key expiries (ms), the c counters' field
+--   numbers (counter j's field is the transaction's f_j-th), r, then r rules of 3 (counter
+--   number 1..c, max count, max amount; -1: no such limit; counter number 0 is a
+--   per-transaction rule: its max amount limits the transaction's own amount, metric
+--   "single_amount"); then the rules' names, space-separated (a denial keeps its rule's);
 --   then S, then S counter sets (which counters a transaction moves; transactions under the
 --   same program whose counters are in the same keys share one, sent once): program number,
---   counter set name ('' for a check, which keeps none), the counter set's text, then for each
---   of the c counters the number of its field among the transaction's fields;
+--   counter set name ('' for a check, which keeps none), the counter set's text;
 --   then n transactions: counter set number, fingerprint, amount, fields (as its record keeps
 --   them: each distinct field once, ':'-joined; '' without counters).
 --   KEYS: the n transactions' records, then per counter set: its key (with no counters, any key
@@ -346,33 +346,32 @@ end
 local function read_programs()
   local programs, at = {}, 7
   for p = 1, tonumber(ARGV[6]) do
-    local c = tonumber(ARGV[at + 1])
-    local r = tonumber(ARGV[at + 3 + c])
-    local rules = {}
-    for i = 1, r do
-      local base = at + 4 + c + 3 * (i - 1)
-      rules[i] = {tonumber(ARGV[base]), tonumber(ARGV[base + 1]), tonumber(ARGV[base + 2])}
+    local w = words(ARGV[at])
+    local h, c = tonumber(w[1]), tonumber(w[2])
+    local expiries, field = {}, {} -- (expiries as sent: PEXPIREAT takes them as they are)
+    for j = 1, c do
+      expiries[j], field[j] = w[2 + j], tonumber(w[2 + c + j])
     end
-    programs[p] = {h = tonumber(ARGV[at]), c = c, expiry_at = at + 2, names = ARGV[at + 2 + c],
+    local rules = {}
+    for i = 1, tonumber(w[3 + 2 * c]) do
+      local base = 1 + 3 + 2 * c + 3 * (i - 1)
+      rules[i] = {tonumber(w[base]), tonumber(w[base + 1]), tonumber(w[base + 2])}
+    end
+    programs[p] = {h = h, c = c, expiries = expiries, field = field, names = ARGV[at + 1],
                    rules = rules}
-    at = at + 4 + c + 3 * r
+    at = at + 2
   end
   return programs, at
 end
 
 -- The counter sets of a decide call (ARGV[at] = S, then the sets), whose keys start at
--- KEYS[k]; and where the transactions' arguments start. A set's counter j is KEYS[set.k + j],
--- its field the transaction's set.field[j]-th.
+-- KEYS[k]; and where the transactions' arguments start. A set's counter j is KEYS[set.k + j].
 local function read_sets(programs, at, k)
   local sets = {}
   for s = 1, tonumber(ARGV[at]) do
     local program = programs[tonumber(ARGV[at + 1])]
-    local field = {}
-    for j = 1, program.c do
-      field[j] = tonumber(ARGV[at + 3 + j])
-    end
-    sets[s] = {program = program, name = ARGV[at + 2], text = ARGV[at + 3], field = field, k = k}
-    at = at + 3 + program.c
+    sets[s] = {program = program, name = ARGV[at + 2], text = ARGV[at + 3], k = k}
+    at = at + 3
     k = k + 1 + program.c
   end
   return sets, at + 1
@@ -380,7 +379,7 @@ end
 
 -- Fills reply[3 + 2j], reply[4 + 2j] with counter j's count and amount.
 local function read_counters(reply, set, fields)
-  local k, field = set.k, set.field
+  local k, field = set.k, set.program.field
   for j = 1, set.program.c do
     reply[3 + 2 * j], reply[4 + 2 * j] = read_counter(KEYS[k + j], fields[field[j]])
   end
@@ -545,13 +544,13 @@ local function decide(record, set, fingerprint, amount_text, fields_word, kind, 
     return replay(first, reply, fingerprint, amount)
   end
   reply[1] = 'allowed'
-  local k, field = set.k, set.field
+  local k, field = set.k, program.field
   for j = 1, c do
     local count, total = reply[3 + 2 * j] + 1, reply[4 + 2 * j] + amount
     reply[3 + 2 * j], reply[4 + 2 * j] = count, total
     -- A new field may be a new key: only then can the key lack its expiry.
     if write_counter(KEYS[k + j], fields[field[j]], count, total) == 1 then
-      redis.call('PEXPIREAT', KEYS[k + j], ARGV[program.expiry_at + j - 1], 'NX')
+      redis.call('PEXPIREAT', KEYS[k + j], program.expiries[j], 'NX')
     end
   end
   if kind == 'reserve' then

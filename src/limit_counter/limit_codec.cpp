@@ -82,6 +82,15 @@ private:
   std::uint64_t hash_ = stable_hash({});
 };
 
+// Where the parts of a single decide call (build_decide) are: its header (op, n, now, record
+// expiry, hold expiry, P), its program (numbers, names), S, its counter set (program number,
+// name, text) and its transaction (counter set number, fingerprint, amount, fields).
+struct DecideLayout {
+  static constexpr std::size_t program = 6;
+  static constexpr std::size_t set = 9;
+  static constexpr std::size_t transaction = 12;
+};
+
 // Whether `a` and `b` count by the same attributes, so that their counters' fields are equal.
 bool same_dimension(const Rule& a, const Rule& b) {
   return std::equal(
@@ -112,9 +121,10 @@ struct CallTemplate {
   std::vector<TimePoint> window_ends; // per window rule
 
   // What a call copies.
-  std::vector<std::string> program;       // h, c, c key expiries, names, r, then 3r rule args
+  std::string program;                    // h, c, c key expiries, c field numbers, r, 3r rule args
+  std::string names;                      // the rules' names
   std::vector<std::string> counter_keys;  // per counter
-  std::vector<std::string> field_numbers; // per counter: its field's number among the fields
+  std::vector<std::size_t> field_numbers; // per counter: its field's number among the fields
   std::vector<const Rule*> field_rules;   // per field: a rule that counts by it
   std::string text;                       // the counter set's text (lua/limit.lua)
   std::string name;                       // its digest
@@ -181,7 +191,7 @@ struct CallTemplate {
         if (field == field_rules.size()) {
           field_rules.push_back(rule);
         }
-        field_numbers.push_back(number_arg(static_cast<std::int64_t>(field + 1)));
+        field_numbers.push_back(field + 1);
       }
       if (std::find(holds.begin(), holds.end(), hold) == holds.end()) {
         holds.push_back(hold);
@@ -194,7 +204,8 @@ struct CallTemplate {
 
     append_number(text, static_cast<std::int64_t>(counter_keys.size()));
     for (std::size_t j = 0; j < counter_keys.size(); ++j) {
-      text.append(1, '\n').append(counter_keys[j]).append(1, ' ').append(field_numbers[j]);
+      text.append(1, '\n').append(counter_keys[j]).append(1, ' ');
+      append_number(text, static_cast<std::int64_t>(field_numbers[j]));
     }
     for (const auto hold : holds) {
       text.append(1, '\n').append(hold);
@@ -209,7 +220,6 @@ struct CallTemplate {
     set_key = counter_keys.empty() ? record_key : counter_set_key(record_key, name);
 
     const std::size_t rule_count = per_transaction.size() + n;
-    std::string names;
     shape.rules.reserve(rule_count);
     for (const Rule* rule : per_transaction) {
       names.append(names.empty() ? "" : " ").append(rule->name());
@@ -219,23 +229,30 @@ struct CallTemplate {
       names.append(names.empty() ? "" : " ").append(window[i]->name());
       shape.rules.push_back({window[i], counter_of[i] + 1});
     }
-    program.reserve(4 + counter_keys.size() + 3 * rule_count);
-    program.push_back(number_arg(static_cast<std::int64_t>(holds.size())));
-    program.push_back(number_arg(static_cast<std::int64_t>(counter_keys.size())));
-    for (std::size_t j = 0; j < counter_keys.size(); ++j) {
-      program.push_back(number_arg(unix_millis(counter_windows[j]->end + context.window_grace)));
+    const auto add = [this](std::int64_t number) {
+      if (!program.empty()) {
+        program.push_back(' ');
+      }
+      append_number(program, number);
+    };
+    add(static_cast<std::int64_t>(holds.size()));
+    add(static_cast<std::int64_t>(counter_keys.size()));
+    for (const Window* in : counter_windows) {
+      add(unix_millis(in->end + context.window_grace));
     }
-    program.push_back(std::move(names));
-    program.push_back(number_arg(static_cast<std::int64_t>(rule_count)));
+    for (const std::size_t field : field_numbers) {
+      add(static_cast<std::int64_t>(field));
+    }
+    add(static_cast<std::int64_t>(rule_count));
     for (const Rule* rule : per_transaction) {
-      program.emplace_back("0");
-      program.emplace_back("-1");
-      program.push_back(limit_arg(rule->max_amount()));
+      add(0);
+      add(-1);
+      add(rule->max_amount().value_or(-1));
     }
     for (std::size_t i = 0; i < n; ++i) {
-      program.push_back(number_arg(static_cast<std::int64_t>(counter_of[i] + 1)));
-      program.push_back(args_of[i]->count_limit);
-      program.push_back(args_of[i]->amount_limit);
+      add(static_cast<std::int64_t>(counter_of[i] + 1));
+      add(window[i]->max_count().value_or(-1));
+      add(window[i]->max_amount().value_or(-1));
     }
   }
 
@@ -413,7 +430,7 @@ LimitCall build_decide(std::string_view op, const Transaction& transaction,
   call.keys.push_back(shared.set_key);
   call.keys.insert(call.keys.end(), shared.counter_keys.begin(), shared.counter_keys.end());
 
-  call.args.reserve(15 + shared.program.size() + shared.field_numbers.size());
+  call.args.reserve(DecideLayout::transaction + 4);
   call.args.emplace_back(op);
   call.args.emplace_back("1");
   call.args.push_back(number_arg(unix_millis(context.now)));
@@ -421,14 +438,14 @@ LimitCall build_decide(std::string_view op, const Transaction& transaction,
   call.args.push_back(number_arg(unix_millis(hold_expiry)));
   // the program: the rules this transaction matched, its windows' key expiries
   call.args.emplace_back("1");
-  call.args.insert(call.args.end(), shared.program.begin(), shared.program.end());
+  call.args.push_back(shared.program);
+  call.args.push_back(shared.names);
   // the counter set: which counters it moves (a check keeps no set, but the script finds the
   // hold sets in its text)
   call.args.emplace_back("1");
   call.args.emplace_back("1");
   call.args.push_back(op != "check" ? shared.name : std::string());
   call.args.push_back(shared.text);
-  call.args.insert(call.args.end(), shared.field_numbers.begin(), shared.field_numbers.end());
   // the transaction
   call.args.emplace_back("1");
   call.args.push_back(fingerprint(op, transaction));
@@ -438,59 +455,35 @@ LimitCall build_decide(std::string_view op, const Transaction& transaction,
   return call;
 }
 
-namespace {
-
-// Where the parts of a single decide call (build_decide) start: its program (h, c, c key
-// expiries, names, r, the rules), its counter set (after S: program number, name, text, c
-// field numbers) and its transaction (counter set number, fingerprint, amount, fields).
-struct DecideLayout {
-  static constexpr std::size_t program = 6;
-  std::size_t counters = 0;
-  std::size_t set = 0;
-  std::size_t transaction = 0;
-
-  explicit DecideLayout(const std::vector<std::string>& args)
-      : counters(std::stoul(args.at(program + 1))),
-        set(program + 4 + counters + 3 * std::stoul(args.at(program + 3 + counters)) + 1),
-        transaction(set + 3 + counters) {}
-};
-
-} // namespace
-
 const std::string& decide_fingerprint(const std::vector<std::string>& args) {
-  return args.at(DecideLayout(args).transaction + 1);
+  return args.at(DecideLayout::transaction + 1);
 }
 
 const std::string& decide_amount(const std::vector<std::string>& args) {
-  return args.at(DecideLayout(args).transaction + 2);
+  return args.at(DecideLayout::transaction + 2);
 }
 
 const std::string& decide_record_expiry(const std::vector<std::string>& args) { return args.at(3); }
 
 void DecideBatch::add(std::vector<std::string>&& keys, std::vector<std::string>&& args) {
-  const DecideLayout at(args);
+  using at = DecideLayout;
   if (size_ == 0) {
     header_.assign(std::make_move_iterator(args.begin() + 2),
-                   std::make_move_iterator(args.begin() + DecideLayout::program - 1));
+                   std::make_move_iterator(args.begin() + at::program - 1));
   }
-  const auto begin = [&args](std::size_t i) {
-    return args.begin() + static_cast<std::ptrdiff_t>(i);
-  };
   // Transactions that matched the same rules share one program ...
   std::size_t program = 0;
-  while (program < programs_.size() &&
-         !std::equal(programs_[program].begin(), programs_[program].end(),
-                     begin(DecideLayout::program), begin(at.set - 1))) {
+  while (program < programs_.size() && !(programs_[program].first == args[at::program] &&
+                                         programs_[program].second == args[at::program + 1])) {
     ++program;
   }
   if (program == programs_.size()) {
-    programs_.emplace_back(std::make_move_iterator(begin(DecideLayout::program)),
-                           std::make_move_iterator(begin(at.set - 1)));
+    programs_.emplace_back(std::move(args[at::program]), std::move(args[at::program + 1]));
   }
-  // ... and those that move the same counters (under the same program) one counter set: its
-  // text names every counter's key and field, its name is the text's digest.
-  const std::string& name = args[at.set + 1];
-  const std::string& text = args[at.set + 2];
+  // ... and those that move the same counters one counter set: its text names every
+  // counter's key, its name is the text's digest.
+  const std::string& name = args[at::set + 1];
+  const std::string& text = args[at::set + 2];
   std::size_t set = 0;
   while (set < sets_.size() &&
          !(sets_[set].program == program && sets_[set].name == name && sets_[set].text == text)) {
@@ -499,18 +492,16 @@ void DecideBatch::add(std::vector<std::string>&& keys, std::vector<std::string>&
   if (set == sets_.size()) {
     CounterSet& added = sets_.emplace_back();
     added.program = program;
-    added.name = std::move(args[at.set + 1]);
-    added.text = std::move(args[at.set + 2]);
-    added.field_numbers.assign(std::make_move_iterator(begin(at.set + 3)),
-                               std::make_move_iterator(begin(at.transaction)));
+    added.name = std::move(args[at::set + 1]);
+    added.text = std::move(args[at::set + 2]);
     // KEYS: the record, then the set's key and its counters' keys
     added.keys.assign(std::make_move_iterator(keys.begin() + 1),
                       std::make_move_iterator(keys.end()));
   }
   transactions_.push_back(std::to_string(set + 1));
-  transactions_.push_back(std::move(args[at.transaction + 1]));
-  transactions_.push_back(std::move(args[at.transaction + 2]));
-  transactions_.push_back(std::move(args[at.transaction + 3]));
+  for (std::size_t i = 1; i < 4; ++i) { // fingerprint, amount, fields
+    transactions_.push_back(std::move(args[at::transaction + i]));
+  }
   records_.push_back(std::move(keys.front()));
   ++size_;
 }
@@ -519,9 +510,9 @@ std::pair<std::vector<std::string>, std::vector<std::string>> DecideBatch::take(
   std::vector<std::string> args{"batch", std::to_string(size_)};
   args.insert(args.end(), header_.begin(), header_.end());
   args.push_back(std::to_string(programs_.size()));
-  for (auto& program : programs_) {
-    args.insert(args.end(), std::make_move_iterator(program.begin()),
-                std::make_move_iterator(program.end()));
+  for (auto& [numbers, names] : programs_) {
+    args.push_back(std::move(numbers));
+    args.push_back(std::move(names));
   }
   args.push_back(std::to_string(sets_.size()));
   std::vector<std::string> keys = std::move(records_);
@@ -529,8 +520,6 @@ std::pair<std::vector<std::string>, std::vector<std::string>> DecideBatch::take(
     args.push_back(std::to_string(set.program + 1));
     args.push_back(std::move(set.name));
     args.push_back(std::move(set.text));
-    args.insert(args.end(), std::make_move_iterator(set.field_numbers.begin()),
-                std::make_move_iterator(set.field_numbers.end()));
     keys.insert(keys.end(), std::make_move_iterator(set.keys.begin()),
                 std::make_move_iterator(set.keys.end()));
   }

@@ -144,12 +144,11 @@ private:
     std::size_t program = 0; // index into programs_
     std::string name;
     std::string text;
-    std::vector<std::string> field_numbers;
     std::vector<std::string> keys; // the set's key, then its counters'
   };
   std::size_t size_ = 0;
-  std::vector<std::string> header_; // now, record expiry, hold expiry
-  std::vector<std::vector<std::string>> programs_;
+  std::vector<std::string> header_;                           // now, record expiry, hold expiry
+  std::vector<std::pair<std::string, std::string>> programs_; // numbers, names
   std::vector<CounterSet> sets_;
   std::vector<std::string> transactions_;
   std::vector<std::string> records_;
