@@ -51,15 +51,8 @@ void append_number(std::string& text, std::int64_t value) {
 }
 
 std::string number_arg(std::int64_t value) {
-  if (value >= 0 && value <= 9) { // counter numbers and counts: most numbers of a call
-    return std::string(1, static_cast<char>('0' + value));
-  }
   char digits[24];
   return std::string(digits, std::to_chars(std::begin(digits), std::end(digits), value).ptr);
-}
-
-std::string limit_arg(std::optional<std::int64_t> limit) {
-  return limit ? number_arg(*limit) : std::string("-1");
 }
 
 // `stable_hash` (FNV-1a 64) fed piece by piece (no string of the whole is built), as base64url
@@ -148,7 +141,7 @@ struct CallTemplate {
     std::vector<RuleArgs> own_args;        // without context.rule_args: built for this call
     std::vector<std::string> bucket_holds; // with several buckets: the holds keys built here
     std::vector<std::string_view> holds;   // into the rule args or bucket_holds
-    own_args.reserve(n);                   // never reallocated: `uses` point at its elements
+    own_args.reserve(n);                   // never reallocated: `args_of` points at its elements
     bucket_holds.reserve(n);               // never reallocated: `holds` views its strings
     std::vector<std::size_t> counter_of;   // per window rule: its counter's index
     std::vector<const Window*> counter_windows;
@@ -313,8 +306,6 @@ std::uint64_t next_rule_set_args_id() {
 RuleArgs rule_args(const Rule& rule, const CounterKeys& keys) {
   RuleArgs args;
   args.counter_name = rule.counter_name();
-  args.count_limit = limit_arg(rule.max_count());
-  args.amount_limit = limit_arg(rule.max_amount());
   if (keys.buckets() == 1) {
     const std::string tag = keys.bucket_tag(args.counter_name, 0);
     // `<prefix>{<tag>}:day:` less its period: what every period's window key begins with

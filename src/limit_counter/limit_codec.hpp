@@ -58,8 +58,6 @@ struct LimitCall {
 /// (`RuleSetArgs`) so that a call copies it instead of building it.
 struct RuleArgs {
   std::string counter_name;
-  std::string count_limit;  ///< max_count as sent, "-1" without one
-  std::string amount_limit; ///< max_amount as sent, "-1" without one
   /// With one bucket, where the counter name is the tag: `<prefix>{<counter name>}:`, the
   /// head of the rule's window keys, and its hold set's key. Empty with several buckets,
   /// where the tag depends on the dimension.

@@ -78,8 +78,6 @@ TEST_CASE("a rule set's args answer only for its own rules", "[limit-codec]") {
   const RuleArgs* found = args.find(&rules.rules()[4]);
   REQUIRE(found != nullptr);
   CHECK(found->counter_name == "dept+user");
-  CHECK(found->count_limit == "3");
-  CHECK(found->amount_limit == "-1");
   CHECK(found->window_key_head == "p:{dept+user}:");
   CHECK(found->holds == "p:{dept+user}:holds");
   CHECK(args.find(&other.rules()[4]) == nullptr);
