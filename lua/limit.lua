@@ -34,7 +34,8 @@
 --   counter sets.
 --   ARGV[2] n, [3] now (ms), [4] record expiry (ms), [5] hold expiry (ms; reserve only), [6] P;
 --   then P programs (the rules a transaction matched; transactions matching the same rules share
---   one, as long as their windows are the same), each two arguments: numbers, space-separated:
+--   one, as long as their windows are the same), each two arguments: a MessagePack array of
+--   integers (one argument that cmsgpack decodes in C, not a string per number):
 --   h (hold sets), c (counters), the c counters' key expiries (ms), the c counters' field
 --   numbers (counter j's field is the transaction's f_j-th), r, then r rules of 3 (counter
 --   number 1..c, max count, max amount; -1: no such limit; counter number 0 is a
@@ -346,16 +347,16 @@ end
 local function read_programs()
   local programs, at = {}, 7
   for p = 1, tonumber(ARGV[6]) do
-    local w = words(ARGV[at])
-    local h, c = tonumber(w[1]), tonumber(w[2])
-    local expiries, field = {}, {} -- (expiries as sent: PEXPIREAT takes them as they are)
+    local w = cmsgpack.unpack(ARGV[at])
+    local h, c = w[1], w[2]
+    local expiries, field = {}, {} -- (integers below 2^53: PEXPIREAT gets them exactly)
     for j = 1, c do
-      expiries[j], field[j] = w[2 + j], tonumber(w[2 + c + j])
+      expiries[j], field[j] = w[2 + j], w[2 + c + j]
     end
     local rules = {}
-    for i = 1, tonumber(w[3 + 2 * c]) do
+    for i = 1, w[3 + 2 * c] do
       local base = 1 + 3 + 2 * c + 3 * (i - 1)
-      rules[i] = {tonumber(w[base]), tonumber(w[base + 1]), tonumber(w[base + 2])}
+      rules[i] = {w[base], w[base + 1], w[base + 2]}
     end
     programs[p] = {h = h, c = c, expiries = expiries, field = field, names = ARGV[at + 1],
                    rules = rules}

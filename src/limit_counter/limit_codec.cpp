@@ -13,6 +13,7 @@
 #include "limit_counter/rule_matching.hpp"
 #include "limit_counter/window_closed.hpp"
 #include "shared/amount.hpp"
+#include "shared/msgpack.hpp"
 
 namespace limitcounter::detail {
 
@@ -114,8 +115,8 @@ struct CallTemplate {
   std::vector<TimePoint> window_ends; // per window rule
 
   // What a call copies.
-  std::string program;                    // h, c, c key expiries, c field numbers, r, 3r rule args
-  std::string names;                      // the rules' names
+  std::string program; // MessagePack: h, c, c key expiries, c field numbers, r, 3r rule args
+  std::string names;   // the rules' names
   std::vector<std::string> counter_keys;  // per counter
   std::vector<std::size_t> field_numbers; // per counter: its field's number among the fields
   std::vector<const Rule*> field_rules;   // per field: a rule that counts by it
@@ -222,30 +223,26 @@ struct CallTemplate {
       names.append(names.empty() ? "" : " ").append(window[i]->name());
       shape.rules.push_back({window[i], counter_of[i] + 1});
     }
-    const auto add = [this](std::int64_t number) {
-      if (!program.empty()) {
-        program.push_back(' ');
-      }
-      append_number(program, number);
-    };
-    add(static_cast<std::int64_t>(holds.size()));
-    add(static_cast<std::int64_t>(counter_keys.size()));
+    const std::size_t c = counter_keys.size();
+    append_msgpack_array(program, 3 + 2 * c + 3 * rule_count);
+    append_msgpack_int(program, static_cast<std::int64_t>(holds.size()));
+    append_msgpack_int(program, static_cast<std::int64_t>(c));
     for (const Window* in : counter_windows) {
-      add(unix_millis(in->end + context.window_grace));
+      append_msgpack_int(program, unix_millis(in->end + context.window_grace));
     }
     for (const std::size_t field : field_numbers) {
-      add(static_cast<std::int64_t>(field));
+      append_msgpack_int(program, static_cast<std::int64_t>(field));
     }
-    add(static_cast<std::int64_t>(rule_count));
+    append_msgpack_int(program, static_cast<std::int64_t>(rule_count));
     for (const Rule* rule : per_transaction) {
-      add(0);
-      add(-1);
-      add(rule->max_amount().value_or(-1));
+      append_msgpack_int(program, 0);
+      append_msgpack_int(program, -1);
+      append_msgpack_int(program, rule->max_amount().value_or(-1));
     }
     for (std::size_t i = 0; i < n; ++i) {
-      add(static_cast<std::int64_t>(counter_of[i] + 1));
-      add(window[i]->max_count().value_or(-1));
-      add(window[i]->max_amount().value_or(-1));
+      append_msgpack_int(program, static_cast<std::int64_t>(counter_of[i] + 1));
+      append_msgpack_int(program, window[i]->max_count().value_or(-1));
+      append_msgpack_int(program, window[i]->max_amount().value_or(-1));
     }
   }
 

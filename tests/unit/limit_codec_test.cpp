@@ -24,6 +24,36 @@ Reply str(const char* text) { return Reply::string(text); }
 
 bool has_code(const Error& e, errc code) { return e.code() == code; }
 
+// The integers of a MessagePack array of fixints and int64s (what a decide call's program is).
+std::vector<std::int64_t> msgpack_ints(const std::string& bytes) {
+  std::vector<std::int64_t> values;
+  std::size_t at = 0;
+  const auto byte = [&] { return static_cast<unsigned char>(bytes.at(at++)); };
+  const unsigned head = byte();
+  std::size_t size = head & 0x0f;
+  if (head == 0xdc) {
+    size = static_cast<std::size_t>(byte()) << 8;
+    size |= byte();
+  } else {
+    REQUIRE((head & 0xf0) == 0x90);
+  }
+  for (std::size_t i = 0; i < size; ++i) {
+    const unsigned first = byte();
+    if (first <= 0x7f || first >= 0xe0) {
+      values.push_back(static_cast<signed char>(first));
+      continue;
+    }
+    REQUIRE(first == 0xd3);
+    std::uint64_t bits = 0;
+    for (int k = 0; k < 8; ++k) {
+      bits = (bits << 8) | byte();
+    }
+    values.push_back(static_cast<std::int64_t>(bits));
+  }
+  CHECK(at == bytes.size());
+  return values;
+}
+
 struct Example {
   Calendar calendar{"Asia/Shanghai"};
   CounterKeys keys{"p:"};
@@ -74,13 +104,13 @@ TEST_CASE("a decide call names every counter once and every rule", "[limit-codec
   CHECK(call.args[5] == "1");
   // the program: 2 hold sets, 2 counters (both dept rules share one), their keys' expiries and
   // field numbers, 4 rules of 3; the names
-  const auto numbers = split(call.args[6], ' ');
+  const std::vector<std::int64_t> numbers = msgpack_ints(call.args[6]);
   REQUIRE(numbers.size() == 2 + 2 + 2 + 1 + 3 * 4);
-  const std::string day_expiry(numbers[2]);
-  const std::string month_expiry(numbers[3]);
-  CHECK(std::stoll(month_expiry) > std::stoll(call.args[3])); // the month's key outlives it
-  CHECK(call.args[6] ==
-        "2 2 " + day_expiry + " " + month_expiry + " 1 2 4 0 -1 1000 1 10 -1 1 -1 500 2 -1 900");
+  const std::int64_t day_expiry = numbers[2];
+  const std::int64_t month_expiry = numbers[3];
+  CHECK(month_expiry > std::stoll(call.args[3])); // the month's key outlives it
+  CHECK(numbers == std::vector<std::int64_t>{2, 2, day_expiry, month_expiry, 1, 2, 4, 0, -1, 1000,
+                                             1, 10, -1, 1, -1, 500, 2, -1, 900});
   CHECK(call.args[7] == "single bank-day bank-day-amount merchant-month");
   // one counter set of program 1: its name and text
   CHECK(call.args[8] == "1");
@@ -102,7 +132,7 @@ TEST_CASE("a decide call names every counter once and every rule", "[limit-codec
   REQUIRE(call.shape.counters.size() == 2);
   CHECK(call.shape.counters[0].window_id == "20211112");
   CHECK(call.shape.counters[1].period == Period::month);
-  CHECK(unix_millis(call.shape.counters[0].resets_at) == std::stoll(day_expiry) - 3600 * 1000);
+  CHECK(unix_millis(call.shape.counters[0].resets_at) == day_expiry - 3600 * 1000);
   REQUIRE(call.shape.rules.size() == 4);
   CHECK(call.shape.rules[0].counter == 0);
   CHECK(call.shape.rules[3].rule->name() == "merchant-month");
