@@ -2,6 +2,7 @@
 // for the replay horizon whatever the windows; replays without stored totals; reversals with
 // the host's original transaction after the record is gone; batches decided per transaction.
 #include <algorithm>
+#include <atomic>
 #include <thread>
 
 #include <catch2/catch.hpp>
@@ -206,6 +207,73 @@ TEST_CASE_METHOD(RecordFixture,
     CHECK(limits.cancel(held) == CancelResult::already_ended);
     CHECK(redis.command({"EXISTS", record_key("held")}).as_integer() == 0); // no tombstone
   }
+}
+
+TEST_CASE_METHOD(RecordFixture,
+                 "eight callers refunding one original past the horizon: one refund applies",
+                 "[record][redis][standalone][race]") {
+  limits.set_rules(four_rules());
+  for (int round = 0; round < 10; ++round) {
+    const Transaction paid = payment("late-" + std::to_string(round), 30);
+    REQUIRE(limits.consume(paid).allowed());
+    REQUIRE(redis.command({"DEL", record_key(paid.id)}).as_integer() == 1); // the horizon passed
+    std::atomic<int> applied{0};
+    std::atomic<int> failed{0};
+    std::vector<std::thread> callers;
+    for (int t = 0; t < 8; ++t) {
+      callers.emplace_back([&] {
+        try {
+          const limitcounter::RefundResult result = limits.refund(paid, 10, "r-1");
+          applied += result.replayed ? 0 : 1;
+          failed += result.refunded_now == 10 ? 0 : 1;
+        } catch (const Error&) {
+          ++failed;
+        }
+      });
+    }
+    for (auto& caller : callers) {
+      caller.join();
+    }
+    CHECK(applied == 1);
+    CHECK(failed == 0);
+  }
+  // each of the 10 took 30 and gave back 10 once
+  CHECK(merchant_day() == Usage{10, 200});
+}
+
+TEST_CASE_METHOD(RecordFixture,
+                 "concurrent consume_many batches sharing ids: one first decision per id",
+                 "[record][redis][standalone][race]") {
+  limits.set_rules(four_rules());
+  std::vector<Transaction> ids;
+  for (int i = 0; i < 64; ++i) {
+    ids.push_back(payment("shared-" + std::to_string(i), 5));
+  }
+  std::atomic<int> first{0};
+  std::atomic<int> failed{0};
+  std::vector<std::thread> batches;
+  for (int t = 0; t < 4; ++t) {
+    batches.emplace_back([&, t] {
+      std::vector<Transaction> mine = ids; // each batch in its own order, some ids twice
+      std::rotate(mine.begin(), mine.begin() + 16 * t, mine.end());
+      mine.push_back(mine.front());
+      for (const auto& result : limits.consume_many(mine)) {
+        const auto* decision = std::get_if<Decision>(&result);
+        if (decision == nullptr || !decision->allowed()) {
+          ++failed;
+        } else if (!decision->replayed) {
+          ++first;
+        }
+      }
+    });
+  }
+  for (auto& batch : batches) {
+    batch.join();
+  }
+  CHECK(failed == 0);
+  CHECK(first == 64);
+  CHECK(merchant_day() == Usage{64, 320});
+  CHECK(limits.usage("user", Dimension{"u-7"}, Period::day) == Usage{64, 320});
 }
 
 TEST_CASE_METHOD(RecordFixture,
