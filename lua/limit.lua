@@ -157,12 +157,16 @@ end
 
 -- A record as a table: state (a name), fp, amount, counters, hexp, refunded, count_back,
 -- refunds (id -> "<asked>:<given>"), denial; nil if there is none.
--- `text` is what GET (or SET ... GET) answered.
+-- `text` is what GET (or SET ... GET) answered, by redis.pcall.
 local function parse(text)
   if not text then
     return nil
   end
   if type(text) == 'table' then
+    if string.sub(text.err or '', 1, 9) ~= 'WRONGTYPE' then
+      -- not a record (READONLY on a demoted master, OOM...): the caller's error, as it is
+      error(text)
+    end
     -- a cluster's home record (lua/transaction_home.lua), begun after the client found none
     return {state = 'pending', fp = '', amount = 0, refunded = 0, count_back = false, refunds = {}}
   end
