@@ -1,10 +1,10 @@
 // The sweep of a Redis Cluster: finishes the fan-outs of transactions spread over several slots
 // that nobody retried. A home record (lua/transaction_home.lua) says when its shares may not all
-// have followed it (`open`, set by the change itself, so the hot path pays nothing for it) and
-// when it was begun; the sweep SCANs every master for this counter's home records, lets the
-// script pick those old enough (by the server's clock), brings their shares to the home record's
-// state with the same idempotent share operations a retry sends, and only then closes the home
-// record. A sweep that dies half way leaves the record open for the next one.
+// have followed it (its open mark `o`, set by the change itself, so the hot path pays nothing
+// for it) and when it was begun; the sweep SCANs every master for this counter's home records, lets
+// the script pick those old enough (by the server's clock), brings their shares to the home
+// record's state with the same idempotent share operations a retry sends, and only then closes the
+// home record. A sweep that dies half way leaves the record open for the next one.
 #include <limitcounter/limit_counter.hpp>
 
 #include <algorithm>
