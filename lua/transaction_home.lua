@@ -275,8 +275,8 @@ local function sweep()
     return {'none'}
   end
   local more = redis.call('HMGET', record, 'f', 'a', 'h')
-  local reply = {'follow', state_names[state], found[1], fmt(open), fmt(amount_of(more[2], more[1])),
-                 more[3] or '0'}
+  local reply = {'follow', state_names[state], found[1], fmt(open),
+                 fmt(amount_of(more[2], more[1])), more[3] or '0'}
   local fields = redis.call('HGETALL', record)
   local full
   for i = 1, #fields, 2 do
