@@ -11,7 +11,6 @@
 
 #include <limitcounter/detail/lua_scripts.hpp>
 
-#include "limit_counter/home_record.hpp"
 #include "limit_counter/limit_codec.hpp"
 
 namespace limitcounter {
@@ -40,7 +39,7 @@ std::vector<std::string> LimitCounter::share_records(const std::string& transact
 
 std::string LimitCounter::home_fingerprint(const PreparedDecision& prepared) {
   const auto& args = prepared.shares.front().args;
-  return detail::home_fingerprint(detail::decide_fingerprint(args), detail::decide_amount(args));
+  return detail::decide_fingerprint(args) + ':' + detail::decide_amount(args);
 }
 
 Reply LimitCounter::run_home(const std::string& transaction_id,

@@ -1,9 +1,7 @@
 // The cluster home record as the client writes and reads it (lua/transaction_home.lua).
 #include <catch2/catch.hpp>
 
-#include <cstdio>
 #include <map>
-#include <set>
 #include <string>
 
 #include <limitcounter/error.hpp>
@@ -17,26 +15,6 @@ using limitcounter::errc;
 using limitcounter::Error;
 using limitcounter::Metric;
 using namespace limitcounter::detail;
-
-TEST_CASE("a home fingerprint is the digest in 11 base64url characters and the amount",
-          "[unit][home]") {
-  CHECK(home_fingerprint("0000000000000000", "100") == "AAAAAAAAAAA:100");
-  CHECK(home_fingerprint("ffffffffffffffff", "0") == "P__________:0"); // the first digit: 4 bits
-  CHECK(home_fingerprint("8000000000000001", "7") == "IAAAAAAAAAB:7");
-  // one bit apart, anywhere: another fingerprint
-  std::set<std::string> seen;
-  for (int bit = 0; bit < 64; ++bit) {
-    char hex[17];
-    std::snprintf(hex, sizeof hex, "%016llx", 1ULL << static_cast<unsigned>(bit));
-    seen.insert(home_fingerprint(hex, "1"));
-  }
-  CHECK(seen.size() == 64);
-  // the amount is compared too
-  CHECK(home_fingerprint("0123456789abcdef", "1") != home_fingerprint("0123456789abcdef", "10"));
-  // not a 16-digit digest: kept as it is
-  CHECK(home_fingerprint("xyz", "5") == "xyz:5");
-  CHECK(home_fingerprint("0123456789abcdef0", "5") == "0123456789abcdef0:5");
-}
 
 TEST_CASE("a home record's one-letter fields read under a share record's names", "[unit][home]") {
   std::map<std::string, std::string> reserved{
