@@ -6,47 +6,59 @@
 -- refused operation writes nothing anywhere (the client touches the shares only after this
 -- record said go).
 --
--- Record (hash KEYS[1]): fp (fingerprint: operation, amount, attributes), plan (the share record
--- keys, newline-joined), state (pending | consumed | denied | reserved | confirmed | cancelled |
--- expired | voided), decision (the client's encoding of the first decision), amount, hexp (hold
--- expiry, ms), refunded, and per refund r:<refund id> (rf for the full refund) = "<asked>:<given>";
--- began (server time of the latest begin, ms); open = "<server ms>:<n>" (n counts the changes,
--- in `changes`) while the shares may not all have followed a change of this record (a denial's
--- voids, a confirm, expiry, cancel or refund): set by the change, cleared only by the sweep (op
--- swept) once every share has followed, so the sweep finds interrupted fan-outs without a retry
--- by the host and costs the hot path no round trip.
--- voided: a transaction begun and never finished, abandoned by the sweep (its shares voided).
+-- Record (hash KEYS[1]), one-letter fields so that it stays small (issue 14: no counter's totals,
+-- nothing the client can rebuild), each written only when it says something:
+--   f  the fingerprint (operation, amount, attributes): "<digest>:<amount>"
+--   p  the plan: the share tags, newline-joined (the client builds each share's record key,
+--      `<prefix>{<tag>}:tx:<id>`, from the tag and the id)
+--   s  the state, one letter: p pending, c consumed, d denied, r reserved, f confirmed,
+--      x cancelled, e expired, v voided (a transaction begun and never finished, abandoned by
+--      the sweep: its shares voided); replies name it in full
+--   b  server time of the latest begin (ms), while pending
+--   d  the first decision's denial "<rule> <metric> <limit> <used>" (state denied only): the
+--      decision is its state (denied: the denial; voided: cancelled; else allowed)
+--   a  the amount, once a confirm set it (before: the amount in f)
+--   h  the hold expiry (ms), reserved transactions only
+--   r  the amount refunded so far, from the first refund on; per refund r:<refund id> (rf for
+--      the full refund) = "<asked>:<given>"
+--   o  while the shares may not all have followed a change of this record (a denial's voids, a
+--      confirm, expiry, cancel or refund): the server ms of that change, made larger than the
+--      last one so that each change has its own value; set by the change, negated (closed)
+--      only by the sweep (op swept) once every share has followed, so the sweep finds
+--      interrupted fan-outs without a retry by the host and costs the hot path no round trip.
 -- A string at KEYS[1] is not a home but a lua/limit.lua record (of a transaction without window
 -- rules, or the tombstone "x - 0 -" of a cancel that came first): begin treats a tombstone as
 -- cancelled and the rest as a conflict; the other ops answer "missing". A cancel of an id with no
 -- record at all writes that tombstone here, in the same script that looked (so a begin that
--- comes later is refused, and one that came earlier is seen).
+-- comes later is refused, and one that came earlier is seen). A hash without these fields (a
+-- home record of an earlier format) is not read: begin answers "conflict", the other ops
+-- "missing" (sweep: "none").
 --
 -- ARGV[1] = op.
 -- op begin:    ARGV[2] fingerprint, ARGV[3] plan, ARGV[4] expiry (ms)
 --   Reply: {"go", plan} the transaction is pending: run its shares (plan: the first caller's;
---          only a begin with that plan refreshes `began`)
---          | {"final", state, decision, plan} | {"conflict"} | {"cancelled"} (cancelled before it
---          began)
--- op finish:   ARGV[2] fingerprint, ARGV[3] state (consumed | reserved | denied), ARGV[4] decision,
---              ARGV[5] amount, ARGV[6] hold expiry (ms; reserved only; the shares' holds last a
---              grace longer, so that a confirm taken here reaches them before they expire)
---   Reply: {"first"} (this call ended the pending state) | {"final", state, decision, plan}
+--          only a begin with that plan refreshes `b`)
+--          | {"final", state, denial ('' for none), plan} | {"conflict"} | {"cancelled"}
+--          (cancelled before it began)
+-- op finish:   ARGV[2] fingerprint, ARGV[3] state (consumed | reserved | denied), ARGV[4] denial
+--              ('' unless denied), ARGV[5] hold expiry (ms; reserved only; the shares' holds
+--              last a grace longer, so that a confirm taken here reaches them before they expire)
+--   Reply: {"first"} (this call ended the pending state) | {"final", state, denial, plan}
 --          | {"conflict"} | {"missing"}
 -- op read:    (no more arguments) the decision, for a share record that says "voided"
---   Reply: {"final", state, decision, plan} | {"pending"} | {"missing"}
+--   Reply: {"final", state, denial, plan} | {"pending"} | {"missing"}
 -- The other ops answer like lua/limit.lua's ops of the same name, with the plan appended to the
 -- replies after which the client applies the operation to every share (each share idempotently,
 -- so a retry finishes a fan-out that a lost reply or a crash interrupted); "missing" when KEYS[1]
 -- is no home (standalone, or a one-slot transaction recorded by an earlier version, whose share
 -- record is the authority).
--- op sweep:   ARGV[2] age (ms), ARGV[3] the decision to store for an abandoned transaction
+-- op sweep:   ARGV[2] age (ms)
 --   A pending record begun at least `age` ago (server time) becomes voided (compare-and-set, so a
 --   caller that finishes later replays the abandonment) and open. Then an open record whose
 --   change is at least `age` old is handed to the sweep.
---   Reply: {"follow", state, plan, open, amount, hexp, then per refund: asked, refund id ('' for
---          the full refund), the full refund last} | {"none"}
--- op swept:   ARGV[2] the open value the sweep followed: cleared if no change came since.
+--   Reply: {"follow", state, plan, open, amount, hold expiry ('0' for none), then per refund:
+--          asked, refund id ('' for the full refund), the full refund last} | {"none"}
+-- op swept:   ARGV[2] the open value the sweep followed: closed if no change came since.
 --   Reply: {"closed"} | {"changed"}
 -- op confirm:  ARGV[2] final amount (-1 = all held), ARGV[3] now (ms)
 --   Reply: {"confirmed", final, released, plan} | {"already", "confirmed", final, plan}
@@ -61,6 +73,14 @@
 
 local op = ARGV[1]
 local record = KEYS[1]
+local kind = redis.call('TYPE', record).ok -- none, hash (a home record) or string
+
+local state_names = {p = 'pending', c = 'consumed', d = 'denied', r = 'reserved',
+                     f = 'confirmed', x = 'cancelled', e = 'expired', v = 'voided'}
+local state_codes = {}
+for code, name in pairs(state_names) do
+  state_codes[name] = code
+end
 
 local function fmt(n)
   return string.format('%d', n)
@@ -72,71 +92,88 @@ local function now_ms()
   return tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 end
 
--- Marks the record open: its shares have a change to follow.
+-- Marks the record open: its shares have a change to follow. The value is the change's time,
+-- past every earlier change's (a closed record keeps its last one, negated), so that a sweep
+-- that followed an earlier change cannot close this one.
 local function open_fan_out()
-  local n = redis.call('HINCRBY', record, 'changes', 1)
-  redis.call('HSET', record, 'open', fmt(now_ms()) .. ':' .. fmt(n))
+  local last = math.abs(tonumber(redis.call('HGET', record, 'o') or '0'))
+  redis.call('HSET', record, 'o', fmt(math.max(now_ms(), last + 1)))
+end
+
+-- The amount: the confirmed one, else the one the fingerprint carries.
+local function amount_of(confirmed, fingerprint)
+  return tonumber(confirmed or string.match(fingerprint, ':(%d+)$'))
+end
+
+local function final(found_state, denial, plan)
+  return {'final', state_names[found_state], denial or '', plan}
 end
 
 local function begin()
-  local found = redis.call('HMGET', record, 'fp', 'plan', 'state', 'decision')
-  if found[1] == false and found[3] == false then
-    redis.call('HSET', record, 'fp', ARGV[2], 'plan', ARGV[3], 'state', 'pending', 'began',
-      fmt(now_ms()))
+  local found = redis.call('HMGET', record, 'f', 'p', 's', 'd')
+  if kind == 'none' then
+    redis.call('HSET', record, 'f', ARGV[2], 'p', ARGV[3], 's', 'p', 'b', fmt(now_ms()))
     redis.call('PEXPIREAT', record, ARGV[4])
     return {'go', ARGV[3]}
   end
   if found[1] ~= ARGV[2] or not found[2] then
     return {'conflict'}
   end
-  if found[3] == 'pending' then
+  if found[3] == 'p' then
     -- a caller is at work on it again: the sweep leaves it alone for another while; not one
     -- with another plan (rules changed), which the client refuses without running a share
     if found[2] == ARGV[3] then
-      redis.call('HSET', record, 'began', fmt(now_ms()))
+      redis.call('HSET', record, 'b', fmt(now_ms()))
     end
     return {'go', found[2]}
   end
-  return {'final', found[3], found[4], found[2]}
+  return final(found[3], found[4], found[2])
 end
 
 local function finish()
-  local found = redis.call('HMGET', record, 'fp', 'plan', 'state', 'decision')
+  local code = state_codes[ARGV[3]]
+  if code ~= 'c' and code ~= 'r' and code ~= 'd' then
+    return redis.error_reply('transaction_home finish: not a decided state ' .. tostring(ARGV[3]))
+  end
+  local found = redis.call('HMGET', record, 'f', 'p', 's', 'd')
   if not found[2] then
     return {'missing'}
   end
   if found[1] ~= ARGV[2] then
     return {'conflict'}
   end
-  if found[3] ~= 'pending' then
-    return {'final', found[3], found[4], found[2]}
+  if found[3] ~= 'p' then
+    return final(found[3], found[4], found[2])
   end
-  redis.call('HSET', record, 'state', ARGV[3], 'decision', ARGV[4], 'amount', ARGV[5],
-    'refunded', '0', 'hexp', ARGV[6])
-  if ARGV[3] == 'denied' then
+  redis.call('HDEL', record, 'b')
+  redis.call('HSET', record, 's', code)
+  if code == 'd' then
+    redis.call('HSET', record, 'd', ARGV[4])
     open_fan_out() -- the shares that counted are voided next
+  elseif code == 'r' then
+    redis.call('HSET', record, 'h', ARGV[5])
   end
   return {'first'}
 end
 
 local function read()
-  local found = redis.call('HMGET', record, 'plan', 'state', 'decision')
+  local found = redis.call('HMGET', record, 'p', 's', 'd')
   if not found[1] then
     return {'missing'}
   end
-  if found[2] == 'pending' then
+  if found[2] == 'p' then
     return {'pending'}
   end
-  return {'final', found[2], found[3], found[1]}
+  return final(found[2], found[3], found[1])
 end
 
--- The home's state, plan and amount, or nil when KEYS[1] is no home.
+-- The home's state (in full), plan and amount, or nil when KEYS[1] is no home.
 local function home()
-  local found = redis.call('HMGET', record, 'plan', 'state', 'amount')
+  local found = redis.call('HMGET', record, 'p', 's', 'f', 'a')
   if not found[1] then
     return nil
   end
-  return found[2], found[1], tonumber(found[3])
+  return state_names[found[2]], found[1], amount_of(found[4], found[3])
 end
 
 local function confirm()
@@ -153,20 +190,20 @@ local function confirm()
   if state ~= 'reserved' then
     return {'bad_state', state}
   end
-  if tonumber(redis.call('HGET', record, 'hexp')) <= tonumber(ARGV[3]) then
-    redis.call('HSET', record, 'state', 'expired')
+  if tonumber(redis.call('HGET', record, 'h')) <= tonumber(ARGV[3]) then
+    redis.call('HSET', record, 's', 'e')
     open_fan_out()
     return {'expired', plan}
   end
-  local final = tonumber(ARGV[2])
-  if final < 0 then
-    final = held
-  elseif final > held then
+  local final_amount = tonumber(ARGV[2])
+  if final_amount < 0 then
+    final_amount = held
+  elseif final_amount > held then
     return {'too_much', fmt(held)}
   end
-  redis.call('HSET', record, 'state', 'confirmed', 'amount', fmt(final))
+  redis.call('HSET', record, 's', 'f', 'a', fmt(final_amount))
   open_fan_out()
-  return {'confirmed', fmt(final), fmt(held - final), plan}
+  return {'confirmed', fmt(final_amount), fmt(held - final_amount), plan}
 end
 
 local function cancel()
@@ -184,7 +221,7 @@ local function cancel()
   if state ~= 'reserved' then
     return {'bad_state', state}
   end
-  redis.call('HSET', record, 'state', 'cancelled')
+  redis.call('HSET', record, 's', 'x')
   open_fan_out()
   return {'cancelled', fmt(held), plan}
 end
@@ -197,7 +234,7 @@ local function refund()
   if state ~= 'consumed' and state ~= 'confirmed' then
     return {'bad_state', state}
   end
-  local refunded = tonumber(redis.call('HGET', record, 'refunded'))
+  local refunded = tonumber(redis.call('HGET', record, 'r') or '0')
   local field = ARGV[3] == '' and 'rf' or 'r:' .. ARGV[3]
   local earlier = redis.call('HGET', record, field)
   if earlier then
@@ -213,31 +250,33 @@ local function refund()
   elseif give > amount - refunded then
     return {'too_much', fmt(amount - refunded)}
   end
-  redis.call('HSET', record, 'refunded', fmt(refunded + give), field, ARGV[2] .. ':' .. fmt(give))
+  redis.call('HSET', record, 'r', fmt(refunded + give), field, ARGV[2] .. ':' .. fmt(give))
   open_fan_out()
   return {'refunded', fmt(give), fmt(refunded + give), fmt(amount), '0', plan}
 end
 
 local function sweep()
-  local found = redis.call('HMGET', record, 'plan', 'state', 'began', 'open')
+  local found = redis.call('HMGET', record, 'p', 's', 'b', 'o')
   if not found[1] then
     return {'none'}
   end
   local cutoff = now_ms() - tonumber(ARGV[2])
-  local state, open = found[2], found[4]
-  if state == 'pending' then
+  local state, open = found[2], tonumber(found[4] or '-1')
+  if state == 'p' then
     if tonumber(found[3] or '0') > cutoff then
       return {'none'}
     end
-    state = 'voided'
-    redis.call('HSET', record, 'state', state, 'decision', ARGV[3])
+    state = 'v'
+    redis.call('HDEL', record, 'b')
+    redis.call('HSET', record, 's', state)
     open_fan_out()
-    open = redis.call('HGET', record, 'open')
-  elseif not open or tonumber(string.match(open, '^(%d+):')) > cutoff then
+    open = tonumber(redis.call('HGET', record, 'o'))
+  elseif open < 0 or open > cutoff then
     return {'none'}
   end
-  local more = redis.call('HMGET', record, 'amount', 'hexp')
-  local reply = {'follow', state, found[1], open, more[1] or '0', more[2] or '0'}
+  local more = redis.call('HMGET', record, 'f', 'a', 'h')
+  local reply = {'follow', state_names[state], found[1], fmt(open),
+                 fmt(amount_of(more[2], more[1])), more[3] or '0'}
   local fields = redis.call('HGETALL', record)
   local full
   for i = 1, #fields, 2 do
@@ -257,14 +296,14 @@ local function sweep()
 end
 
 local function swept()
-  if redis.call('HGET', record, 'open') ~= ARGV[2] then
+  if redis.call('HGET', record, 'o') ~= ARGV[2] then
     return {'changed'}
   end
-  redis.call('HDEL', record, 'open')
+  redis.call('HSET', record, 'o', '-' .. ARGV[2])
   return {'closed'}
 end
 
-if redis.call('TYPE', record).ok == 'string' then
+if kind == 'string' then
   if op ~= 'begin' then
     return {'missing'}
   end

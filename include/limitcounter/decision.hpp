@@ -93,8 +93,9 @@ struct Decision {
   std::optional<Denial> denial;
   /// Every applicable window rule, in rule-set order (empty for a `cached` denial). For a
   /// replay on standalone Redis, the rules in force now with their counters as they are now
-  /// (the transaction's record keeps no totals); on a Redis Cluster, those of the first
-  /// decision, as its home record keeps them.
+  /// (the transaction's record keeps no totals); on a Redis Cluster, empty: the home record
+  /// keeps the first decision's verdict and denial only, and reading the counters of every
+  /// share would cost a round trip per slot (call `check` or `usage` for where the rules stand).
   std::vector<RuleStatus> rules;
   /// The version of the rule set this call was decided by (`LimitCounter::set_rules`; 0 for
   /// rules set without a version). A replay reports the version in force at the replay, not

@@ -229,9 +229,8 @@ struct TransactionRecord {
   std::string state;
   std::int64_t amount = 0;   ///< consumed or held, minor units
   std::int64_t refunded = 0; ///< given back so far
-  /// The first decision: its verdict and denial; from a cluster's home record also each window
-  /// rule with its window and the counter's usage just after (allowed) or as found (denied).
-  /// Empty for a tombstone.
+  /// The first decision: its verdict and denial (`rules` empty: no record keeps a counter's
+  /// totals). Empty for a tombstone.
   std::optional<Decision> decision;
   /// The refunds, refund id ("" for the full refund) -> amount given back.
   std::vector<std::pair<std::string, std::int64_t>> refunds;
@@ -540,6 +539,8 @@ private:
     /// On a Redis Cluster whose counters fall in several slots: one call per slot, each
     /// with its own record (`call` is then unused).
     std::vector<ScriptCall> shares;
+    /// With `shares`: each share's counter tag, the plan the home record keeps.
+    std::vector<std::string> share_tags;
     /// What the replies of `call` (or of each of `shares`) are read with.
     std::vector<detail::DecideShape> shapes;
     /// With `shares`: the home record's hold expiry (ms), a grace before the shares' own.
@@ -601,12 +602,15 @@ private:
                             const PreparedDecision& prepared);
   Decision check_in_shares(const Transaction& transaction, const PreparedDecision& prepared);
   Decision run_shares(std::string_view op, const Transaction& transaction,
-                      const PreparedDecision& prepared, const std::vector<std::string>& plan);
+                      const PreparedDecision& prepared);
   Decision replay_home(const Transaction& transaction, const Reply& final_reply);
   Decision replay_voided(const Transaction& transaction);
   void void_shares(const Transaction& transaction, const std::vector<std::string>& shares);
   /// What the home record of `prepared`'s transaction compares retries by.
   static std::string home_fingerprint(const PreparedDecision& prepared);
+  /// The share records of `transaction_id` whose tags the home record's `plan` lists.
+  std::vector<std::string> share_records(const std::string& transaction_id,
+                                         const std::string& plan) const;
   /// lua/transaction_home.lua on the home record of `transaction_id`.
   Reply run_home(const std::string& transaction_id, const std::vector<std::string>& args);
   /// lua/limit.lua with each of `operations` (in order) on every share record of `plan`, in

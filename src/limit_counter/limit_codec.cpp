@@ -649,110 +649,30 @@ Decision decode_decision(const Reply& reply, const DecideShape& shape,
   return decision;
 }
 
-namespace {
-
-std::vector<std::string_view> split_words(std::string_view line) { return split(line, ' '); }
-
-std::string optional_text(const std::optional<std::int64_t>& value) {
-  return value ? std::to_string(*value) : std::string("-1");
-}
-
-} // namespace
-
 std::string encode_stored_decision(const Decision& decision) {
-  std::string text = decision.verdict == Decision::Verdict::allowed  ? "allowed"
-                     : decision.verdict == Decision::Verdict::denied ? "denied"
-                                                                     : "cancelled";
-  text += '\n';
-  if (decision.denial) {
-    const Denial& denial = *decision.denial;
-    text.append(denial.rule)
-        .append(1, ' ')
-        .append(to_string(denial.metric))
-        .append(1, ' ')
-        .append(std::to_string(denial.limit))
-        .append(1, ' ')
-        .append(std::to_string(denial.used))
-        .append(1, ' ')
-        .append(std::to_string(denial.requested));
-  } else {
-    text += '-';
+  if (!decision.denial) {
+    return {};
   }
-  for (const RuleStatus& rule : decision.rules) {
-    text.append(1, '\n')
-        .append(rule.rule)
-        .append(1, ' ')
-        .append(to_string(rule.period))
-        .append(1, ' ')
-        .append(rule.window_id)
-        .append(1, ' ')
-        .append(std::to_string(unix_millis(rule.resets_at)))
-        .append(1, ' ')
-        .append(optional_text(rule.max_count))
-        .append(1, ' ')
-        .append(optional_text(rule.max_amount))
-        .append(1, ' ')
-        .append(std::to_string(rule.used.count))
-        .append(1, ' ')
-        .append(std::to_string(rule.used.amount));
-  }
+  const Denial& denial = *decision.denial;
+  std::string text = denial.rule;
+  text.append(1, ' ')
+      .append(to_string(denial.metric))
+      .append(1, ' ')
+      .append(std::to_string(denial.limit))
+      .append(1, ' ')
+      .append(std::to_string(denial.used));
   return text;
 }
 
-Decision decode_stored_decision(std::string_view text, std::string_view transaction_id) {
-  const auto bad = [&](const char* what) {
-    return Error(errc::protocol_error,
-                 "stored decision of transaction " + std::string(transaction_id) + ": " + what,
-                 Outcome::unknown);
-  };
-  const auto number = [&](std::string_view word) {
-    return Reply::string(std::string(word)).to_int64();
-  };
-  const auto optional_number = [&](std::string_view word) {
-    const std::int64_t value = number(word);
-    return value < 0 ? std::nullopt : std::optional<std::int64_t>(value);
-  };
-  const std::vector<std::string_view> lines = split(text, '\n');
-  if (lines.size() < 2) {
-    throw bad("too short");
-  }
+Decision decode_stored_decision(std::string_view state, std::string_view denial,
+                                std::string_view transaction_id, std::int64_t amount) {
   Decision decision;
-  if (lines[0] == "allowed") {
-    decision.verdict = Decision::Verdict::allowed;
-  } else if (lines[0] == "denied") {
+  decision.state = std::string(state);
+  if (state == "denied") {
     decision.verdict = Decision::Verdict::denied;
-  } else if (lines[0] == "cancelled") {
+    decision.denial = decode_denial(denial, transaction_id, amount);
+  } else if (state == "voided") {
     decision.verdict = Decision::Verdict::cancelled;
-  } else {
-    throw bad("unknown verdict");
-  }
-  if (lines[1] != "-") {
-    const auto words = split_words(lines[1]);
-    if (words.size() != 5) {
-      throw bad("a denial of the wrong shape");
-    }
-    const auto metric = std::find_if(metrics.begin(), metrics.end(),
-                                     [&](Metric m) { return to_string(m) == words[1]; });
-    if (metric == metrics.end()) {
-      throw bad("an unknown metric");
-    }
-    decision.denial = Denial{std::string(words[0]), *metric, number(words[2]), number(words[3]),
-                             number(words[4])};
-  }
-  for (std::size_t i = 2; i < lines.size(); ++i) {
-    const auto words = split_words(lines[i]);
-    if (words.size() != 8) {
-      throw bad("a rule of the wrong shape");
-    }
-    RuleStatus rule;
-    rule.rule = std::string(words[0]);
-    rule.period = parse_period(words[1]);
-    rule.window_id = std::string(words[2]);
-    rule.resets_at = TimePoint{std::chrono::milliseconds{number(words[3])}};
-    rule.max_count = optional_number(words[4]);
-    rule.max_amount = optional_number(words[5]);
-    rule.used = {number(words[6]), number(words[7])};
-    decision.rules.push_back(std::move(rule));
   }
   return decision;
 }

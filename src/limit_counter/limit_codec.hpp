@@ -171,13 +171,16 @@ Decision decode_decision(const Reply& reply, const DecideShape& shape,
 Denial decode_denial(std::string_view text, std::string_view transaction_id,
                      std::int64_t requested_amount);
 
-/// A decision as the home record of a transaction spread over cluster slots keeps it (see
-/// lua/transaction_home.lua): verdict, denial and every rule's status, one line each, values
-/// separated by spaces (rule names and window ids are key parts: no whitespace).
+/// What the home record of a cluster transaction (lua/transaction_home.lua) keeps of its first
+/// decision besides its state: the denial, as `decode_denial` reads it ("" when allowed). No
+/// rule's status: the record keeps no counter's totals (issue 14).
 std::string encode_stored_decision(const Decision& decision);
-/// The decision `encode_stored_decision` wrote. Throws protocol_error (Outcome::unknown)
-/// naming `transaction_id` if `text` is not such an encoding.
-Decision decode_stored_decision(std::string_view text, std::string_view transaction_id);
+/// The first decision of a home record in `state` ("denied", "voided", ...) with the stored
+/// `denial`, for a transaction of `amount`: denied with its denial, cancelled when the sweep
+/// voided it, else allowed; `state` set, `rules` empty. Throws protocol_error (Outcome::unknown)
+/// naming `transaction_id` if a denied record's denial is not one.
+Decision decode_stored_decision(std::string_view state, std::string_view denial,
+                                std::string_view transaction_id, std::int64_t amount);
 
 /// The share operation (lua/limit.lua) that follows a home record's expiry: a confirm "now" at
 /// the largest time, so that every share still holding releases its hold as expired, whatever

@@ -228,6 +228,7 @@ LimitCounter::PreparedDecision LimitCounter::prepare_decide(std::string_view op,
           detail::build_decide(op, transaction, matched.per_transaction, share_rules, context);
       prepared.shares.push_back({&scripts::limit, std::move(call.keys), std::move(call.args)});
       prepared.shapes.push_back(std::move(call.shape));
+      prepared.share_tags.push_back(tag);
     }
     return prepared;
   }

@@ -7,6 +7,7 @@
 
 #include <limitcounter/detail/lua_scripts.hpp>
 
+#include "limit_counter/home_record.hpp"
 #include "limit_counter/limit_codec.hpp"
 #include "limit_counter/window_closed.hpp"
 #include "shared/amount.hpp"
@@ -129,6 +130,13 @@ LimitCounter::transaction_record(const std::string& transaction_id,
     for (std::size_t j = 0; j < pairs; ++j) {
       fields[reply.at(3 + 2 * j).as_string()] = reply.at(4 + 2 * j).as_string();
     }
+    const bool home = fields.count("p") > 0; // (a share's record has no plan)
+    if (home) {
+      detail::name_home_fields(fields);
+      for (auto& share : share_records(transaction_id, fields["p"])) {
+        candidates.push_back(std::move(share));
+      }
+    }
     // A voided share gave back what it took: its keys are not the transaction's.
     const auto state = fields.find("state"); // (operator[] would add an empty one)
     if (state == fields.end() || state->second != "voided") {
@@ -138,12 +146,6 @@ LimitCounter::transaction_record(const std::string& transaction_id,
     }
     if (!record.decided_at) {
       record.decided_at = time_of(fields["at"]); // a home has none: its first share's
-    }
-    const bool home = fields.count("plan") > 0;
-    if (home) {
-      for (const auto share : detail::split(fields["plan"], '\n')) {
-        candidates.emplace_back(share);
-      }
     }
     if (authority) {
       continue; // a share of a home read before: the home says what the transaction is
@@ -165,8 +167,9 @@ LimitCounter::transaction_record(const std::string& transaction_id,
                                     std::stoll(value.substr(cut + 1)));
       }
     }
-    if (home && fields.count("decision")) {
-      record.decision = detail::decode_stored_decision(fields["decision"], transaction_id);
+    if (home) {
+      record.decision =
+          detail::decode_stored_decision(record.state, fields["d"], transaction_id, record.amount);
     } else if (fields.count("state")) {
       record.decision = Decision{};
       if (fields.count("denial")) {

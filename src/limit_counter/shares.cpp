@@ -26,12 +26,16 @@ std::string joined_lines(const std::vector<std::string>& lines) {
   return text;
 }
 
-std::vector<std::string> lines_of(const std::string& text) {
-  const auto parts = detail::split(text, '\n');
-  return {parts.begin(), parts.end()};
-}
-
 } // namespace
+
+std::vector<std::string> LimitCounter::share_records(const std::string& transaction_id,
+                                                     const std::string& plan) const {
+  std::vector<std::string> records;
+  for (const auto tag : detail::split(plan, '\n')) {
+    records.push_back(keys_.transaction_share(tag, transaction_id));
+  }
+  return records;
+}
 
 std::string LimitCounter::home_fingerprint(const PreparedDecision& prepared) {
   const auto& args = prepared.shares.front().args;
@@ -88,14 +92,13 @@ Decision LimitCounter::decide_in_shares(std::string_view op, const Transaction& 
   }
   // The home record compares one value: the shares' fingerprint and the amount together.
   const std::string fingerprint = home_fingerprint(prepared);
-  std::vector<std::string> plan;
+  const std::string plan = joined_lines(prepared.share_tags);
   std::string expiry = detail::decide_record_expiry(prepared.shares.front().args);
   for (const ScriptCall& share : prepared.shares) {
-    plan.push_back(share.keys.front());
     expiry = std::max(expiry, detail::decide_record_expiry(share.args),
                       [](const auto& a, const auto& b) { return std::stoll(a) < std::stoll(b); });
   }
-  const Reply begun = run_home(transaction.id, {"begin", fingerprint, joined_lines(plan), expiry});
+  const Reply begun = run_home(transaction.id, {"begin", fingerprint, plan, expiry});
   const std::string& status = begun.at(0).as_string();
   if (status == "conflict") {
     throw detail::reused_id(transaction.id);
@@ -115,14 +118,14 @@ Decision LimitCounter::decide_in_shares(std::string_view op, const Transaction& 
                 "transaction_home begin: unexpected reply " + begun.debug_string(),
                 Outcome::unknown);
   }
-  if (lines_of(begun.at(1).as_string()) != plan) {
+  if (begun.at(1).as_string() != plan) {
     throw Error(errc::conflict,
                 "the rules changed while " + quoted_id(transaction.id) +
                     " was being decided by another caller: retry it",
                 Outcome::failed);
   }
   try {
-    return run_shares(op, transaction, prepared, plan);
+    return run_shares(op, transaction, prepared);
   } catch (const Error& e) {
     if (e.is_input_error() || e.outcome() == Outcome::unknown) {
       throw;
@@ -136,8 +139,7 @@ Decision LimitCounter::decide_in_shares(std::string_view op, const Transaction& 
 }
 
 Decision LimitCounter::run_shares(std::string_view op, const Transaction& transaction,
-                                  const PreparedDecision& prepared,
-                                  const std::vector<std::string>& plan) {
+                                  const PreparedDecision& prepared) {
   const std::vector<Reply> replies = redis_.eval_pipeline(prepared.shares);
   Decision combined;
   std::vector<std::string> counted; // shares whose counters this transaction moved
@@ -147,7 +149,7 @@ Decision LimitCounter::run_shares(std::string_view op, const Transaction& transa
       const Decision part = finish_decide(op, transaction, prepared.shapes[i], replies[i]);
       combined.rules.insert(combined.rules.end(), part.rules.begin(), part.rules.end());
       if (part.allowed() && part.state != "voided") {
-        counted.push_back(plan[i]);
+        counted.push_back(prepared.shares[i].keys.front());
       } else if (!combined.denial) {
         combined.verdict = Decision::Verdict::denied;
         combined.denial = part.denial;
@@ -171,11 +173,9 @@ Decision LimitCounter::run_shares(std::string_view op, const Transaction& transa
               Outcome::failed));
   }
   combined.state = !combined.allowed() ? "denied" : op == "reserve" ? "reserved" : "consumed";
-  const Reply finished =
-      run_home(transaction.id,
-               {"finish", home_fingerprint(prepared), combined.state,
-                detail::encode_stored_decision(combined),
-                detail::decide_amount(prepared.shares.front().args), prepared.home_hold_expiry});
+  const Reply finished = run_home(
+      transaction.id, {"finish", home_fingerprint(prepared), combined.state,
+                       detail::encode_stored_decision(combined), prepared.home_hold_expiry});
   const std::string& status = finished.at(0).as_string();
   if (status == "final") {
     return replay_home(transaction, finished);
@@ -192,14 +192,17 @@ Decision LimitCounter::run_shares(std::string_view op, const Transaction& transa
   return combined;
 }
 
-// The home record's decision again. A denied transaction's shares are voided once more: a
-// void that an earlier caller could not finish is finished by any later one.
+// The home record's decision again: its verdict and denial, and no rules (the home record keeps
+// no counter's totals, and reading the shares' counters would cost a round trip per slot). A
+// denied transaction's shares are voided once more: a void that an earlier caller could not
+// finish is finished by any later one.
 Decision LimitCounter::replay_home(const Transaction& transaction, const Reply& final_reply) {
-  Decision decision = detail::decode_stored_decision(final_reply.at(2).as_string(), transaction.id);
+  Decision decision =
+      detail::decode_stored_decision(final_reply.at(1).as_string(), final_reply.at(2).as_string(),
+                                     transaction.id, transaction.amount);
   decision.replayed = true;
-  decision.state = final_reply.at(1).as_string();
   if (!decision.allowed()) {
-    void_shares(transaction, lines_of(final_reply.at(3).as_string()));
+    void_shares(transaction, share_records(transaction.id, final_reply.at(3).as_string()));
   }
   return decision;
 }
@@ -292,7 +295,8 @@ Reply LimitCounter::run_transition(const std::string& transaction_id,
       const bool applies = status == "confirmed" || status == "already" || status == "expired" ||
                            status == "cancelled" || status == "refunded";
       if (applies) {
-        const std::vector<std::string> plan = lines_of(home.as_array().back().as_string());
+        const std::vector<std::string> plan =
+            share_records(transaction_id, home.as_array().back().as_string());
         std::vector<Reply> replies;
         try {
           replies = run_on_shares(plan, share_operations(args, home));

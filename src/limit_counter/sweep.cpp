@@ -1,10 +1,10 @@
 // The sweep of a Redis Cluster: finishes the fan-outs of transactions spread over several slots
 // that nobody retried. A home record (lua/transaction_home.lua) says when its shares may not all
-// have followed it (`open`, set by the change itself, so the hot path pays nothing for it) and
-// when it was begun; the sweep SCANs every master for this counter's home records, lets the
-// script pick those old enough (by the server's clock), brings their shares to the home record's
-// state with the same idempotent share operations a retry sends, and only then closes the home
-// record. A sweep that dies half way leaves the record open for the next one.
+// have followed it (its open mark `o`, set by the change itself, so the hot path pays nothing
+// for it) and when it was begun; the sweep SCANs every master for this counter's home records, lets
+// the script pick those old enough (by the server's clock), brings their shares to the home
+// record's state with the same idempotent share operations a retry sends, and only then closes the
+// home record. A sweep that dies half way leaves the record open for the next one.
 #include <limitcounter/limit_counter.hpp>
 
 #include <algorithm>
@@ -88,11 +88,8 @@ std::vector<InterruptedFanOut> LimitCounter::finish_interrupted(std::chrono::sec
   if (!redis_.is_cluster()) {
     return done;
   }
-  Decision abandoned;
-  abandoned.verdict = Decision::Verdict::cancelled;
-  const std::vector<std::string> take{"sweep",
-                                      std::to_string(std::chrono::milliseconds(older_than).count()),
-                                      detail::encode_stored_decision(abandoned)};
+  const std::vector<std::string> take{
+      "sweep", std::to_string(std::chrono::milliseconds(older_than).count())};
   const std::string pattern = glob_escaped(keys_.prefix()) + "tx:*";
   for (const RedisOptions& master : master_options(redis_)) {
     Redis node(master);
@@ -162,8 +159,8 @@ std::optional<InterruptedFanOut> LimitCounter::follow_home(const std::string& ho
   for (std::size_t i = 6; i + 1 < items.size(); i += 2) {
     operations.push_back({"refund", items[i].as_string(), items[i + 1].as_string()});
   }
-  const auto parts = detail::split(taken.at(2).as_string(), '\n');
-  const std::vector<std::string> plan(parts.begin(), parts.end());
+  const std::vector<std::string> plan =
+      share_records(result.transaction_id, taken.at(2).as_string());
   if (!operations.empty()) {
     const std::vector<Reply> replies = run_on_shares(plan, operations);
     for (std::size_t share = 0; share < plan.size(); ++share) {

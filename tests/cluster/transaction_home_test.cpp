@@ -292,7 +292,7 @@ struct ShortHolds : SpreadLimits {
                       {"confirm", "-1", std::to_string(now_ms)});
   }
   long long home_hold_expiry(const std::string& id) {
-    return std::stoll(redis.command({"HGET", limits.keys().transaction(id), "hexp"}).as_string());
+    return std::stoll(redis.command({"HGET", limits.keys().transaction(id), "h"}).as_string());
   }
 };
 
@@ -355,7 +355,7 @@ TEST_CASE_METHOD(SpreadLimits, "a begin with another plan leaves a pending recor
         .at(0)
         .as_string();
   };
-  const auto began = [&] { return redis.command({"HGET", home, "began"}).as_string(); };
+  const auto began = [&] { return redis.command({"HGET", home, "b"}).as_string(); };
   REQUIRE(begin("plan-a") == "go");
   const std::string first = began();
   std::this_thread::sleep_for(std::chrono::milliseconds{5});

@@ -222,7 +222,13 @@ TEST_CASE_METHOD(LimitsFixture, "the same id counts once, sequentially and concu
     const Decision again = limits.consume(once);
     CHECK(again.replayed);
     CHECK(again.allowed());
-    CHECK(again.rules.at(0).used == first.rules.at(0).used);
+    // the counters as they are now; none on a cluster, whose home record keeps no counter's
+    // totals (docs: Decision::rules)
+    if (limitcounter::testing::on_cluster()) {
+      CHECK(again.rules.empty());
+    } else {
+      CHECK(again.rules.at(0).used == first.rules.at(0).used);
+    }
   }
   CHECK(used("merchant", Dimension{"m1"}, Period::day, at) == Usage{1, 250});
 
@@ -542,7 +548,11 @@ TEST_CASE_METHOD(ShortReservations,
   // a replay of the consume that released it returns its first decision
   const Decision again = limits.consume(big);
   CHECK(again.replayed);
-  CHECK(again.rules.at(0).used == Usage{2, 500});
+  if (limitcounter::testing::on_cluster()) {
+    CHECK(again.rules.empty()); // (docs: Decision::rules)
+  } else {
+    CHECK(again.rules.at(0).used == Usage{2, 500});
+  }
 }
 
 TEST_CASE_METHOD(LimitsFixture, "check decides without consuming", "[limits][redis]") {

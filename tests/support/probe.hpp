@@ -2,6 +2,7 @@
 // Helpers shared by the connection-level tests.
 
 #include <chrono>
+#include <map>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -13,6 +14,8 @@
 #include <limitcounter/error.hpp>
 #include <limitcounter/redis.hpp>
 
+#include "limit_counter/home_record.hpp"
+
 namespace limitcounter::testing {
 
 /// counter_add: a real embedded script with a simple contract, used as a probe call.
@@ -22,20 +25,24 @@ inline const Script& probe = scripts::counter_add;
 inline std::vector<std::string> probe_args() { return {"f", "1", "10", "4102444800000"}; }
 
 /// Field `name` of a limits transaction's record at `key` as lua/limit.lua's inspect reads it
-/// (a compact string record, or a cluster's home record): state, amount, refunded, hexp, ...;
-/// empty if the record or the field is absent.
+/// (a compact string record, or a cluster's home record, whose one-letter fields are also
+/// given those names): state, amount, refunded, hexp, ...; empty if the record or the field is
+/// absent.
 inline std::string record_field(Redis& redis, const std::string& key, const std::string& name) {
   const Reply reply = redis.eval(scripts::limit, {key}, {"inspect"});
   if (reply.at(0).as_string() == "missing") {
     return {};
   }
+  std::map<std::string, std::string> fields;
   const auto pairs = static_cast<std::size_t>(reply.at(2).to_int64());
   for (std::size_t i = 0; i < pairs; ++i) {
-    if (reply.at(3 + 2 * i).as_string() == name) {
-      return reply.at(4 + 2 * i).as_string();
-    }
+    fields[reply.at(3 + 2 * i).as_string()] = reply.at(4 + 2 * i).as_string();
   }
-  return {};
+  if (fields.count("p") > 0) { // a home record: it has a plan
+    detail::name_home_fields(fields);
+  }
+  const auto found = fields.find(name);
+  return found != fields.end() ? found->second : std::string();
 }
 
 /// The limitcounter::Error `action` throws; fails the test if it throws none.
