@@ -93,7 +93,7 @@
 -- op inspect: KEYS[1] a transaction's record of any kind (this script's, a home record of
 --   lua/transaction_home.lua); reads only, for operators.
 --   Reply: {"missing"} | {"record", expiry (unix ms, -1 for none), n, then n field/value pairs}:
---   a home record's fields but fp; of this script's record: state, amount, refunded, hexp,
+--   a home record's fields as they are; of this script's record: state, amount, refunded, hexp,
 --   denial, keys (the counters it moved, "<key> <field>" a line) and r:<refund id> (rf: the full
 --   refund) = "<asked>:<given>".
 
@@ -744,9 +744,7 @@ local function inspect()
   if kind == 'hash' then -- a home record
     local fields = redis.call('HGETALL', record)
     for i = 1, #fields, 2 do
-      if fields[i] ~= 'fp' then
-        add(fields[i], fields[i + 1])
-      end
+      add(fields[i], fields[i + 1])
     end
     return reply
   end
