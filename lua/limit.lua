@@ -4,8 +4,8 @@
 -- write. One call may decide several transactions (op batch), each on its own.
 --
 -- Transaction record (string KEYS[1], words separated by spaces), kept for the replay
--- horizon (ARGV record expiry) whatever the windows; a reservation's until its windows end (the
--- client sends that expiry), so that its hold is released even if nothing sweeps it sooner:
+-- horizon (ARGV record expiry) whatever the windows (a reservation's too: its hold set member
+-- says what to release when the record is gone):
 --   <state> <fp> <amount> <counter set> [<fields>] [<hold expiry>] [=<refunded>] [^<reserved>]
 --   [!] [R:<id>:<asked>:<given>]...
 --   state: c consumed | r reserved | f confirmed | x cancelled | e expired | v voided;
@@ -24,9 +24,12 @@
 --   "<c>\n" then c lines "<key> <i>" (the counter's field is the record's i-th field), then
 --   the hold sets' keys, one a line. Its name is the client's digest of that text ('.1'...
 --   appended if another text has the name); it lives the replay horizon and an hour after its
---   latest use, so it outlives every record naming it.
+--   latest use, so it outlives every record naming it (a reservation's: until its windows' keys
+--   expire, and an hour more).
 -- Counter field value: "<count>:<amount>", integers below 2^53.
--- Hold set (zset): member = record key, score = hold expiry in ms.
+-- Hold set (zset): member = "<record key> <amount> <counter set> <fields>" (what releasing the
+--   hold takes, also once the record is gone), score = hold expiry in ms; it lives until its
+--   members' windows' keys expire.
 --
 -- ARGV[1] = op.
 --
@@ -303,8 +306,8 @@ end
 
 -- Takes count and amount back out of every counter the record moved, never below zero.
 -- Keys that have expired since are left alone (their window is over).
-local function give_back(key, r, count, amount)
-  local counters = counter_set(key, r)
+local function give_back(key, r, count, amount, tolerate_missing)
+  local counters = counter_set(key, r, tolerate_missing)
   for _, counter in ipairs(counters) do
     local key, field = counter[1], counter[2]
     if redis.call('EXISTS', key) == 1 then
@@ -314,10 +317,17 @@ local function give_back(key, r, count, amount)
   end
 end
 
+-- A reservation's member in its hold sets: its record key, then what releasing the hold takes
+-- when the record is gone (kept the replay horizon, while the hold may wait for a sweep until
+-- its windows end): "<record> <amount> <counter set> <fields>".
+local function hold_member(key, r)
+  return key .. ' ' .. string.format('%d', r.amount) .. ' ' .. r.counters .. ' ' .. r.fields
+end
+
 local function drop_holds(key, r)
   local _, holds = counter_set(key, r)
   for _, hold_set in ipairs(holds) do
-    redis.call('ZREM', hold_set, key)
+    redis.call('ZREM', hold_set, hold_member(key, r))
   end
 end
 
@@ -334,13 +344,21 @@ end
 local function release_expired_holds(holds, now)
   local released = 0
   local expired = redis.call('ZRANGEBYSCORE', holds, '-inf', now, 'LIMIT', '0', '64')
-  for _, key in ipairs(expired) do
-    local r = load(key)
+  for _, member in ipairs(expired) do
+    local key, amount, counters, fields = string.match(member, '^(%S+) (%d+) (%S+) (%S+)$')
+    local r = key and load(key)
     if r and r.state == 'reserved' then
       release_reservation(key, r, 'expired', 1, r.amount)
       released = released + 1
+    elseif key and not r then
+      -- Its record is gone (past the replay horizon; the hold expired before, as a horizon is
+      -- never shorter than a hold): the member says what it holds. (Its counter set lives until
+      -- its windows end; if someone deleted it, there is nothing left to give back to.)
+      give_back(key, {counters = counters, fields = fields}, 1, tonumber(amount), true)
+      redis.call('ZREM', holds, member)
+      released = released + 1
     else
-      redis.call('ZREM', holds, key)
+      redis.call('ZREM', holds, member)
     end
   end
   return released, #expired
@@ -354,16 +372,18 @@ local function read_programs()
     local w = cmsgpack.unpack(ARGV[at])
     local h, c = w[1], w[2]
     local expiries, field = {}, {} -- (integers below 2^53: PEXPIREAT gets them exactly)
+    local windows_end = 0 -- when the last of its counters' keys expires
     for j = 1, c do
       expiries[j], field[j] = w[2 + j], w[2 + c + j]
+      windows_end = math.max(windows_end, expiries[j])
     end
     local rules = {}
     for i = 1, w[3 + 2 * c] do
       local base = 1 + 3 + 2 * c + 3 * (i - 1)
       rules[i] = {w[base], w[base + 1], w[base + 2]}
     end
-    programs[p] = {h = h, c = c, expiries = expiries, field = field, names = ARGV[at + 1],
-                   rules = rules}
+    programs[p] = {h = h, c = c, expiries = expiries, windows_end = windows_end, field = field,
+                   names = ARGV[at + 1], rules = rules}
     at = at + 2
   end
   return programs, at
@@ -535,8 +555,11 @@ local function decide(record, set, fingerprint, amount_text, fields_word, kind, 
       return {'overflow', j}
     end
   end
-  -- (its only failure, names colliding, must come before the record is written)
-  local moved = c > 0 and kept_counter_set(set, record_expiry) .. ' ' .. fields_word or '-'
+  -- (its only failure, names colliding, must come before the record is written; a reservation's
+  -- set lives until its windows end, as its hold may be released after its record is gone)
+  local set_life = kind == 'reserve' and math.max(tonumber(record_expiry), program.windows_end) or
+    record_expiry
+  local moved = c > 0 and kept_counter_set(set, set_life) .. ' ' .. fields_word or '-'
   local first
   if kind == 'reserve' then
     first = create_record(record, 'r ' .. fingerprint .. ' ' .. amount_text .. ' ' .. moved ..
@@ -559,11 +582,12 @@ local function decide(record, set, fingerprint, amount_text, fields_word, kind, 
     end
   end
   if kind == 'reserve' then
+    local member = record .. ' ' .. amount_text .. ' ' .. moved
     for _, hold_set in ipairs(hold_sets(set)) do
-      redis.call('ZADD', hold_set, hold_expiry, record)
-      -- the set lives as long as its longest-lived record
-      if redis.call('PEXPIREAT', hold_set, record_expiry, 'NX') == 0 then
-        redis.call('PEXPIREAT', hold_set, record_expiry, 'GT')
+      redis.call('ZADD', hold_set, hold_expiry, member)
+      -- the set lives as long as the counters its members hold
+      if redis.call('PEXPIREAT', hold_set, program.windows_end, 'NX') == 0 then
+        redis.call('PEXPIREAT', hold_set, program.windows_end, 'GT')
       end
     end
   end

@@ -124,7 +124,6 @@ struct CallTemplate {
   std::string name;                       // its digest
   std::string set_key;                    // its key, in the slot of the record it was built for
   DecideShape shape;
-  TimePoint windows_end; // the latest window's end + grace: a reservation's record lives so long
 
   bool fits(const std::vector<const Rule*>& per_transaction, const std::vector<const Rule*>& window,
             const std::vector<TimePoint>& ends, const DecideContext& context) const {
@@ -190,10 +189,6 @@ struct CallTemplate {
       if (std::find(holds.begin(), holds.end(), hold) == holds.end()) {
         holds.push_back(hold);
       }
-    }
-    windows_end = TimePoint::min();
-    for (const Window* in : counter_windows) {
-      windows_end = std::max(windows_end, in->end + context.window_grace);
     }
 
     append_number(text, static_cast<std::int64_t>(counter_keys.size()));
@@ -408,13 +403,9 @@ LimitCall build_decide(std::string_view op, const Transaction& transaction,
   const CallTemplate& shared = call_template(transaction, per_transaction_rules, window_rules,
                                              call.keys.front(), context, own);
   const TimePoint hold_expiry = context.now + context.reservation_timeout;
-  // The replay horizon, whatever the windows; never shorter than a hold.
-  TimePoint record_expiry = std::max(context.now + context.replay_horizon, hold_expiry);
-  if (op == "reserve") {
-    // Until its windows' keys expire: an expired hold is released through its record by the
-    // next sweep of its shapes, however late (after that, the counters are gone with it).
-    record_expiry = std::max(record_expiry, shared.windows_end);
-  }
+  // The replay horizon, whatever the windows (a reservation's hold outlives its record in the
+  // hold sets, whose members say what to release); never shorter than a hold.
+  const TimePoint record_expiry = std::max(context.now + context.replay_horizon, hold_expiry);
   call.keys.push_back(shared.set_key);
   call.keys.insert(call.keys.end(), shared.counter_keys.begin(), shared.counter_keys.end());
 

@@ -87,9 +87,9 @@ TEST_CASE_METHOD(RecordFixture,
     CHECK(redis.command({"TYPE", key}).as_string() == "string");
     CHECK(memory(key) <= 160);
   }
-  // 24 h, not the year rule's window: the record's life is the horizon (a reservation's is its
-  // windows', so that its hold is released however late: see below)
-  for (const char* id : {"pay-0000000001", "pay-0000000003"}) {
+  // 24 h, not the year rule's window: the record's life is the horizon (a reservation's too: its
+  // hold is released however late, see below)
+  for (const char* id : {"pay-0000000001", "pay-0000000002", "pay-0000000003"}) {
     const long long ttl = redis.command({"PTTL", record_key(id)}).as_integer();
     CHECK(ttl > 0);
     CHECK(ttl <= 24 * 3600 * 1000);
@@ -341,8 +341,8 @@ TEST_CASE_METHOD(RecordFixture,
 }
 
 TEST_CASE_METHOD(RecordFixture,
-                 "an abandoned reservation's record lives until its windows end, so its expired "
-                 "hold is released however late",
+                 "an abandoned reservation's hold is released however late, also after its "
+                 "record is gone",
                  "[record][redis][standalone]") {
   auto o = options();
   o.reservation_timeout = 1ms;
@@ -350,11 +350,22 @@ TEST_CASE_METHOD(RecordFixture,
   LimitCounter short_lived(redis, limitcounter::Calendar("Asia/Shanghai"), o);
   short_lived.set_rules(four_rules());
   REQUIRE(short_lived.reserve(payment("held", 800)).allowed());
-  // the record outlives the horizon: it is kept until the day window's key expires
-  CHECK(redis.command({"PTTL", record_key("held")}).as_integer() > 60 * 1000);
-  std::this_thread::sleep_for(1100ms);                          // past the hold and the horizon
+  // the record lives the horizon, like any other; the hold set and the counter set its member
+  // names live until the windows' keys expire
+  CHECK(redis.command({"PTTL", record_key("held")}).as_integer() <= 1000);
+  for (const auto& key : keys_matching(prefix + "*holds")) {
+    CHECK(redis.command({"PTTL", key}).as_integer() > 60 * 1000);
+  }
+  for (const auto& key : keys_matching(prefix + "cs:*")) {
+    CHECK(redis.command({"PTTL", key}).as_integer() > 60 * 1000 + 3600 * 1000);
+  }
+  std::this_thread::sleep_for(1100ms); // past the hold and the horizon
+  REQUIRE(redis.command({"EXISTS", record_key("held")}).as_integer() == 0);
+  CHECK(merchant_day() == Usage{1, 800});                       // still held
   REQUIRE(short_lived.reserve(payment("next", 300)).allowed()); // its sweep releases "held"
   CHECK(merchant_day() == Usage{1, 300});
+  CHECK(limits.usage("user", Dimension{"u-7"}, Period::day) == Usage{1, 300});
+  CHECK(limits.usage("dept", Dimension{"cmb"}, Period::month) == Usage{1, 300});
 }
 
 TEST_CASE("a replay horizon shorter than a reservation is refused, naming it", "[record][redis]") {
