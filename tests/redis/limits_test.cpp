@@ -258,6 +258,64 @@ TEST_CASE_METHOD(LimitsFixture, "the same id counts once, sequentially and concu
   CHECK_THROWS_AS(limits.consume(changed), Error);
 }
 
+TEST_CASE_METHOD(LimitsFixture,
+                 "rules changing while threads consume: each decision counts under the rules it "
+                 "reports",
+                 "[limits][redis][race]") {
+  // Two rule sets over other counters: a call built from the other set's rules (a stale call
+  // template, say) would count where its decision's version says it did not.
+  const RuleSet by_merchant =
+      RuleSet().add(Rule("m").where("merchant").per(Period::day).max_count(100000));
+  const RuleSet by_dept = RuleSet().add(Rule("d").where("dept").per(Period::day).max_count(100000));
+  limits.set_rules(by_merchant, 1);
+  std::atomic<bool> done{false};
+  std::atomic<int> under_merchant{0};
+  std::atomic<int> under_dept{0};
+  std::atomic<int> failed{0};
+  std::thread switcher([&] {
+    for (std::uint64_t version = 2; !done; ++version) {
+      limits.set_rules(version % 2 == 1 ? by_merchant : by_dept, version);
+      std::this_thread::yield();
+    }
+  });
+  const auto count = [&](const Decision& decision) {
+    if (!decision.allowed() || decision.replayed) {
+      ++failed;
+    } else {
+      ++(decision.rule_set_version % 2 == 1 ? under_merchant : under_dept);
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 40; ++i) {
+        if (t % 2 == 0) {
+          count(limits.consume(tx(1)));
+          continue;
+        }
+        std::vector<Transaction> batch{tx(1), tx(1), tx(1)};
+        for (const auto& result : limits.consume_many(batch)) {
+          const auto* decision = std::get_if<Decision>(&result);
+          if (decision == nullptr) {
+            ++failed;
+          } else {
+            count(*decision);
+          }
+        }
+      }
+    });
+  }
+  for (auto& thread : threads) {
+    thread.join();
+  }
+  done = true;
+  switcher.join();
+  CHECK(failed == 0);
+  CHECK(under_merchant + under_dept == 4 * 40 + 4 * 40 * 3);
+  CHECK(used("merchant", Dimension{"m1"}, Period::day, at).count == under_merchant);
+  CHECK(used("dept", Dimension{"cmb"}, Period::day, at).count == under_dept);
+}
+
 TEST_CASE_METHOD(LimitsFixture, "a denied id replayed later stays denied",
                  "[limits][redis][idempotency]") {
   limits.set_rules(RuleSet().add(Rule("day").where("merchant").per(Period::day).max_amount(100)));
