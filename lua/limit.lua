@@ -14,9 +14,10 @@
 --   amount, ^<reserved>, of a reservation confirmed for less); counter set: the name of the
 --   counter set (below) of the counters it moved, '-' for none (then no fields); fields: the
 --   counters' hash fields (dimension values, which hold no ':' and no space), each distinct one
---   once, ':'-joined; hold expiry (ms, in base 36): reserved only; =<refunded>: given back so far; '!': the
---   count was given back too (full refund); R:... one per refund id (the full refund has the
---   id '').
+--   once, ':'-joined; hold expiry (ms, in base 36): reserved without counters only (with
+--   counters, its members' score in the hold sets keeps it); =<refunded>: given back so far;
+--   '!': the count was given back too (full refund); R:... one per refund id (the full refund
+--   has the id '').
 --   A denial: d <fp> <amount> <rule> <metric> <limit> <used>, the first decision's denial
 --   (metric: c count | a amount | s single_amount).
 -- Counter set (string <counter-set prefix><name>): which counters a transaction moved but their
@@ -186,7 +187,7 @@ local function parse(text)
     r.fields = w[5]
     i = 6
   end
-  if w[1] == 'r' then
+  if w[1] == 'r' and r.counters == '-' then -- (else its hold sets' scores keep it)
     r.hexp = tonumber(w[i], 36)
     i = i + 1
   end
@@ -217,7 +218,7 @@ local function record_text(r)
   if r.fields then
     w[#w + 1] = r.fields
   end
-  if r.state == 'reserved' then
+  if r.state == 'reserved' and r.counters == '-' then
     w[#w + 1] = base36(r.hexp)
   end
   if r.refunded > 0 then
@@ -322,6 +323,16 @@ end
 -- its windows end): "<record> <amount> <counter set> <fields>".
 local function hold_member(key, r)
   return key .. ' ' .. string.format('%d', r.amount) .. ' ' .. r.counters .. ' ' .. r.fields
+end
+
+-- When a reservation's hold expires (ms): its record's, or its members' score in its hold sets
+-- (0 if they no longer hold it: then it expired long ago).
+local function hold_expiry_of(key, r)
+  if r.hexp then
+    return r.hexp
+  end
+  local _, holds = counter_set(key, r)
+  return tonumber(holds[1] and redis.call('ZSCORE', holds[1], hold_member(key, r))) or 0
 end
 
 local function drop_holds(key, r)
@@ -562,8 +573,9 @@ local function decide(record, set, fingerprint, amount_text, fields_word, kind, 
   local moved = c > 0 and kept_counter_set(set, set_life) .. ' ' .. fields_word or '-'
   local first
   if kind == 'reserve' then
+    -- (with counters, the hold expiry is its members' score in the hold sets)
     first = create_record(record, 'r ' .. fingerprint .. ' ' .. amount_text .. ' ' .. moved ..
-      ' ' .. base36(tonumber(hold_expiry)), record_expiry)
+      (c > 0 and '' or ' ' .. base36(tonumber(hold_expiry))), record_expiry)
   else
     first = create_record(record, 'c ' .. fingerprint .. ' ' .. amount_text .. ' ' .. moved,
       record_expiry)
@@ -585,9 +597,10 @@ local function decide(record, set, fingerprint, amount_text, fields_word, kind, 
     local member = record .. ' ' .. amount_text .. ' ' .. moved
     for _, hold_set in ipairs(hold_sets(set)) do
       redis.call('ZADD', hold_set, hold_expiry, member)
-      -- the set lives as long as the counters its members hold
-      if redis.call('PEXPIREAT', hold_set, program.windows_end, 'NX') == 0 then
-        redis.call('PEXPIREAT', hold_set, program.windows_end, 'GT')
+      -- the set lives as long as the counters its members hold, and their holds
+      local life = math.max(program.windows_end, tonumber(hold_expiry))
+      if redis.call('PEXPIREAT', hold_set, life, 'NX') == 0 then
+        redis.call('PEXPIREAT', hold_set, life, 'GT')
       end
     end
   end
@@ -690,7 +703,7 @@ local function confirm()
     return {'bad_state', r.state}
   end
   local held = r.amount
-  if r.hexp <= tonumber(ARGV[3]) then
+  if hold_expiry_of(KEYS[1], r) <= tonumber(ARGV[3]) then
     release_reservation(KEYS[1], r, 'expired', 1, held)
     return {'expired'}
   end
@@ -779,8 +792,8 @@ local function inspect()
   add('state', r.state)
   add('amount', string.format('%d', r.amount))
   add('refunded', string.format('%d', r.refunded))
-  if r.hexp then
-    add('hexp', string.format('%d', r.hexp))
+  if r.state == 'reserved' then
+    add('hexp', string.format('%d', hold_expiry_of(record, r)))
   end
   if r.denial then
     add('denial', r.denial)

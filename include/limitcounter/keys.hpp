@@ -183,20 +183,28 @@ public:
     return tagged_key(prefix_, counter, rest);
   }
 
-  /// The idempotency record of a limits transaction: `<prefix>tx:{<id>}`. `id` must have
-  /// been validated.
+  /// The idempotency record of a limits transaction: `<prefix>tx:{<record id>}` (see
+  /// `record_id`). `id` must have been validated.
   std::string transaction(std::string_view id) const {
+    const std::string named = record_id(id);
     std::string key;
-    key.reserve(prefix_.size() + id.size() + 5);
-    key.append(prefix_).append("tx:{").append(id).append(1, '}');
+    key.reserve(prefix_.size() + named.size() + 5);
+    key.append(prefix_).append("tx:{").append(named).append(1, '}');
     return key;
   }
 
   /// On a Redis Cluster, the record of the share of a transaction whose counters live in the
-  /// slot of `counter`: `<prefix>{<counter>}:tx:<id>`.
+  /// slot of `counter`: `<prefix>{<counter>}:tx:<record id>`.
   std::string transaction_share(std::string_view counter, std::string_view id) const {
-    return tagged_key(prefix_, counter, std::string(":tx:").append(id));
+    return tagged_key(prefix_, counter, std::string(":tx:").append(record_id(id)));
   }
+
+  /// How a transaction's record keys name it: the id itself up to 23 bytes; a longer id (a
+  /// UUID, say) as `#` and 22 base64url digits of the first 128 bits of its SHA-256, so that the
+  /// key stays within the 44 bytes Redis keeps in its smallest allocation (a record costs 16
+  /// bytes less). A record id of 23 bytes is its own record id, so applying it twice changes
+  /// nothing (the cluster sweep reads record ids back from keys).
+  static std::string record_id(std::string_view id);
 
   /// The set of open reservations holding quota in `counter`'s windows:
   /// `<prefix>{<counter>}:holds`, a sorted set scored by hold expiry.

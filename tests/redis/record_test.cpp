@@ -99,6 +99,28 @@ TEST_CASE_METHOD(RecordFixture,
   REQUIRE(limits.consume(payment("pay-0000000004", 100)).allowed());
   CHECK(memory(record_key("pay-0000000004")) <= 160);
 
+  SECTION("a 36-character UUID and 10-character merchant and user ids: at most 160 bytes too") {
+    const auto uuid = [](int n) {
+      return "3f2504e0-4f89-11d3-9a0c-0305e82c33" + std::to_string(10 + n);
+    };
+    const auto long_payment = [&](int n, std::int64_t amount) {
+      Transaction t = payment(uuid(n), amount, "M100234567");
+      t.attributes["user"] = "U200000000";
+      return t;
+    };
+    limits.set_rules(four_rules());
+    REQUIRE(limits.consume(long_payment(1, 100)).allowed());
+    REQUIRE(limits.reserve(long_payment(2, 100)).allowed());
+    REQUIRE_FALSE(limits.consume(long_payment(3, 5000)).allowed());
+    for (int n = 1; n <= 3; ++n) {
+      INFO(uuid(n));
+      CHECK(memory(record_key(uuid(n))) <= 160);
+    }
+    // the reservation's hold expiry is its hold set member's score: confirm still sees it
+    const auto confirmed = limits.confirm(uuid(2), 60);
+    CHECK(confirmed.amount == 60);
+    CHECK(confirmed.released == 40);
+  }
   SECTION("the horizon is an option") {
     auto o = options();
     o.replay_horizon = 1h;
