@@ -562,11 +562,11 @@ lc::Transaction bench_transaction(std::string id, std::int64_t amount, std::uint
 }
 
 // Redis memory of one transaction's record (MEMORY USAGE, mean of 100), with the default key
-// prefix: consumed with 1 and 4 rules, denied, reserved, with ids of 17 characters and the
-// bench's short dimension values, then with 36-character UUIDs and 10-character merchant and
-// user ids; the counter set the 4-rule records share (one per rules and windows, not per
-// transaction); and used_memory per transaction over 5,000 consumes of 4 rules whose users are
-// all distinct (record, counter fields and all).
+// prefix: consumed with 1 and 4 rules, denied, reserved, consumed then fully refunded, with ids of
+// 17 characters and the bench's short dimension values, then with 36-character UUIDs and
+// 10-character merchant and user ids; the counter set the 4-rule records share (one per rules and
+// windows, not per transaction); and used_memory per transaction over 5,000 consumes of 4 rules
+// whose users are all distinct (record, counter fields and all).
 void record_bytes(Bench& bench, bool json) {
   lc::LimitCounter limits(bench.redis, lc::Calendar("Asia/Shanghai"), lc::LimitCounterOptions{});
   const std::string tag = bench.nonce.substr(bench.nonce.size() - 6);
@@ -580,7 +580,8 @@ void record_bytes(Bench& bench, bool json) {
     ++next;
     return std::string(text);
   };
-  const auto mean_bytes = [&](const char* kind, const lc::RuleSet& rules, bool reserve,
+  enum class Step { consume, reserve, consume_and_refund };
+  const auto mean_bytes = [&](const char* kind, const lc::RuleSet& rules, Step step,
                               std::int64_t amount, bool long_names) {
     limits.set_rules(rules);
     long long total = 0;
@@ -592,7 +593,14 @@ void record_bytes(Bench& bench, bool json) {
         transaction.attributes["merchant"] = "M100234567";
         transaction.attributes["user"] = "U" + std::to_string(200000000 + i);
       }
-      reserve ? limits.reserve(transaction) : limits.consume(transaction);
+      if (step == Step::reserve) {
+        limits.reserve(transaction);
+      } else if (!limits.consume(transaction).allowed() && step == Step::consume_and_refund) {
+        throw std::runtime_error("record_bytes: the consume to refund was denied");
+      }
+      if (step == Step::consume_and_refund) {
+        limits.refund(id);
+      }
       total +=
           bench.redis.command({"MEMORY", "USAGE", limits.keys().transaction(id), "SAMPLES", "0"})
               .as_integer();
@@ -601,13 +609,15 @@ void record_bytes(Bench& bench, bool json) {
   };
   lc::RuleSet tight = consume_rules(3);
   tight.add(lc::Rule("tight").where("user").per(lc::Period::day).max_amount(50));
-  double bytes[2][4];
+  double bytes[2][5];
   for (int long_names = 0; long_names < 2; ++long_names) {
-    const char* kinds = long_names ? "efgh" : "abcd";
-    bytes[long_names][0] = mean_bytes(&kinds[0], consume_rules(1), false, 100, long_names);
-    bytes[long_names][1] = mean_bytes(&kinds[1], consume_rules(4), false, 100, long_names);
-    bytes[long_names][2] = mean_bytes(&kinds[2], tight, false, 100, long_names);
-    bytes[long_names][3] = mean_bytes(&kinds[3], consume_rules(4), true, 100, long_names);
+    const char* kinds = long_names ? "efghj" : "abcdi";
+    bytes[long_names][0] = mean_bytes(&kinds[0], consume_rules(1), Step::consume, 100, long_names);
+    bytes[long_names][1] = mean_bytes(&kinds[1], consume_rules(4), Step::consume, 100, long_names);
+    bytes[long_names][2] = mean_bytes(&kinds[2], tight, Step::consume, 100, long_names);
+    bytes[long_names][3] = mean_bytes(&kinds[3], consume_rules(4), Step::reserve, 100, long_names);
+    bytes[long_names][4] =
+        mean_bytes(&kinds[4], consume_rules(4), Step::consume_and_refund, 100, long_names);
   }
   // The counter set of the 4-rule records
   const lc::RuleSet four_rules = consume_rules(4);
@@ -645,18 +655,19 @@ void record_bytes(Bench& bench, bool json) {
   if (json) {
     std::printf("{\"scenario\": \"record_bytes\", \"consumed_1_rule\": %.1f, "
                 "\"consumed_4_rules\": %.1f, \"denied_4_rules\": %.1f, \"reserved_4_rules\": "
-                "%.1f, \"uuid_consumed_1_rule\": %.1f, \"uuid_consumed_4_rules\": %.1f, "
-                "\"uuid_denied_4_rules\": %.1f, \"uuid_reserved_4_rules\": %.1f, "
+                "%.1f, \"refunded_4_rules\": %.1f, \"uuid_consumed_1_rule\": %.1f, "
+                "\"uuid_consumed_4_rules\": %.1f, \"uuid_denied_4_rules\": %.1f, "
+                "\"uuid_reserved_4_rules\": %.1f, \"uuid_refunded_4_rules\": %.1f, "
                 "\"counter_set_4_rules\": %.1f, \"used_memory_per_tx_distinct_users\": %.1f}\n",
-                bytes[0][0], bytes[0][1], bytes[0][2], bytes[0][3], bytes[1][0], bytes[1][1],
-                bytes[1][2], bytes[1][3], set_bytes, per_distinct);
+                bytes[0][0], bytes[0][1], bytes[0][2], bytes[0][3], bytes[0][4], bytes[1][0],
+                bytes[1][1], bytes[1][2], bytes[1][3], bytes[1][4], set_bytes, per_distinct);
   } else {
     for (int long_names = 0; long_names < 2; ++long_names) {
       std::printf("record bytes%s: consumed %.1f (1 rule), %.1f (4 rules); denied %.1f; reserved "
-                  "%.1f\n",
+                  "%.1f; refunded %.1f\n",
                   long_names ? " (UUID ids, 10-character merchant and user)" : "",
                   bytes[long_names][0], bytes[long_names][1], bytes[long_names][2],
-                  bytes[long_names][3]);
+                  bytes[long_names][3], bytes[long_names][4]);
     }
     std::printf("the 4 rules' counter set %.1f bytes, shared by every record under them; "
                 "used_memory per 4-rule transaction of a distinct user %.1f bytes\n",

@@ -6,8 +6,8 @@
 -- Transaction record (string KEYS[1], words separated by spaces), kept for the replay
 -- horizon (ARGV record expiry) whatever the windows (a reservation's too: its hold set member
 -- says what to release when the record is gone):
---   <state> <fp> <amount> <counter set> [<fields>] [<hold expiry>] [=<refunded>] [^<reserved>]
---   [!] [R:<id>:<asked>:<given>]...
+--   <state> <fp> <amount> <counter set> [<fields>] [<hold expiry>] [^<reserved>] [!]
+--   [<refund>]...
 --   state: c consumed | r reserved | f confirmed | x cancelled | e expired | v voided;
 --   fp: the client's digest of operation and attributes ('-' for a tombstone: a cancel that
 --   came before its reserve, "x - 0 -"); a retry must bring the same fp and amount (the reserved
@@ -15,9 +15,13 @@
 --   counter set (below) of the counters it moved, '-' for none (then no fields); fields: the
 --   counters' hash fields (dimension values, which hold no ':' and no space), each distinct one
 --   once, ':'-joined; hold expiry (ms, in base 36): reserved without counters only (with
---   counters, its members' score in the hold sets keeps it); =<refunded>: given back so far;
---   '!': the count was given back too (full refund); R:... one per refund id (the full refund
---   has the id '').
+--   counters, its members' score in the hold sets keeps it); '!': the count was given back
+--   too (full refund); a refund: one per refund id, "<asked>:<given>" in the fewest characters
+--   (a refunded record stays small): G:<id>:<given> (asked = given, as every refund with an
+--   amount), '*' (the full refund: id '', asked -1; it gave the amount less every other
+--   refund's given, as nothing was left after it), else R:<id>:<asked>:<given>. The amount
+--   given back so far is the sum of the givens ('=<refunded>' of an earlier version's record
+--   is ignored: the same sum).
 --   A denial: d <fp> <amount> <rule> <metric> <limit> <used>, the first decision's denial
 --   (metric: c count | a amount | s single_amount).
 -- Counter set (string <counter-set prefix><name>): which counters a transaction moved but their
@@ -191,19 +195,31 @@ local function parse(text)
     r.hexp = tonumber(w[i], 36)
     i = i + 1
   end
+  local full_refund = false
   for j = i, #w do
     local token = w[j]
     local head = string.sub(token, 1, 1)
-    if head == '=' then
-      r.refunded = tonumber(string.sub(token, 2))
-    elseif head == '^' then
+    if head == '^' then
       r.requested = tonumber(string.sub(token, 2))
     elseif head == '!' then
       r.count_back = true
-    else
-      local id, asked, given = string.match(token, '^R:(.*):(-?%d+):(%d+)$')
+    elseif head == '*' then
+      full_refund = true
+    elseif head ~= '=' then -- ('=<refunded>': a record of an earlier version; summed below)
+      local id, asked, given
+      if head == 'G' then
+        id, given = string.match(token, '^G:(.*):(%d+)$')
+        asked = given
+      else
+        id, asked, given = string.match(token, '^R:(.*):(-?%d+):(%d+)$')
+      end
       r.refunds[id] = asked .. ':' .. given
+      r.refunded = r.refunded + tonumber(given)
     end
+  end
+  if full_refund then -- it gave all that was left: every refund after it gave nothing
+    r.refunds[''] = '-1:' .. string.format('%d', r.amount - r.refunded)
+    r.refunded = r.amount
   end
   return r
 end
@@ -221,9 +237,6 @@ local function record_text(r)
   if r.state == 'reserved' and r.counters == '-' then
     w[#w + 1] = base36(r.hexp)
   end
-  if r.refunded > 0 then
-    w[#w + 1] = '=' .. string.format('%d', r.refunded)
-  end
   if r.requested then
     w[#w + 1] = '^' .. string.format('%d', r.requested)
   end
@@ -231,7 +244,14 @@ local function record_text(r)
     w[#w + 1] = '!'
   end
   for id, value in pairs(r.refunds) do
-    w[#w + 1] = 'R:' .. id .. ':' .. value
+    local asked, given = string.match(value, '^(-?%d+):(%d+)$')
+    if id == '' and asked == '-1' then
+      w[#w + 1] = '*'
+    elseif asked == given then
+      w[#w + 1] = 'G:' .. id .. ':' .. given
+    else
+      w[#w + 1] = 'R:' .. id .. ':' .. value
+    end
   end
   return table.concat(w, ' ')
 end

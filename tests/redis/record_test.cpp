@@ -132,6 +132,50 @@ TEST_CASE_METHOD(RecordFixture,
 }
 
 TEST_CASE_METHOD(RecordFixture,
+                 "a refunded record stays small: every refund replays its first result and "
+                 "the sum of the givens is the refunded total",
+                 "[record][redis][standalone]") {
+  limits.set_rules(four_rules());
+  const auto uuid_payment = [&](const std::string& uuid) {
+    Transaction paid = payment(uuid, 100, "M100234567");
+    paid.attributes["user"] = "U200000000";
+    REQUIRE(limits.consume(paid).allowed());
+  };
+  // the full refund adds 4 characters to the record
+  const std::string refunded_in_full = "3f2504e0-4f89-11d3-9a0c-0305e82c3300";
+  uuid_payment(refunded_in_full);
+  CHECK(limits.refund(refunded_in_full).refunded_now == 100);
+  CHECK(memory(record_key(refunded_in_full)) <= 160);
+  CHECK(limits.refund(refunded_in_full).replayed);
+
+  // a partial refund (its id is kept), then the full refund (all that is left, and the count)
+  const std::string uuid = "3f2504e0-4f89-11d3-9a0c-0305e82c3301";
+  uuid_payment(uuid);
+  CHECK(limits.refund(uuid, 30, "r-exact").refunded_now == 30);
+  const auto rest = limits.refund(uuid);
+  CHECK(rest.refunded_now == 70);
+  CHECK(rest.refunded_total == 100);
+
+  // each replays what it gave the first time, read back from the record
+  const auto exact = limits.refund(uuid, 30, "r-exact");
+  CHECK(exact.replayed);
+  CHECK(exact.refunded_now == 30);
+  CHECK(exact.refunded_total == 100);
+  const auto full = limits.refund(uuid);
+  CHECK(full.replayed);
+  CHECK(full.refunded_now == 70);
+  CHECK(error_of([&] { limits.refund(uuid, 31, "r-exact"); }).code() == errc::conflict);
+  CHECK(error_of([&] { limits.refund(uuid, 1, "r-new"); }).code() == errc::invalid_argument);
+  const auto record = limits.transaction_record(uuid);
+  REQUIRE(record);
+  CHECK(record->refunded == 100);
+  CHECK(record->refunds.size() == 2);
+  // the count went back once, with the full refund; nothing below zero
+  CHECK(merchant_day("M100234567") == Usage{0, 0});
+  CHECK(limits.usage("user", Dimension{"U200000000"}, Period::day) == Usage{0, 0});
+}
+
+TEST_CASE_METHOD(RecordFixture,
                  "transactions under the same rules and windows share one counter set, whatever "
                  "their dimension values",
                  "[record][redis][standalone]") {
