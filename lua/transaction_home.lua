@@ -58,6 +58,14 @@
 --   change is at least `age` old is handed to the sweep.
 --   Reply: {"follow", state, plan, open, amount, hold expiry ('0' for none), then per refund:
 --          asked, refund id ('' for the full refund), the full refund last} | {"none"}
+-- op adopt:   ARGV[2] the original's consume fingerprint (digest), ARGV[3] plan, ARGV[4] expiry
+--              (ms), ARGV[5] its reserve fingerprint (digest), ARGV[6] its amount, ARGV[7]
+--              "create" | "compare": a reversal that brings the original transaction the host
+--   kept. A record that is there must be of that transaction (consumed, or reserved with that
+--   amount reserved or confirmed). With "create" (a refund), no record (past the replay
+--   horizon) is recorded anew as consumed under this plan (a concurrent caller's stands).
+--   Reply: {"adopted"} | {"exists", plan} | {"mismatch"} (another transaction's) | {"none"}
+--          (compare, no record) | {"missing"} (KEYS[1] holds a lua/limit.lua record)
 -- op swept:   ARGV[2] the open value the sweep followed: closed if no change came since.
 --   Reply: {"closed"} | {"changed"}
 -- op confirm:  ARGV[2] final amount (-1 = all held), ARGV[3] now (ms)
@@ -295,6 +303,29 @@ local function sweep()
   return reply
 end
 
+local function adopt()
+  if not string.match(ARGV[6] or '', '^%d+$') or not tonumber(ARGV[4]) then
+    return redis.error_reply('transaction_home adopt: bad amount or expiry ' ..
+                             tostring(ARGV[6]) .. ' ' .. tostring(ARGV[4]))
+  end
+  if kind == 'hash' then
+    local found = redis.call('HMGET', record, 'f', 'p', 'a')
+    local digest, amount = string.match(found[1] or '', '^(.*):(%d+)$')
+    local same = (digest == ARGV[2] and amount == ARGV[6]) or
+      (digest == ARGV[5] and (amount == ARGV[6] or found[3] == ARGV[6]))
+    if not same then
+      return {'mismatch'}
+    end
+    return {'exists', found[2] or ''}
+  end
+  if ARGV[7] ~= 'create' then
+    return {'none'}
+  end
+  redis.call('HSET', record, 'f', ARGV[2] .. ':' .. ARGV[6], 'p', ARGV[3], 's', 'c')
+  redis.call('PEXPIREAT', record, ARGV[4])
+  return {'adopted'}
+end
+
 local function swept()
   if redis.call('HGET', record, 'o') ~= ARGV[2] then
     return {'changed'}
@@ -327,5 +358,7 @@ elseif op == 'sweep' then
   return sweep()
 elseif op == 'swept' then
   return swept()
+elseif op == 'adopt' then
+  return adopt()
 end
 return redis.error_reply('transaction_home: unknown op ' .. tostring(op))

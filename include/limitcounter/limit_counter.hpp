@@ -421,8 +421,10 @@ public:
                         std::optional<std::int64_t> final_amount = std::nullopt);
   /// `confirm(original.id, final_amount)` for a host that keeps its transactions (`original`
   /// as reserved): when the record is gone it throws conflict (expired: a hold never outlives
-  /// its record) instead of not_found. Throws as `consume` for a bad transaction. On a Redis
-  /// Cluster the original is not used yet: it acts as the id-only overload.
+  /// its record) instead of not_found, and while the record lives, an original it was not
+  /// decided for (other attributes or amount) throws conflict. Throws as `consume` for a bad
+  /// transaction. On a Redis Cluster the same holds (the home record is compared; one more
+  /// round trip).
   ConfirmResult confirm(const Transaction& original,
                         std::optional<std::int64_t> final_amount = std::nullopt);
 
@@ -432,8 +434,9 @@ public:
   CancelResult cancel(const std::string& transaction_id);
   /// `cancel(original.id)` for a host that keeps its transactions (`original` as reserved):
   /// when the record is gone it answers already_ended (the hold expired long ago) instead of
-  /// recording the id. Throws as `consume` for a bad transaction. On a Redis Cluster the
-  /// original is not used yet: it acts as the id-only overload.
+  /// recording the id, and while the record lives, an original it was not decided for throws
+  /// conflict. Throws as `consume` for a bad transaction. On a Redis Cluster the same holds
+  /// (one more round trip).
   CancelResult cancel(const Transaction& original);
 
   /// Gives quota back to exactly the windows the transaction was counted in (a December
@@ -460,7 +463,10 @@ public:
   /// refunds made before: refund what is left with an explicit `amount` (the count then stays
   /// counted); a full refund gives back `original.amount` and the count. Throws as
   /// `refund(original.id, ...)`, and as `consume` for a bad transaction. On a Redis Cluster the
-  /// original is not used yet: it acts as the id-only overload.
+  /// same holds (one more round trip): past the horizon the home record is recorded anew under
+  /// the shares the rules in force give `original`, and each share gives back its part; a
+  /// refund interrupted there throws Outcome::unknown and its retry with the same original
+  /// finishes it (the sweep, which does not have the original, cannot).
   RefundResult refund(const Transaction& original,
                       std::optional<std::int64_t> amount = std::nullopt,
                       const std::string& refund_id = {});
@@ -579,15 +585,30 @@ private:
   void report(LimitOp op, const Transaction& transaction, const Decision& decision,
               TimePoint started) const;
   /// `confirm`, `cancel` and `refund` without reporting to the observer.
-  /// With `original`, what it brings for when the record is gone (see `original_args`).
+  /// With `original`, what it brings for when the record is gone (see `append_original_args`).
   ConfirmResult run_confirm(const std::string& transaction_id,
                             std::optional<std::int64_t> final_amount, const Transaction* original);
   CancelResult run_cancel(const std::string& transaction_id, const Transaction* original);
   RefundResult run_refund(const std::string& transaction_id, std::optional<std::int64_t> amount,
                           const std::string& refund_id, const Transaction* original);
+  /// The window rules `original` matches under the rules in force (`in_force` keeps them
+  /// alive). Throws as `consume` for a bad transaction.
+  std::vector<const Rule*>
+  original_window_rules(std::string_view op, const Transaction& original,
+                        std::shared_ptr<const RulesInForce>& in_force) const;
   /// Appends to `args` the original transaction's part of a reversal (lua/limit.lua,
-  /// ARGV[o..]); returns its counter set key. Throws as `consume` for a bad transaction.
-  std::string original_args(std::vector<std::string>& args, const Transaction& original) const;
+  /// ARGV[o..]) on record `record_key` under `window_rules`; returns its counter set key ('' for
+  /// none).
+  std::string append_original_args(std::vector<std::string>& args, const Transaction& original,
+                                   const std::vector<const Rule*>& window_rules,
+                                   const std::string& record_key) const;
+  /// A cluster reversal's original against its home record (src/limit_counter/shares.cpp).
+  Reply check_original_at_home(const std::string& transaction_id,
+                               const std::vector<std::string>& args, const Transaction& original,
+                               std::vector<ScriptCall>& refunds_with_original);
+  /// Applies the change `home` (the home record's answer to `args`) to every share.
+  void follow_home_change(const std::string& transaction_id, const std::vector<std::string>& args,
+                          const Reply& home, const std::vector<ScriptCall>& refunds_with_original);
   Decision decide_without_redis(std::string_view op, const Transaction& transaction,
                                 const PreparedDecision& prepared);
   /// Adds what this node allowed on its own while Redis was away to the Redis counters.
@@ -614,19 +635,21 @@ private:
   /// lua/transaction_home.lua on the home record of `transaction_id`.
   Reply run_home(const std::string& transaction_id, const std::vector<std::string>& args);
   /// lua/limit.lua with each of `operations` (in order) on every share record of `plan`, in
-  /// one pipeline per node; the replies, share by share. Throws on an error reply.
+  /// one pipeline per node; the replies, share by share. The call of `last_instead` whose first
+  /// key is a share's record replaces that share's last operation. Throws on an error reply.
   std::vector<Reply> run_on_shares(const std::vector<std::string>& plan,
-                                   const std::vector<std::vector<std::string>>& operations);
+                                   const std::vector<std::vector<std::string>>& operations,
+                                   const std::vector<ScriptCall>& last_instead = {});
   /// Brings the shares of one home record that `finish_interrupted` took to its state.
   std::optional<InterruptedFanOut> follow_home(const std::string& home_key, const Reply& taken);
   std::vector<std::vector<std::string>> share_operations(const std::vector<std::string>& args,
                                                          const Reply& home);
   /// Confirm, cancel or refund (`args` as lua/limit.lua takes them): decided at the home record
   /// and applied to every share when the transaction has one; else on its record(s).
-  /// `counter_set`: with the original transaction's arguments in `args` (standalone only), its
-  /// counter set key.
+  /// With `original` (the host's, for when the record is gone), its part is added where the
+  /// record is gone.
   Reply run_transition(const std::string& transaction_id, const std::vector<std::string>& args,
-                       const std::string& counter_set = {});
+                       const Transaction* original = nullptr);
   /// The script call of one add; throws on bad input.
   ScriptCall prepare_add(const AddRequest& request, std::vector<WindowUsage>& windows,
                          TimePoint now) const;
@@ -645,7 +668,7 @@ private:
              const Decision* decision, const Error* error) const;
   /// `run_transition`, then the cache is dropped (room may have been freed), whatever happened.
   Reply freeing_transition(const std::string& transaction_id, const std::vector<std::string>& args,
-                           const std::string& counter_set = {});
+                           const Transaction* original = nullptr);
 
   Redis redis_;
   Calendar calendar_;

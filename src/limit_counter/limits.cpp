@@ -7,7 +7,7 @@
 #include "limit_counter/limit_codec.hpp"
 #include "limit_counter/local_ledger.hpp"
 #include "limit_counter/rule_matching.hpp"
-#include "redis/key_slot.hpp"
+#include "limit_counter/share_plan.hpp"
 #include "shared/amount.hpp"
 #include "shared/observed.hpp"
 
@@ -204,24 +204,8 @@ LimitCounter::PreparedDecision LimitCounter::prepare_decide(std::string_view op,
     prepared.home_hold_expiry =
         std::to_string(detail::unix_millis(now + options_.reservation_timeout));
     context.reservation_timeout += share_hold_grace();
-    struct Share {
-      std::uint16_t slot;
-      std::string tag;
-      std::vector<const Rule*> rules;
-    };
-    std::vector<Share> by_slot;
-    for (const Rule* rule : matched.window) {
-      std::string tag =
-          keys_.tag(rule->counter_name(), detail::dimension_field(*rule, transaction));
-      const std::uint16_t slot = detail::key_slot(keys_.holds(tag));
-      auto share = std::find_if(by_slot.begin(), by_slot.end(),
-                                [&](const Share& s) { return s.slot == slot; });
-      if (share == by_slot.end()) {
-        share = by_slot.insert(by_slot.end(), {slot, std::move(tag), {}});
-      }
-      share->rules.push_back(rule);
-    }
-    for (const auto& [slot, tag, share_rules] : by_slot) {
+    for (const auto& [slot, tag, share_rules] :
+         detail::share_plans(keys_, transaction, matched.window)) {
       const std::string record = keys_.transaction_share(tag, transaction.id);
       context.record_key = &record;
       auto call =
@@ -563,15 +547,19 @@ ConfirmResult LimitCounter::confirm(const Transaction& original,
                   [&] { return run_confirm(original.id, final_amount, &original); });
 }
 
-std::string LimitCounter::original_args(std::vector<std::string>& args,
-                                        const Transaction& original) const {
-  if (redis_.is_cluster()) {
-    return {}; // not used there yet (see `refund`)
-  }
-  const auto in_force = rules_to_decide(args.front(), original.id);
+std::vector<const Rule*>
+LimitCounter::original_window_rules(std::string_view op, const Transaction& original,
+                                    std::shared_ptr<const RulesInForce>& in_force) const {
+  in_force = rules_to_decide(op, original.id);
   detail::validate_transaction(in_force->rules, original);
   detail::check_quantity(quoted_id(original.id) + " amount", original.amount);
-  const auto matched = detail::match_rules(in_force->rules, original);
+  return detail::match_rules(in_force->rules, original).window;
+}
+
+std::string LimitCounter::append_original_args(std::vector<std::string>& args,
+                                               const Transaction& original,
+                                               const std::vector<const Rule*>& window_rules,
+                                               const std::string& record_key) const {
   detail::DecideContext context;
   context.calendar = &calendar_;
   context.keys = &keys_;
@@ -580,7 +568,11 @@ std::string LimitCounter::original_args(std::vector<std::string>& args,
   context.refuse_closed_windows = false;
   context.replay_horizon = options_.replay_horizon;
   context.now = Clock::now();
-  return detail::append_original(args, original, matched.window, context);
+  context.record_key = &record_key;
+  if (args.front() == "cancel") {
+    args.emplace_back(); // (ARGV[4], the probe: none)
+  }
+  return detail::append_original(args, original, window_rules, context);
 }
 
 ConfirmResult LimitCounter::run_confirm(const std::string& transaction_id,
@@ -592,8 +584,7 @@ ConfirmResult LimitCounter::run_confirm(const std::string& transaction_id,
   }
   std::vector<std::string> args{"confirm", final_amount ? std::to_string(*final_amount) : "-1",
                                 std::to_string(detail::unix_millis(Clock::now()))};
-  const std::string counter_set = original ? original_args(args, *original) : std::string();
-  const Reply reply = freeing_transition(transaction_id, args, counter_set);
+  const Reply reply = freeing_transition(transaction_id, args, original);
   throw_if_mismatch(reply, "confirm", transaction_id);
   const std::string& status = reply.at(0).as_string();
   if (status == "confirmed" || status == "already") {
@@ -648,14 +639,10 @@ CancelResult LimitCounter::run_cancel(const std::string& transaction_id,
   const auto now = Clock::now();
   // An unknown id is recorded in every record it could have, so a later reserve of any
   // share of it is refused.
-  std::vector<std::string> args{"cancel", std::to_string(detail::unix_millis(now)),
-                                std::to_string(detail::unix_millis(now + options_.replay_horizon))};
-  std::string counter_set;
-  if (original) {
-    args.emplace_back(); // no probe
-    counter_set = original_args(args, *original);
-  }
-  const Reply reply = freeing_transition(transaction_id, args, counter_set);
+  const std::vector<std::string> args{
+      "cancel", std::to_string(detail::unix_millis(now)),
+      std::to_string(detail::unix_millis(now + options_.replay_horizon))};
+  const Reply reply = freeing_transition(transaction_id, args, original);
   throw_if_mismatch(reply, "cancel", transaction_id);
   const std::string& status = reply.at(0).as_string();
   if (status == "cancelled") {
@@ -708,8 +695,7 @@ RefundResult LimitCounter::run_refund(const std::string& transaction_id,
   }
   std::vector<std::string> args{"refund", amount ? std::to_string(*amount) : "-1",
                                 amount ? refund_id : ""};
-  const std::string counter_set = original ? original_args(args, *original) : std::string();
-  const Reply reply = freeing_transition(transaction_id, args, counter_set);
+  const Reply reply = freeing_transition(transaction_id, args, original);
   throw_if_mismatch(reply, "refund", transaction_id);
   const std::string& status = reply.at(0).as_string();
   if (status == "refunded") {

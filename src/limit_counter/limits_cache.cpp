@@ -83,14 +83,14 @@ void LimitCounter::learn(std::string_view op, const Transaction& transaction,
 
 Reply LimitCounter::freeing_transition(const std::string& transaction_id,
                                        const std::vector<std::string>& args,
-                                       const std::string& counter_set) {
+                                       const Transaction* original) {
   if (!exhausted_) {
-    return run_transition(transaction_id, args, counter_set);
+    return run_transition(transaction_id, args, original);
   }
   // Dropped after the call, also when it failed or may have run: a denial remembered
   // meanwhile began before this clear, so its generation keeps it out.
   try {
-    Reply reply = run_transition(transaction_id, args, counter_set);
+    Reply reply = run_transition(transaction_id, args, original);
     exhausted_->clear();
     return reply;
   } catch (...) {

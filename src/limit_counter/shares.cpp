@@ -12,6 +12,8 @@
 #include <limitcounter/detail/lua_scripts.hpp>
 
 #include "limit_counter/limit_codec.hpp"
+#include "limit_counter/share_plan.hpp"
+#include "shared/amount.hpp"
 
 namespace limitcounter {
 namespace {
@@ -49,12 +51,19 @@ Reply LimitCounter::run_home(const std::string& transaction_id,
 
 std::vector<Reply>
 LimitCounter::run_on_shares(const std::vector<std::string>& plan,
-                            const std::vector<std::vector<std::string>>& operations) {
+                            const std::vector<std::vector<std::string>>& operations,
+                            const std::vector<ScriptCall>& last_instead) {
   std::vector<ScriptCall> calls;
   calls.reserve(plan.size() * operations.size());
   for (const auto& record : plan) {
     for (const auto& args : operations) {
       calls.push_back({&scripts::limit, {record}, args});
+    }
+    const auto instead =
+        std::find_if(last_instead.begin(), last_instead.end(),
+                     [&](const ScriptCall& call) { return call.keys.front() == record; });
+    if (instead != last_instead.end() && !operations.empty()) {
+      calls.back() = *instead;
     }
   }
   std::vector<Reply> replies = redis_.eval_pipeline(calls);
@@ -283,40 +292,125 @@ void throw_if_lost_hold(const std::string& transaction_id, const std::vector<std
 
 Reply LimitCounter::run_transition(const std::string& transaction_id,
                                    const std::vector<std::string>& args,
-                                   const std::string& counter_set) {
+                                   const Transaction* original) {
   const std::string& op = args.front();
-  if (!counter_set.empty()) { // standalone, with the original transaction
-    return run_limit({keys_.transaction(transaction_id), counter_set}, args);
-  }
   if (redis_.is_cluster()) {
-    Reply home = run_home(transaction_id, args);
-    const std::string& status = home.at(0).as_string();
-    if (status != "missing") {
-      const bool applies = status == "confirmed" || status == "already" || status == "expired" ||
-                           status == "cancelled" || status == "refunded";
-      if (applies) {
-        const std::vector<std::string> plan =
-            share_records(transaction_id, home.as_array().back().as_string());
-        std::vector<Reply> replies;
-        try {
-          replies = run_on_shares(plan, share_operations(args, home));
-        } catch (const Error& e) {
-          throw Error(static_cast<errc>(e.code().value()),
-                      op + " of " + quoted_id(transaction_id) +
-                          " is decided at its home record, but not every share followed yet (" +
-                          e.what() + "): retry it",
-                      Outcome::unknown);
-        }
-        if (status != "expired" && op != "cancel") {
-          throw_if_lost_hold(transaction_id, plan, replies);
-        }
+    std::vector<ScriptCall> refunds_with_original;
+    bool home_record = true;
+    if (original != nullptr) {
+      const Reply checked =
+          check_original_at_home(transaction_id, args, *original, refunds_with_original);
+      const std::string& status = checked.at(0).as_string();
+      if (status == "mismatch") {
+        return checked;
       }
-      return home;
+      home_record = status == "adopted" || status == "exists";
     }
-    // No home: the home key holds a lua/limit.lua record (a transaction without window rules,
-    // or a tombstone) or nothing (then a cancel wrote its tombstone above).
+    if (home_record) {
+      Reply home = run_home(transaction_id, args);
+      const std::string& status = home.at(0).as_string();
+      if (status != "missing") {
+        follow_home_change(transaction_id, args, home, refunds_with_original);
+        return home;
+      }
+      // (else the home key holds a lua/limit.lua record, or nothing: then a cancel without the
+      // original wrote its tombstone)
+    }
   }
-  return run_limit({keys_.transaction(transaction_id)}, args);
+  // A lua/limit.lua record: standalone, or on a cluster one of a transaction without window
+  // rules, a tombstone, or with the original, the record of one past its horizon.
+  std::vector<std::string> keys{keys_.transaction(transaction_id)};
+  if (original == nullptr) {
+    return run_limit(keys, args);
+  }
+  std::vector<std::string> with_original = args;
+  std::shared_ptr<const RulesInForce> in_force;
+  std::vector<const Rule*> window_rules = original_window_rules(op, *original, in_force);
+  if (redis_.is_cluster()) {
+    // A reservation's hold never outlives its home record, and a refund with window rules was
+    // recorded at the home record: the record here moves no counter.
+    window_rules.clear();
+  }
+  std::string counter_set = append_original_args(with_original, *original, window_rules, keys[0]);
+  if (!counter_set.empty()) {
+    keys.push_back(std::move(counter_set));
+  }
+  return run_limit(keys, with_original);
+}
+
+void LimitCounter::follow_home_change(const std::string& transaction_id,
+                                      const std::vector<std::string>& args, const Reply& home,
+                                      const std::vector<ScriptCall>& refunds_with_original) {
+  const std::string& op = args.front();
+  const std::string& status = home.at(0).as_string();
+  const bool applies = status == "confirmed" || status == "already" || status == "expired" ||
+                       status == "cancelled" || status == "refunded";
+  if (!applies) {
+    return;
+  }
+  const std::vector<std::string> plan =
+      share_records(transaction_id, home.as_array().back().as_string());
+  std::vector<Reply> replies;
+  try {
+    replies = run_on_shares(plan, share_operations(args, home), refunds_with_original);
+  } catch (const Error& e) {
+    throw Error(static_cast<errc>(e.code().value()),
+                op + " of " + quoted_id(transaction_id) +
+                    " is decided at its home record, but not every share followed yet (" +
+                    e.what() + "): retry it",
+                Outcome::unknown);
+  }
+  if (status != "expired" && op != "cancel") {
+    throw_if_lost_hold(transaction_id, plan, replies);
+  }
+  if (refunds_with_original.empty()) {
+    return;
+  }
+  // past the horizon, every share gives back its part (recorded anew from the original)
+  const std::size_t per_share = replies.size() / std::max<std::size_t>(plan.size(), 1);
+  for (std::size_t i = per_share - 1; i < replies.size(); i += per_share) {
+    if (replies[i].at(0).as_string() != "refunded") {
+      throw Error(errc::conflict,
+                  "refund of " + quoted_id(transaction_id) +
+                      " is decided at its home record, but its share " + plan[i / per_share] +
+                      " answered " + replies[i].debug_string() +
+                      " (its record is gone and the rules in force put its counters elsewhere): "
+                      "correct its counters with adjust",
+                  Outcome::unknown);
+    }
+  }
+}
+
+// With the original a host kept: its home record, if there is one, must be of that transaction
+// (lua/transaction_home.lua, op adopt). A refund of one whose home record is gone (past the
+// replay horizon) records it anew as consumed, under the shares the original has under the
+// rules in force, and fills `refunds_with_original` with each share's refund that records its
+// share anew from the original if its record is gone too. A retry with the same original
+// replays each step. Reply: adopt's, or {"none"} (no home record: a confirm or cancel answers
+// as lua/limit.lua does with the original) or {"missing"} (a lua/limit.lua record is there).
+Reply LimitCounter::check_original_at_home(const std::string& transaction_id,
+                                           const std::vector<std::string>& args,
+                                           const Transaction& original,
+                                           std::vector<ScriptCall>& refunds_with_original) {
+  const std::string& op = args.front();
+  std::shared_ptr<const RulesInForce> in_force;
+  const std::vector<const Rule*> window_rules = original_window_rules(op, original, in_force);
+  std::vector<std::string> tags;
+  if (op == "refund") {
+    for (const auto& share : detail::share_plans(keys_, original, window_rules)) {
+      std::string record = keys_.transaction_share(share.tag, original.id);
+      std::vector<std::string> share_args = args;
+      std::string counter_set = append_original_args(share_args, original, share.rules, record);
+      refunds_with_original.push_back(
+          {&scripts::limit, {std::move(record), std::move(counter_set)}, std::move(share_args)});
+      tags.push_back(share.tag);
+    }
+  }
+  return run_home(transaction_id,
+                  {"adopt", detail::fingerprint("consume", original), joined_lines(tags),
+                   std::to_string(detail::unix_millis(Clock::now() + options_.replay_horizon)),
+                   detail::fingerprint("reserve", original), std::to_string(original.amount),
+                   tags.empty() ? "compare" : "create"});
 }
 
 } // namespace limitcounter

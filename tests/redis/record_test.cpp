@@ -63,6 +63,15 @@ struct RecordFixture {
             Clock::now()};
   }
   std::string record_key(const std::string& id) const { return limits.keys().transaction(id); }
+  // The replay horizon passed for `id`: its record is gone (on a cluster, its home record and
+  // every share record).
+  void forget(const std::string& id) {
+    const auto records = keys_matching(prefix + "*tx:*" + id + "*");
+    REQUIRE(records.size() >= (limitcounter::testing::on_cluster() ? 2U : 1U));
+    for (const auto& key : records) {
+      REQUIRE(redis.command({"DEL", key}).as_integer() == 1);
+    }
+  }
   long long memory(const std::string& key) {
     return redis.command({"MEMORY", "USAGE", key, "SAMPLES", "0"}).as_integer();
   }
@@ -234,11 +243,11 @@ TEST_CASE_METHOD(RecordFixture,
 TEST_CASE_METHOD(RecordFixture,
                  "past the replay horizon a refund needs the original transaction, and gives "
                  "back its own windows",
-                 "[record][redis][standalone]") {
+                 "[record][redis]") {
   limits.set_rules(four_rules());
   const Transaction paid = payment("late", 300);
   REQUIRE(limits.consume(paid).allowed());
-  REQUIRE(redis.command({"DEL", record_key("late")}).as_integer() == 1); // the horizon passed
+  forget("late");
 
   const Error unknown = error_of([&] { limits.refund("late", 100, "r-1"); });
   CHECK(unknown.code() == errc::not_found);
@@ -258,6 +267,9 @@ TEST_CASE_METHOD(RecordFixture,
   CHECK(merchant_day() == Usage{0, 0});
   CHECK(limits.usage("user", Dimension{"u-7"}, Period::day) == Usage{0, 0});
 
+  CHECK(limits.refund(paid).replayed);
+  CHECK(limits.refund("late", 100, "r-1").replayed); // recorded again, for another horizon
+
   SECTION("while the record lives, it decides: a changed transaction is refused") {
     REQUIRE(limits.consume(payment("live", 100)).allowed());
     Transaction changed = payment("live", 100, "m-elsewhere");
@@ -266,11 +278,23 @@ TEST_CASE_METHOD(RecordFixture,
     CHECK(merchant_day() == Usage{1, 100});
     CHECK(merchant_day("m-elsewhere") == Usage{0, 0});
   }
+  SECTION("a reservation confirmed for less: its original is the confirmed or reserved amount") {
+    Transaction held = payment("held-less", 100);
+    REQUIRE(limits.reserve(held).allowed());
+    REQUIRE(limits.confirm(held, 60).amount == 60);
+    held.amount = 60;
+    CHECK(limits.refund(held, 10, "r-a").refunded_now == 10);
+    held.amount = 100;
+    CHECK(limits.refund(held, 10, "r-b").refunded_now == 10);
+    held.amount = 70;
+    CHECK(error_of([&] { limits.refund(held, 10, "r-c"); }).code() == errc::conflict);
+    CHECK(merchant_day() == Usage{1, 40}); // ("late" was refunded in full above)
+  }
   SECTION("confirm and cancel of a reservation whose record is gone: its hold is gone too") {
     const Transaction held = payment("held", 100);
     REQUIRE(limits.reserve(held).allowed());
     REQUIRE(limits.cancel("held") == CancelResult::cancelled);
-    REQUIRE(redis.command({"DEL", record_key("held")}).as_integer() == 1);
+    forget("held");
     const Error expired = error_of([&] { limits.confirm(held); });
     CHECK(expired.code() == errc::conflict);
     CHECK_THAT(expired.what(), Catch::Contains("expired"));
@@ -281,12 +305,12 @@ TEST_CASE_METHOD(RecordFixture,
 
 TEST_CASE_METHOD(RecordFixture,
                  "eight callers refunding one original past the horizon: one refund applies",
-                 "[record][redis][standalone][race]") {
+                 "[record][redis][race]") {
   limits.set_rules(four_rules());
   for (int round = 0; round < 10; ++round) {
     const Transaction paid = payment("late-" + std::to_string(round), 30);
     REQUIRE(limits.consume(paid).allowed());
-    REQUIRE(redis.command({"DEL", record_key(paid.id)}).as_integer() == 1); // the horizon passed
+    forget(paid.id);
     std::atomic<int> applied{0};
     std::atomic<int> failed{0};
     std::vector<std::thread> callers;
@@ -307,8 +331,10 @@ TEST_CASE_METHOD(RecordFixture,
     CHECK(applied == 1);
     CHECK(failed == 0);
   }
-  // each of the 10 took 30 and gave back 10 once
+  // each of the 10 took 30 and gave back 10 once, in every window it counted in
   CHECK(merchant_day() == Usage{10, 200});
+  CHECK(limits.usage("user", Dimension{"u-7"}, Period::day) == Usage{10, 200});
+  CHECK(limits.usage("channel", Dimension{"Ali"}, Period::year) == Usage{10, 200});
 }
 
 TEST_CASE_METHOD(RecordFixture,

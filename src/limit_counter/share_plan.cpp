@@ -1,0 +1,26 @@
+#include "limit_counter/share_plan.hpp"
+
+#include <algorithm>
+
+#include "limit_counter/rule_matching.hpp"
+#include "redis/key_slot.hpp"
+
+namespace limitcounter::detail {
+
+std::vector<SharePlan> share_plans(const CounterKeys& keys, const Transaction& transaction,
+                                   const std::vector<const Rule*>& window_rules) {
+  std::vector<SharePlan> plans;
+  for (const Rule* rule : window_rules) {
+    std::string tag = keys.tag(rule->counter_name(), dimension_field(*rule, transaction));
+    const std::uint16_t slot = key_slot(keys.holds(tag));
+    auto share = std::find_if(plans.begin(), plans.end(),
+                              [&](const SharePlan& plan) { return plan.slot == slot; });
+    if (share == plans.end()) {
+      share = plans.insert(plans.end(), {slot, std::move(tag), {}});
+    }
+    share->rules.push_back(rule);
+  }
+  return plans;
+}
+
+} // namespace limitcounter::detail

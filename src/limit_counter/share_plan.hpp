@@ -1,0 +1,28 @@
+#pragma once
+// Which shares a transaction has on a Redis Cluster: its window rules grouped by the slot their
+// counters live in. Pure; the same for a decision and for a refund that brings the original.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <limitcounter/keys.hpp>
+#include <limitcounter/rule.hpp>
+#include <limitcounter/transaction.hpp>
+
+namespace limitcounter::detail {
+
+/// One share: the rules whose counters live in `slot`, and the counter tag of the first of them
+/// (its share record's key is in that tag's slot).
+struct SharePlan {
+  std::uint16_t slot = 0;
+  std::string tag;
+  std::vector<const Rule*> rules;
+};
+
+/// The shares of `transaction` under `window_rules` (validated and matched), in the order of
+/// the first rule of each slot.
+std::vector<SharePlan> share_plans(const CounterKeys& keys, const Transaction& transaction,
+                                   const std::vector<const Rule*>& window_rules);
+
+} // namespace limitcounter::detail
