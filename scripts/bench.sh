@@ -5,10 +5,17 @@
 #   scripts/bench.sh [--json] [--millis N] [--only SUBSTRING]
 #   scripts/bench.sh --cluster N [--millis N]
 #   scripts/bench.sh --callgrind [--only consume_N_rules]
+#   scripts/bench.sh --baseline REV
 #
 # --cluster N also starts a private Redis Cluster of N masters (no replicas) on free loopback
 # ports and runs the consume scenarios on it next to the standalone server, then the server
 # cost of a decision on each master (see docs/BENCHMARKS.md, "Redis Cluster").
+#
+# --baseline REV builds bench/cost_probe.cpp of this tree twice, against the library of
+# revision REV (exported with git archive) and against this tree's, runs both probes against the
+# same private redis-server (flushed before each), and prints what Redis spends per limits
+# transaction under each (record bytes, used_memory per transaction, CPU and script time per
+# decision), then the two side by side (see docs/BENCHMARKS.md, "Before and after in one run").
 #
 # --callgrind runs one consume scenario (consume_4_rules unless --only names another) under
 # valgrind's callgrind, counting only what runs inside LimitCounter::consume (not the bench's
@@ -21,11 +28,16 @@ cd "$LIMITCOUNTER_ROOT"
 
 MASTERS=""
 CALLGRIND=""
+BASELINE=""
 ARGS=()
 while [ $# -gt 0 ]; do
   if [ "$1" = --callgrind ]; then
     CALLGRIND=yes
     shift
+  elif [ "$1" = --baseline ]; then
+    [ $# -ge 2 ] || die "--baseline needs a git revision"
+    BASELINE="$2"
+    shift 2
   elif [ "$1" = --cluster ]; then
     [ $# -ge 2 ] || die "--cluster needs a number of masters"
     MASTERS="$2"
@@ -159,8 +171,85 @@ stop_all() {
   stop_private_redis
 }
 
+# probe_build NAME SOURCE: builds this tree's bench/cost_probe.cpp against the library whose
+# sources are in SOURCE (as a consumer does, with add_subdirectory), in build-probe/NAME;
+# prints the probe's path.
+probe_build() {
+  local dir="$LIMITCOUNTER_ROOT/build-probe/$1" source="$2"
+  mkdir -p "$dir/consumer"
+  printf '%s\n' 'cmake_minimum_required(VERSION 3.16)' 'project(limitcounter_cost_probe CXX)' \
+    "add_subdirectory(\"$source\" limitcounter)" \
+    "add_executable(cost_probe \"$LIMITCOUNTER_ROOT/bench/cost_probe.cpp\")" \
+    'target_link_libraries(cost_probe PRIVATE limitcounter::limitcounter)' \
+    >"$dir/consumer/CMakeLists.txt"
+  cmake -S "$dir/consumer" -B "$dir/build" -DCMAKE_BUILD_TYPE=Release \
+    -DLIMITCOUNTER_RULES_FILE=OFF -DLIMITCOUNTER_LIMITCTL=OFF >/dev/null
+  cmake --build "$dir/build" -j2 --target cost_probe >&2
+  echo "$dir/build/cost_probe"
+}
+
+# side_by_side: reads the probes' JSON lines and prints "row.field baseline current".
+side_by_side() {
+  awk '{
+    line = $0; gsub(/[{}"]/, "", line)
+    n = split(line, pairs, /, /)
+    build = ""; row = ""
+    for (i = 1; i <= n; i++) {
+      split(pairs[i], kv, /: /)
+      if (kv[1] == "build") build = kv[2]; else if (kv[1] == "row") row = kv[2]
+    }
+    side = (build == "current") ? 2 : 1
+    if (side == 1) label = build
+    for (i = 1; i <= n; i++) {
+      split(pairs[i], kv, /: /)
+      if (kv[1] == "build" || kv[1] == "row") continue
+      key = row "." kv[1]
+      if (!(key in seen)) { seen[key] = 1; order[++count] = key }
+      value[key, side] = kv[2]
+    }
+  }
+  END {
+    printf "%-48s %14s %14s\n", "", label, "current"
+    for (i = 1; i <= count; i++) {
+      key = order[i]
+      printf "%-48s %14s %14s\n", key, ((key, 1) in value) ? value[key, 1] : "-",
+             ((key, 2) in value) ? value[key, 2] : "-"
+    }
+  }'
+}
+
+# run_baseline REV: the probe of REV's library, then of this tree's, on one private server.
+run_baseline() {
+  local rev short source baseline_probe current_probe
+  rev="$(git -C "$LIMITCOUNTER_ROOT" rev-parse --verify --quiet "$1^{commit}")" ||
+    die "--baseline: \"$1\" is not a revision of this repository"
+  short="$(git -C "$LIMITCOUNTER_ROOT" rev-parse --short "$rev")"
+  source="$LIMITCOUNTER_ROOT/build-probe/src-$short"
+  if [ ! -f "$source/CMakeLists.txt" ]; then
+    rm -rf "$source"
+    mkdir -p "$source"
+    git -C "$LIMITCOUNTER_ROOT" archive "$rev" | tar -x -C "$source"
+  fi
+  section "building the cost probe against $short and against this tree (Release)" >&2
+  baseline_probe="$(probe_build "baseline-$short" "$source")"
+  current_probe="$(probe_build current "$LIMITCOUNTER_ROOT")"
+  PROBE_OUT="$(mktemp "${TMPDIR:-/tmp}/limitcounter-probe.XXXXXX")"
+  trap 'rm -f "$PROBE_OUT"; stop_all' EXIT
+  start_private_redis
+  redis-cli -p "$REDIS_PORT" flushall >/dev/null
+  "$baseline_probe" "redis://127.0.0.1:$REDIS_PORT" "baseline $short" | tee "$PROBE_OUT"
+  redis-cli -p "$REDIS_PORT" flushall >/dev/null
+  "$current_probe" "redis://127.0.0.1:$REDIS_PORT" current | tee -a "$PROBE_OUT"
+  section "Redis's cost per limits transaction: $short and this tree"
+  side_by_side <"$PROBE_OUT"
+}
+
 ensure_packages "${BUILD_PACKAGES[@]}"
 [ -z "$CALLGRIND" ] || ensure_packages "${PROFILE_PACKAGES[@]}"
+if [ -n "$BASELINE" ]; then
+  run_baseline "$BASELINE"
+  exit 0
+fi
 section "building the benchmark driver (Release)" >&2
 cmake -S . -B build-bench -DCMAKE_BUILD_TYPE=Release -DLIMITCOUNTER_BUILD_BENCH=ON \
   -DLIMITCOUNTER_BUILD_TESTS=OFF -DLIMITCOUNTER_BUILD_EXAMPLES=OFF >/dev/null
