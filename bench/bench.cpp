@@ -11,6 +11,7 @@
 #include <iterator>
 #include <memory>
 #include <optional>
+#include <thread>
 
 #include <hiredis/hiredis.h>
 
@@ -747,6 +748,100 @@ void server_cpu_batch64(Bench& bench, bool json) {
   }
 }
 
+// Redis CPU per decision when 64 threads each call `consume` (single transactions, 1 and 4
+// rules, 64 x 100 consumes, the least of 3 rounds): the library at its default options (8
+// connections; consumes beyond 8 in flight merged into one script call), the library with
+// merging off (`consume_in_flight` 0), and raw hiredis sending the library's single-transaction
+// script call on 64 connections of its own. Also the script calls per decision, which tells how
+// many consumes each script call decided.
+void server_cpu_threads64(Bench& bench, bool json) {
+  constexpr int per_thread = 100;
+  constexpr double decisions = double{many_threads} * per_thread;
+  std::uint64_t round_number = 0;
+  for (const int rule_count : {1, 4}) {
+    const lc::RuleSet rules = consume_rules(rule_count);
+    const auto now = lc::Clock::now();
+    // Each round its own ids, so that nothing replays.
+    const auto transaction = [&bench, now, &round_number](int t, std::uint64_t i) {
+      lc::Transaction tx =
+          bench_transaction(id("t", bench.nonce, t, round_number * 1'000'000 + i), 100, i % 50);
+      tx.time = now;
+      return tx;
+    };
+    std::unique_ptr<lc::LimitCounter> counters[2];
+    for (int merged = 0; merged < 2; ++merged) {
+      lc::LimitCounterOptions options;
+      options.key_prefix = "bench:" + bench.nonce + ":t64cpu" + std::to_string(rule_count) + ":";
+      if (merged == 0) {
+        options.consume_in_flight = 0;
+      }
+      counters[merged] = std::make_unique<lc::LimitCounter>(lc::Redis(bench.default_options),
+                                                            lc::Calendar("Asia/Shanghai"), options);
+      counters[merged]->set_rules(rules);
+    }
+    const auto raw_call = decide_calls(*counters[0], rules, now, transaction);
+    std::vector<std::unique_ptr<RawClient>> raw;
+    for (int t = 0; t < many_threads; ++t) {
+      raw.push_back(std::make_unique<RawClient>(bench.options));
+    }
+    // 0: library, merging off; 1: library, default (merged); 2: raw hiredis
+    double cpu[3] = {1e9, 1e9, 1e9};
+    double calls[3] = {0, 0, 0};
+    for (int round = 0; round < 3; ++round) {
+      for (int side = 0; side < 3; ++side) {
+        ++round_number;
+        std::atomic<int> failed{0};
+        bench.redis.command({"CONFIG", "RESETSTAT"});
+        const double before = server_cpu_usec(bench);
+        std::vector<std::thread> threads;
+        for (int t = 0; t < many_threads; ++t) {
+          threads.emplace_back([&, t] {
+            for (std::uint64_t i = 0; i < per_thread; ++i) {
+              try {
+                if (side == 2) {
+                  raw[static_cast<std::size_t>(t)]->append(raw_call(t, i));
+                  raw[static_cast<std::size_t>(t)]->read(1);
+                } else if (!counters[side]->consume(transaction(t, i)).allowed()) {
+                  ++failed;
+                }
+              } catch (const std::exception&) {
+                ++failed;
+              }
+            }
+          });
+        }
+        for (auto& thread : threads) {
+          thread.join();
+        }
+        const double used = server_cpu_usec(bench) - before;
+        if (failed > 0) {
+          throw std::runtime_error("consume_server_cpu_threads64: " + std::to_string(failed) +
+                                   " consumes failed or were denied");
+        }
+        const std::string stats = bench.redis.command({"INFO", "commandstats"}).as_string();
+        const auto at = stats.find("calls=", stats.find("cmdstat_evalsha:"));
+        if (used / decisions < cpu[side]) {
+          cpu[side] = used / decisions;
+          calls[side] = std::stod(stats.substr(at + 6)) / decisions;
+        }
+      }
+    }
+    if (json) {
+      std::printf("{\"scenario\": \"consume_%d_rules_server_cpu_threads64\", "
+                  "\"cpu_usec_merged\": %.2f, \"cpu_usec_unmerged\": %.2f, "
+                  "\"cpu_usec_hiredis\": %.2f, \"script_calls_per_decision_merged\": %.3f, "
+                  "\"script_calls_per_decision_unmerged\": %.3f}\n",
+                  rule_count, cpu[1], cpu[0], cpu[2], calls[1], calls[0]);
+    } else {
+      std::printf("Redis CPU per decision, 64 threads calling consume (%d rule%s): %.2f us "
+                  "merged (%.3f script calls per decision), %.2f us unmerged (%.3f), %.2f us raw "
+                  "hiredis on 64 connections\n",
+                  rule_count, rule_count == 1 ? "" : "s", cpu[1], calls[1], cpu[0], calls[0],
+                  cpu[2]);
+    }
+  }
+}
+
 // Server time of a 4-rule consume (INFO commandstats) for each of `compared_buckets`, taking
 // turns, with 100,000 merchants already counted in today's merchant window: one hashtable
 // with 1 bucket, listpacks of about 98 or 24 fields with 1,024 or 4,096 buckets.
@@ -878,8 +973,11 @@ int main(int argc, char** argv) try {
   if (wanted("record_bytes")) {
     record_bytes(bench, json);
   }
-  if (wanted("server_cpu")) {
+  if (wanted("consume_server_cpu_batch64")) {
     server_cpu_batch64(bench, json);
+  }
+  if (wanted("consume_1_rules_server_cpu_threads64")) {
+    server_cpu_threads64(bench, json);
   }
   if (wanted("server_time")) {
     server_time_per_rule(bench, counter, json);

@@ -68,7 +68,8 @@ public:
 
   /// Remembers a count or amount `denial` Redis gave at `place` until `now + max_staleness`
   /// (or the window's end). Ignored when `generation` is not current, for other metrics, and
-  /// while this process holds a reservation on the place. The oldest entry makes room when
+  /// when this process held a reservation on the place at `wall_now`, the time the denied
+  /// call carried (by which Redis judged holds expired). The oldest entry makes room when
   /// `max_entries` are kept.
   void remember(const ExhaustedPlace& place, const Denial& denial, std::uint64_t generation,
                 TimePoint wall_now, SteadyTime now);

@@ -125,9 +125,15 @@ const std::string& decide_fingerprint(const std::vector<std::string>& args);
 const std::string& decide_amount(const std::vector<std::string>& args);
 const std::string& decide_record_expiry(const std::vector<std::string>& args);
 
-/// Decide calls of consume made at one `now`, joined into one call of lua/limit.lua's op batch:
-/// one header, each distinct rule program and each distinct counter set once, then every
-/// transaction's own values (counter set number, fingerprint, amount, fields).
+/// Transactions per batch call: a batch's arguments stay within a few kilobytes per rule.
+constexpr std::size_t max_decide_batch = 64;
+
+/// Decide calls of consume, joined into one call of lua/limit.lua's op batch: one header (the
+/// first call's `now` and record expiry: calls merged from concurrent callers, oldest first,
+/// were made at most a round trip or two apart; the earliest `now` releases no hold a later
+/// one would keep, and shortens the later records' replay horizon by that much), each
+/// distinct rule program and each distinct counter set once, then every transaction's own
+/// values (counter set number, fingerprint, amount, fields).
 class DecideBatch {
 public:
   /// Adds the call `keys`, `args` (as `build_decide` made them, op consume).

@@ -6,8 +6,10 @@
 
 #include <limitcounter/detail/lua_scripts.hpp>
 
+#include "limit_counter/consume_coalescer.hpp"
 #include "limit_counter/counter_codec.hpp"
 #include "limit_counter/exhausted_cache.hpp"
+#include "limit_counter/limit_codec.hpp"
 #include "limit_counter/listing.hpp"
 #include "limit_counter/local_ledger.hpp"
 #include "limit_counter/window_closed.hpp"
@@ -50,6 +52,10 @@ LimitCounter::LimitCounter(Redis redis, Calendar calendar, LimitCounterOptions o
                 "replay_horizon " + std::to_string(options_.replay_horizon.count()) +
                     "ms must be positive and at least reservation_timeout (" +
                     std::to_string(options_.reservation_timeout.count()) + "ms)");
+  }
+  const std::size_t in_flight = options_.consume_in_flight.value_or(redis_.options().pool_size);
+  if (in_flight > 0 && !redis_.is_cluster()) {
+    coalescer_ = std::make_shared<detail::ConsumeCoalescer>(in_flight, detail::max_decide_batch);
   }
 }
 

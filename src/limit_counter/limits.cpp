@@ -3,6 +3,7 @@
 
 #include <limitcounter/detail/lua_scripts.hpp>
 
+#include "limit_counter/consume_coalescer.hpp"
 #include "limit_counter/exhausted_cache.hpp"
 #include "limit_counter/limit_codec.hpp"
 #include "limit_counter/local_ledger.hpp"
@@ -116,6 +117,21 @@ Reply LimitCounter::run_limit(const std::vector<std::string>& keys,
   return redis_.eval(scripts::limit, keys, args);
 }
 
+Reply LimitCounter::run_consume(ScriptCall& call) {
+  if (!coalescer_) {
+    return run_limit(call.keys, call.args);
+  }
+  detail::ConsumeJob job;
+  job.call = &call;
+  coalescer_->run(job, [this](std::vector<detail::ConsumeJob*>& jobs) {
+    detail::run_consume_jobs(redis_, jobs);
+  });
+  if (job.error) {
+    throw *job.error;
+  }
+  return std::move(job.reply);
+}
+
 LimitCounter::PreparedDecision LimitCounter::prepare_decide(std::string_view op,
                                                             const Transaction& transaction,
                                                             const RuleSet& rules,
@@ -136,6 +152,7 @@ LimitCounter::PreparedDecision LimitCounter::prepare_decide(std::string_view op,
   const auto matched = detail::match_rules(rules, transaction);
 
   PreparedDecision prepared;
+  prepared.now = now;
   // Decided again by the script, which records the denial under the id; this copy decides
   // when Redis cannot be reached.
   for (const Rule* rule : matched.per_transaction) {
@@ -280,10 +297,12 @@ Decision LimitCounter::decide_with_redis(std::string_view op, const Transaction&
   std::optional<Decision> decision;
   Reply reply;
   try {
-    if (prepared.shares.empty()) {
-      reply = run_limit(prepared.call.keys, prepared.call.args);
-    } else {
+    if (!prepared.shares.empty()) {
       decision = decide_in_shares(op, transaction, prepared);
+    } else if (op == "consume") {
+      reply = run_consume(prepared.call);
+    } else {
+      reply = run_limit(prepared.call.keys, prepared.call.args);
     }
   } catch (const Error& e) {
     learn(op, transaction, prepared, nullptr, &e);
@@ -408,7 +427,6 @@ namespace {
 
 // The most transactions one batch script call decides: the script runs this long without
 // another client getting a turn (~64 x 5 us here).
-constexpr std::size_t max_batch = 64;
 
 // The replies of the batch calls, one per transaction. A batch that failed as a whole (a
 // script error) fails each of its transactions; the ones before the error may have been
@@ -417,7 +435,7 @@ std::vector<Reply> batch_replies(const std::vector<Reply>& replies, std::size_t 
   std::vector<Reply> flat;
   flat.reserve(transactions);
   for (const Reply& reply : replies) {
-    const std::size_t in_batch = std::min(max_batch, transactions - flat.size());
+    const std::size_t in_batch = std::min(detail::max_decide_batch, transactions - flat.size());
     if (reply.is_error()) {
       flat.insert(flat.end(), in_batch, reply);
       continue;
@@ -436,9 +454,9 @@ std::vector<Reply> batch_replies(const std::vector<Reply>& replies, std::size_t 
 } // namespace
 
 // Decides like `consume`, item by item: the calls of one slot go in batch script calls of up to
-// `max_batch` transactions (each decided on its own), one pipeline; those spread over several
-// cluster slots share by share; a pipeline that was not sent lets each item's failure policy
-// decide; the local fallback is reported as after a single call.
+// `max_decide_batch` transactions (each decided on its own), one pipeline; those spread over
+// several cluster slots share by share; a pipeline that was not sent lets each item's failure
+// policy decide; the local fallback is reported as after a single call.
 std::vector<BatchResult<Decision>>
 LimitCounter::consume_many(const std::vector<Transaction>& transactions) {
   const TimePoint started = Clock::now();
@@ -461,7 +479,7 @@ LimitCounter::consume_many(const std::vector<Transaction>& transactions) {
       if (prepared.back().shares.empty() && !prepared.back().cached) {
         batch.add(std::move(call.keys), std::move(call.args));
         ++in_batches;
-        if (batch.size() == max_batch) {
+        if (batch.size() == detail::max_decide_batch) {
           send();
         }
       }

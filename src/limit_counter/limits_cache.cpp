@@ -74,7 +74,8 @@ void LimitCounter::learn(std::string_view op, const Transaction& transaction,
   }
   for (const auto& place : prepared.places) {
     if (place.rule == decision->denial->rule) {
-      exhausted_->remember(place, *decision->denial, prepared.cache_generation, Clock::now(),
+      // A hold of this process that was live at the call's `now` may be what denied it.
+      exhausted_->remember(place, *decision->denial, prepared.cache_generation, prepared.now,
                            std::chrono::steady_clock::now());
       return;
     }

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -47,9 +48,13 @@ public:
   };
 
   /// A usable connection: an idle one that is still open, else a new one if the pool has
-  /// room, else the first to come back within `pool_wait_timeout`. Throws
-  /// Error(pool_exhausted | connect_failed, Outcome::not_sent).
+  /// room, else one handed over within `pool_wait_timeout`. Callers that wait are served in
+  /// the order they came (a connection coming back goes to the longest waiter, and a caller
+  /// that arrives while others wait queues behind them), so a busy pool's tail latency is the
+  /// queue's length, not luck. Throws Error(pool_exhausted | connect_failed, Outcome::not_sent).
   Lease acquire();
+  /// Callers waiting for a connection now (for tests and metrics).
+  std::size_t waiting();
 
   const std::string& host() const noexcept { return host_; }
   int port() const noexcept { return port_; }
@@ -68,7 +73,18 @@ public:
   void reinstate();
 
 private:
+  // A caller queued for a connection: give_back hands it one, or the room to open one.
+  struct Waiter {
+    std::condition_variable served;
+    std::unique_ptr<Connection> connection;
+    bool may_open = false;
+  };
+
   void give_back(std::unique_ptr<Connection> connection);
+  // A connection left the pool for good: the longest waiter may open one in its place.
+  void release_slot_locked();
+  // A lease on `handed` if it is still open, else on a new connection in the caller's place.
+  Lease serve(std::unique_lock<std::mutex>& lock, std::unique_ptr<Connection> handed);
 
   RedisOptions options_;
   std::string host_;
@@ -76,10 +92,10 @@ private:
   std::shared_ptr<const TlsContext> tls_; // null without TLS
   CircuitBreaker breaker_;
   std::mutex mutex_;
-  std::condition_variable returned_;
-  std::vector<std::unique_ptr<Connection>> idle_;
-  std::size_t open_ = 0; // idle + on loan
-  bool retired_ = false; // see retire()
+  std::deque<Waiter*> waiters_;                   // oldest first
+  std::vector<std::unique_ptr<Connection>> idle_; // empty while anyone waits
+  std::size_t open_ = 0;                          // idle + on loan
+  bool retired_ = false;                          // see retire()
 };
 
 } // namespace limitcounter::detail

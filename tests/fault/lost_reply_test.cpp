@@ -4,7 +4,10 @@
 // as a careful host would: the retry applies nothing twice and returns the first result.
 #include <catch2/catch.hpp>
 
+#include <optional>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include <limitcounter/detail/lua_scripts.hpp>
 #include <limitcounter/limitcounter.hpp>
@@ -410,4 +413,83 @@ TEST_CASE_METHOD(PacketsThroughProxy,
   REQUIRE(retried.size() == 1);
   CHECK(retried[0].user_id == tasks[1].user_id);
   CHECK(retried[0].attempt == 2); // one failed attempt, not two
+}
+
+TEST_CASE_METHOD(LostReplyFixture,
+                 "consumes merged into one script call: its reply lost, each caller gets "
+                 "unknown and its retry replays once",
+                 "[fault][lost_reply][limits][coalesce]") {
+  RedisOptions slow = through_proxy(proxy);
+  slow.command_timeout = 2s; // longer than the first call's delayed reply
+  LimitCounterOptions options;
+  options.key_prefix = prefix;
+  options.consume_in_flight = 1; // a consume that comes while one is in flight is queued
+  LimitCounter limits(Redis(slow), limitcounter::Calendar("UTC"), options);
+  limits.set_rules(RuleSet().add(Rule("day").where("merchant").per(Period::day).max_amount(1000)));
+  const auto payment = [](const std::string& id) {
+    return Transaction{id, {{"merchant", "m1"}}, 10};
+  };
+
+  // The first consume's reply is held back for 1 s; the consumes that come meanwhile queue and
+  // go together in the next script call, whose reply is lost.
+  FaultRule hold_first;
+  hold_first.matches = evalsha_with_key_prefix(prefix);
+  hold_first.fault = Fault::delay_reply;
+  hold_first.delay = 1s;
+  proxy.add_rule(hold_first);
+  lose_next_reply();
+
+  const long long before = command_calls(direct, "evalsha");
+  std::optional<Error> first_error;
+  std::thread first([&] {
+    try {
+      limits.consume(payment("merged-0"));
+    } catch (const Error& e) {
+      first_error = e;
+    }
+  });
+  while (command_calls(direct, "evalsha") == before) { // it ran; its reply is held
+    std::this_thread::yield();
+  }
+  constexpr int queued = 8;
+  std::vector<std::optional<Error>> errors(queued);
+  std::vector<std::thread> callers;
+  for (int i = 0; i < queued; ++i) {
+    callers.emplace_back([&, i] {
+      try {
+        limits.consume(payment("merged-" + std::to_string(i + 1)));
+      } catch (const Error& e) {
+        errors[i] = e;
+      }
+    });
+  }
+  first.join();
+  for (auto& caller : callers) {
+    caller.join();
+  }
+  // The server ran two script calls for the nine consumes: the first alone, then the eight
+  // queued ones together, and every one of the nine is recorded.
+  CHECK_FALSE(first_error);
+  CHECK(command_calls(direct, "evalsha") - before == 2);
+  CHECK(proxy.injected(Fault::drop_reply) == 1);
+  LimitCounter reader(direct, limitcounter::Calendar("UTC"), options);
+  for (int i = 0; i <= queued; ++i) {
+    const auto record = reader.transaction_record("merged-" + std::to_string(i));
+    CHECK((record && record->state == "consumed"));
+  }
+  for (int i = 0; i < queued; ++i) {
+    INFO("merged-" << i + 1);
+    REQUIRE(errors[i]);
+    CHECK(errors[i]->outcome() == Outcome::unknown);
+    CHECK(errors[i]->code() == errc::timeout);
+  }
+
+  // The careful host retries each with the same id: a replay of what Redis decided, nothing
+  // counted twice.
+  for (int i = 1; i <= queued; ++i) {
+    const Decision retry = limits.consume(payment("merged-" + std::to_string(i)));
+    CHECK(retry.replayed);
+    CHECK(retry.allowed());
+  }
+  CHECK(reader.usage("merchant", Dimension{"m1"}, Period::day) == Usage{queued + 1, 90});
 }

@@ -1,11 +1,18 @@
-// 64 host threads sharing one Redis at the default pool settings (issue 14, deliverable 5).
+// 64 host threads sharing one Redis at the default pool settings (issue 14, deliverable 5), and
+// the order in which a busy pool serves its waiting callers.
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
 #include <thread>
+#include <vector>
 
 #include <limitcounter/limit_counter.hpp>
 
+#include "redis/connection_pool.hpp"
+#include "support/probe.hpp"
 #include "support/redis_server.hpp"
 #include "support/topology.hpp"
 
@@ -62,4 +69,68 @@ TEST_CASE("64 threads x 100 consumes on one Redis with the default pool all succ
   INFO("first error: " << first_error);
   CHECK(failed == 0);
   CHECK(allowed == threads * per_thread);
+}
+
+// The pool serves waiting callers in the order they came: a connection coming back goes to the
+// longest waiter, and a caller that arrives while others wait queues behind them (no barging),
+// so one caller cannot be passed over again and again while the pool is busy.
+TEST_CASE("a busy pool serves its waiting callers first come, first served",
+          "[pool][redis][threads][standalone]") {
+  using limitcounter::detail::ConnectionPool;
+  const auto& server = limitcounter::testing::shared_server();
+  RedisOptions options = server.options();
+  options.pool_size = 1;
+  options.pool_wait_timeout = std::chrono::seconds(30);
+  ConnectionPool pool(options, "127.0.0.1", server.port());
+
+  constexpr int waiters = 6;
+  std::mutex order_mutex;
+  std::vector<int> served; // who got the connection, in order
+  auto take_and_note = [&](int who) {
+    auto lease = pool.acquire();
+    const std::lock_guard<std::mutex> lock(order_mutex);
+    served.push_back(who);
+  };
+
+  std::vector<std::thread> threads;
+  {
+    auto held = pool.acquire(); // the pool's one connection, busy
+    for (int who = 1; who <= waiters; ++who) {
+      threads.emplace_back(take_and_note, who);
+      // The next caller comes only once this one waits in the queue.
+      while (pool.waiting() < static_cast<std::size_t>(who)) {
+        std::this_thread::yield();
+      }
+    }
+  } // the connection comes back with six callers waiting
+  // This caller arrives after them and right as the connection comes back: it is served last.
+  take_and_note(0);
+  for (auto& thread : threads) {
+    thread.join();
+  }
+  CHECK(served == std::vector<int>{1, 2, 3, 4, 5, 6, 0});
+  CHECK(pool.waiting() == 0);
+}
+
+TEST_CASE("a caller that waited past pool_wait_timeout leaves the queue; the next is served",
+          "[pool][redis][threads][standalone]") {
+  using limitcounter::detail::ConnectionPool;
+  const auto& server = limitcounter::testing::shared_server();
+  RedisOptions options = server.options();
+  options.pool_size = 1;
+  options.pool_wait_timeout = std::chrono::milliseconds(50);
+  ConnectionPool pool(options, "127.0.0.1", server.port());
+
+  auto held = std::make_unique<ConnectionPool::Lease>(pool.acquire());
+  const Error e = limitcounter::testing::error_of([&] { (void)pool.acquire(); });
+  CHECK(e.code() == limitcounter::errc::pool_exhausted);
+  CHECK(e.outcome() == limitcounter::Outcome::not_sent);
+  CHECK_THAT(e.what(),
+             Catch::Contains("all 1 connections to 127.0.0.1:" + std::to_string(server.port())) &&
+                 Catch::Contains("stayed busy for 50 ms"));
+  CHECK(pool.waiting() == 0);
+  held.reset();
+  // The connection that came back is idle again, and served at once.
+  auto again = pool.acquire();
+  CHECK(again->usable());
 }
