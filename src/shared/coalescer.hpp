@@ -25,7 +25,8 @@ public:
   /// `run_batch(std::vector<Job*>&)` runs the batch and records each job's outcome in the job
   /// itself. An exception from `run_batch` is each job's of that batch: rethrown by `run`.
   template <typename RunBatch> void run(Job& job, RunBatch&& run_batch) {
-    Entry entry{&job};
+    Entry entry;
+    entry.job = &job;
     std::unique_lock<std::mutex> lock(mutex_);
     queue_.push_back(&entry);
     while (!entry.done) {
@@ -72,7 +73,7 @@ public:
 
 private:
   struct Entry {
-    Job* job;
+    Job* job = nullptr;
     std::exception_ptr failure;
     bool done = false;
   };
