@@ -749,16 +749,25 @@ void server_cpu_batch64(Bench& bench, bool json) {
 }
 
 // Redis CPU per decision when 64 threads each call `consume` (single transactions, 1 and 4
-// rules, 64 x 100 consumes, the least of 3 rounds): the library at its default options (8
-// connections; consumes beyond 8 in flight merged into one script call), the library with
-// merging off (`consume_in_flight` 0), and raw hiredis sending the library's single-transaction
-// script call on 64 connections of its own. Also the script calls per decision, which tells how
-// many consumes each script call decided.
+// rules, 64 x 100 consumes, the least of 3 rounds), and the decisions per second of that round:
+// the library with merging off (`consume_in_flight` 0), at its default (8, the pool's size:
+// consumes beyond 8 in flight merged into one script call), with `consume_in_flight` 1, and raw
+// hiredis sending the library's single-transaction script call on 64 connections of its own.
+// Also the script calls per decision: how many consumes each script call decided.
 void server_cpu_threads64(Bench& bench, bool json) {
   constexpr int per_thread = 100;
   constexpr double decisions = double{many_threads} * per_thread;
+  struct Side {
+    const char* name;
+    std::optional<std::size_t> in_flight; // unset: the default; raw: unused
+    double cpu = 1e9;
+    double calls = 0;
+    double per_s = 0;
+  };
   std::uint64_t round_number = 0;
   for (const int rule_count : {1, 4}) {
+    Side sides[] = {{"unmerged", 0}, {"merged", std::nullopt}, {"in_flight1", 1}, {"hiredis", 0}};
+    constexpr std::size_t raw_side = 3;
     const lc::RuleSet rules = consume_rules(rule_count);
     const auto now = lc::Clock::now();
     // Each round its own ids, so that nothing replays.
@@ -768,37 +777,33 @@ void server_cpu_threads64(Bench& bench, bool json) {
       tx.time = now;
       return tx;
     };
-    std::unique_ptr<lc::LimitCounter> counters[2];
-    for (int merged = 0; merged < 2; ++merged) {
+    std::vector<std::unique_ptr<lc::LimitCounter>> counters;
+    for (std::size_t side = 0; side < raw_side; ++side) {
       lc::LimitCounterOptions options;
       options.key_prefix = "bench:" + bench.nonce + ":t64cpu" + std::to_string(rule_count) + ":";
-      if (merged == 0) {
-        options.consume_in_flight = 0;
-      }
-      counters[merged] = std::make_unique<lc::LimitCounter>(lc::Redis(bench.default_options),
-                                                            lc::Calendar("Asia/Shanghai"), options);
-      counters[merged]->set_rules(rules);
+      options.consume_in_flight = sides[side].in_flight;
+      counters.push_back(std::make_unique<lc::LimitCounter>(
+          lc::Redis(bench.default_options), lc::Calendar("Asia/Shanghai"), options));
+      counters.back()->set_rules(rules);
     }
     const auto raw_call = decide_calls(*counters[0], rules, now, transaction);
     std::vector<std::unique_ptr<RawClient>> raw;
     for (int t = 0; t < many_threads; ++t) {
       raw.push_back(std::make_unique<RawClient>(bench.options));
     }
-    // 0: library, merging off; 1: library, default (merged); 2: raw hiredis
-    double cpu[3] = {1e9, 1e9, 1e9};
-    double calls[3] = {0, 0, 0};
     for (int round = 0; round < 3; ++round) {
-      for (int side = 0; side < 3; ++side) {
+      for (std::size_t side = 0; side < std::size(sides); ++side) {
         ++round_number;
         std::atomic<int> failed{0};
         bench.redis.command({"CONFIG", "RESETSTAT"});
         const double before = server_cpu_usec(bench);
+        const auto started = std::chrono::steady_clock::now();
         std::vector<std::thread> threads;
         for (int t = 0; t < many_threads; ++t) {
           threads.emplace_back([&, t] {
             for (std::uint64_t i = 0; i < per_thread; ++i) {
               try {
-                if (side == 2) {
+                if (side == raw_side) {
                   raw[static_cast<std::size_t>(t)]->append(raw_call(t, i));
                   raw[static_cast<std::size_t>(t)]->read(1);
                 } else if (!counters[side]->consume(transaction(t, i)).allowed()) {
@@ -813,6 +818,7 @@ void server_cpu_threads64(Bench& bench, bool json) {
         for (auto& thread : threads) {
           thread.join();
         }
+        const std::chrono::duration<double> wall = std::chrono::steady_clock::now() - started;
         const double used = server_cpu_usec(bench) - before;
         if (failed > 0) {
           throw std::runtime_error("consume_server_cpu_threads64: " + std::to_string(failed) +
@@ -820,24 +826,30 @@ void server_cpu_threads64(Bench& bench, bool json) {
         }
         const std::string stats = bench.redis.command({"INFO", "commandstats"}).as_string();
         const auto at = stats.find("calls=", stats.find("cmdstat_evalsha:"));
-        if (used / decisions < cpu[side]) {
-          cpu[side] = used / decisions;
-          calls[side] = std::stod(stats.substr(at + 6)) / decisions;
+        Side& measured = sides[side];
+        if (used / decisions < measured.cpu) {
+          measured.cpu = used / decisions;
+          measured.calls = std::stod(stats.substr(at + 6)) / decisions;
+          measured.per_s = decisions / wall.count();
         }
       }
     }
     if (json) {
-      std::printf("{\"scenario\": \"consume_%d_rules_server_cpu_threads64\", "
-                  "\"cpu_usec_merged\": %.2f, \"cpu_usec_unmerged\": %.2f, "
-                  "\"cpu_usec_hiredis\": %.2f, \"script_calls_per_decision_merged\": %.3f, "
-                  "\"script_calls_per_decision_unmerged\": %.3f}\n",
-                  rule_count, cpu[1], cpu[0], cpu[2], calls[1], calls[0]);
+      std::printf("{\"scenario\": \"consume_%d_rules_server_cpu_threads64\"", rule_count);
+      for (const Side& side : sides) {
+        std::printf(", \"cpu_usec_%s\": %.2f, \"script_calls_per_decision_%s\": %.3f, "
+                    "\"decisions_per_s_%s\": %.0f",
+                    side.name, side.cpu, side.name, side.calls, side.name, side.per_s);
+      }
+      std::printf("}\n");
     } else {
-      std::printf("Redis CPU per decision, 64 threads calling consume (%d rule%s): %.2f us "
-                  "merged (%.3f script calls per decision), %.2f us unmerged (%.3f), %.2f us raw "
-                  "hiredis on 64 connections\n",
-                  rule_count, rule_count == 1 ? "" : "s", cpu[1], calls[1], cpu[0], calls[0],
-                  cpu[2]);
+      std::printf("Redis CPU per decision, 64 threads calling consume (%d rule%s):", rule_count,
+                  rule_count == 1 ? "" : "s");
+      for (const Side& side : sides) {
+        std::printf(" %s %.2f us (%.3f script calls per decision, %.0f/s);", side.name, side.cpu,
+                    side.calls, side.per_s);
+      }
+      std::printf("\n");
     }
   }
 }
