@@ -71,17 +71,27 @@ TEST_CASE("64 threads x 100 consumes on one Redis with the default pool all succ
   CHECK(allowed == threads * per_thread);
 }
 
+using limitcounter::detail::ConnectionPool;
+
+namespace {
+
+// A pool of one connection to the shared server, whose callers wait up to `wait` for it.
+ConnectionPool one_connection_pool(std::chrono::milliseconds wait) {
+  const auto& server = limitcounter::testing::shared_server();
+  RedisOptions options = server.options();
+  options.pool_size = 1;
+  options.pool_wait_timeout = wait;
+  return ConnectionPool(options, "127.0.0.1", server.port());
+}
+
+} // namespace
+
 // The pool serves waiting callers in the order they came: a connection coming back goes to the
 // longest waiter, and a caller that arrives while others wait queues behind them (no barging),
 // so one caller cannot be passed over again and again while the pool is busy.
 TEST_CASE("a busy pool serves its waiting callers first come, first served",
           "[pool][redis][threads][standalone]") {
-  using limitcounter::detail::ConnectionPool;
-  const auto& server = limitcounter::testing::shared_server();
-  RedisOptions options = server.options();
-  options.pool_size = 1;
-  options.pool_wait_timeout = std::chrono::seconds(30);
-  ConnectionPool pool(options, "127.0.0.1", server.port());
+  ConnectionPool pool = one_connection_pool(std::chrono::seconds(30));
 
   constexpr int waiters = 6;
   std::mutex order_mutex;
@@ -112,22 +122,17 @@ TEST_CASE("a busy pool serves its waiting callers first come, first served",
   CHECK(pool.waiting() == 0);
 }
 
-TEST_CASE("a caller that waited past pool_wait_timeout leaves the queue; the next is served",
+TEST_CASE("a caller that waited past pool_wait_timeout is refused (not sent) and leaves the queue",
           "[pool][redis][threads][standalone]") {
-  using limitcounter::detail::ConnectionPool;
-  const auto& server = limitcounter::testing::shared_server();
-  RedisOptions options = server.options();
-  options.pool_size = 1;
-  options.pool_wait_timeout = std::chrono::milliseconds(50);
-  ConnectionPool pool(options, "127.0.0.1", server.port());
+  ConnectionPool pool = one_connection_pool(std::chrono::milliseconds(50));
+  const int port = limitcounter::testing::shared_server().port();
 
   auto held = std::make_unique<ConnectionPool::Lease>(pool.acquire());
   const Error e = limitcounter::testing::error_of([&] { (void)pool.acquire(); });
   CHECK(e.code() == limitcounter::errc::pool_exhausted);
   CHECK(e.outcome() == limitcounter::Outcome::not_sent);
-  CHECK_THAT(e.what(),
-             Catch::Contains("all 1 connections to 127.0.0.1:" + std::to_string(server.port())) &&
-                 Catch::Contains("stayed busy for 50 ms"));
+  CHECK_THAT(e.what(), Catch::Contains("all 1 connections to 127.0.0.1:" + std::to_string(port)) &&
+                           Catch::Contains("stayed busy for 50 ms"));
   CHECK(pool.waiting() == 0);
   held.reset();
   // The connection that came back is idle again, and served at once.

@@ -61,6 +61,28 @@ template <typename Coalescer> void wait_queued(Coalescer& coalescer, std::size_t
   }
 }
 
+// Starts one caller per job (ids 1, 2, ...), each running `call(i)`: the first `in_flight`
+// each run alone and hold their batch at `gate`, the others arrive one at a time, each once the
+// one before it queued. Then opens the gate and joins them.
+template <typename Coalescer, typename Call>
+void arrive_in_order(Coalescer& coalescer, std::vector<Job>& jobs, std::size_t in_flight,
+                     Gate& gate, Call&& call) {
+  std::vector<std::thread> callers;
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
+    jobs[i].id = static_cast<int>(i + 1);
+    callers.emplace_back([&call, i] { call(i); });
+    if (i < in_flight) {
+      gate.wait_entered(i + 1);
+    } else {
+      wait_queued(coalescer, i + 1 - in_flight);
+    }
+  }
+  gate.release();
+  for (auto& caller : callers) {
+    caller.join();
+  }
+}
+
 } // namespace
 
 using limitcounter::detail::Coalescer;
@@ -102,20 +124,8 @@ TEST_CASE("jobs that come while the batches in flight are at their limit go in o
     }
   };
   std::vector<Job> jobs(in_flight + 5);
-  std::vector<std::thread> callers;
-  for (std::size_t i = 0; i < jobs.size(); ++i) {
-    jobs[i].id = static_cast<int>(i + 1);
-    callers.emplace_back([&, i] { coalescer.run(jobs[i], run_batch); });
-    if (i < in_flight) {
-      gate.wait_entered(i + 1); // in flight, alone
-    } else {
-      wait_queued(coalescer, i + 1 - in_flight); // in order of arrival
-    }
-  }
-  gate.release();
-  for (auto& caller : callers) {
-    caller.join();
-  }
+  arrive_in_order(coalescer, jobs, in_flight, gate,
+                  [&](std::size_t i) { coalescer.run(jobs[i], run_batch); });
   for (const Job& job : jobs) {
     CHECK(job.result == job.id * 10);
   }
@@ -139,20 +149,8 @@ TEST_CASE("a batch takes at most max_batch jobs; the rest go in the next", "[uni
     }
   };
   std::vector<Job> jobs(6);
-  std::vector<std::thread> callers;
-  for (std::size_t i = 0; i < jobs.size(); ++i) {
-    jobs[i].id = static_cast<int>(i + 1);
-    callers.emplace_back([&, i] { coalescer.run(jobs[i], run_batch); });
-    if (i == 0) {
-      gate.wait_entered();
-    } else {
-      wait_queued(coalescer, i);
-    }
-  }
-  gate.release();
-  for (auto& caller : callers) {
-    caller.join();
-  }
+  arrive_in_order(coalescer, jobs, 1, gate,
+                  [&](std::size_t i) { coalescer.run(jobs[i], run_batch); });
   CHECK(recorder.batches == std::vector<std::vector<int>>{{1}, {2, 3}, {4, 5}, {6}});
 }
 
@@ -170,27 +168,14 @@ TEST_CASE("an exception of a batch is thrown to every caller of that batch, and 
   std::vector<Job> jobs(4);
   std::atomic<int> thrown{0};
   std::vector<std::string> messages(jobs.size());
-  std::vector<std::thread> callers;
-  for (std::size_t i = 0; i < jobs.size(); ++i) {
-    jobs[i].id = static_cast<int>(i + 1);
-    callers.emplace_back([&, i] {
-      try {
-        coalescer.run(jobs[i], run_batch);
-      } catch (const std::runtime_error& e) {
-        ++thrown;
-        messages[i] = e.what();
-      }
-    });
-    if (i == 0) {
-      gate.wait_entered();
-    } else {
-      wait_queued(coalescer, i);
+  arrive_in_order(coalescer, jobs, 1, gate, [&](std::size_t i) {
+    try {
+      coalescer.run(jobs[i], run_batch);
+    } catch (const std::runtime_error& e) {
+      ++thrown;
+      messages[i] = e.what();
     }
-  }
-  gate.release();
-  for (auto& caller : callers) {
-    caller.join();
-  }
+  });
   CHECK(thrown == 3);
   CHECK(messages == std::vector<std::string>{"", "batch of 3 failed", "batch of 3 failed",
                                              "batch of 3 failed"});
