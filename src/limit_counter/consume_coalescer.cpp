@@ -6,29 +6,28 @@
 
 namespace limitcounter::detail {
 
-void run_consume_jobs(Redis& redis, std::vector<ConsumeJob*>& jobs) {
+void run_consume_jobs(Redis& redis, ConsumeJob* const* jobs, std::size_t count) {
   try {
-    if (jobs.size() == 1) {
-      jobs.front()->reply =
-          redis.eval(scripts::limit, jobs.front()->call->keys, jobs.front()->call->args);
+    if (count == 1) {
+      jobs[0]->reply = redis.eval(scripts::limit, jobs[0]->call->keys, jobs[0]->call->args);
       return;
     }
     DecideBatch batch;
-    for (ConsumeJob* job : jobs) {
-      batch.add(std::move(job->call->keys), std::move(job->call->args));
+    for (std::size_t i = 0; i < count; ++i) {
+      batch.add(std::move(jobs[i]->call->keys), std::move(jobs[i]->call->args));
     }
     const auto [keys, args] = batch.take();
     const Reply reply = redis.eval(scripts::limit, keys, args);
     if (reply.is_error()) {
       throw Error(errc::server_error, reply.as_string(), Outcome::unknown);
     }
-    if (reply.type() != Reply::Type::array || reply.as_array().size() != jobs.size()) {
+    if (reply.type() != Reply::Type::array || reply.as_array().size() != count) {
       throw Error(errc::protocol_error,
-                  "a batch of " + std::to_string(jobs.size()) +
+                  "a batch of " + std::to_string(count) +
                       " limit calls answered: " + reply.debug_string(),
                   Outcome::unknown);
     }
-    for (std::size_t i = 0; i < jobs.size(); ++i) {
+    for (std::size_t i = 0; i < count; ++i) {
       const Reply& own = reply.as_array()[i];
       if (own.is_error()) {
         jobs[i]->error = Error(errc::server_error, own.as_string(), Outcome::unknown);
@@ -37,8 +36,8 @@ void run_consume_jobs(Redis& redis, std::vector<ConsumeJob*>& jobs) {
       }
     }
   } catch (const Error& e) {
-    for (ConsumeJob* job : jobs) {
-      job->error = e;
+    for (std::size_t i = 0; i < count; ++i) {
+      jobs[i]->error = e;
     }
   }
 }

@@ -26,10 +26,11 @@ public:
   using Coalescer<ConsumeJob>::Coalescer;
 };
 
-/// Runs `jobs` on `redis`: one job as its own call, more as one batch call (DecideBatch). A
+/// Runs the `count` jobs at `jobs` on `redis`: one job as its own call, more as one batch call
+/// (DecideBatch). A
 /// batch's error reply, or a reply of the wrong length, is each job's Error (server_error or
 /// protocol_error, Outcome::unknown: some of the batch may have been decided); so is an item's
 /// error reply. An Error thrown by `redis` is each job's as it is.
-void run_consume_jobs(Redis& redis, std::vector<ConsumeJob*>& jobs);
+void run_consume_jobs(Redis& redis, ConsumeJob* const* jobs, std::size_t count);
 
 } // namespace limitcounter::detail

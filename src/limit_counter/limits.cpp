@@ -123,8 +123,8 @@ Reply LimitCounter::run_consume(ScriptCall& call) {
   }
   detail::ConsumeJob job;
   job.call = &call;
-  coalescer_->run(job, [this](std::vector<detail::ConsumeJob*>& jobs) {
-    detail::run_consume_jobs(redis_, jobs);
+  coalescer_->run(job, [this](detail::ConsumeJob* const* jobs, std::size_t count) {
+    detail::run_consume_jobs(redis_, jobs, count);
   });
   if (job.error) {
     throw *job.error;

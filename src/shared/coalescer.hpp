@@ -22,12 +22,30 @@ public:
         max_batch_(max_batch < 1 ? 1 : max_batch) {}
 
   /// Returns once `job` has run, in a batch that this thread or another ran:
-  /// `run_batch(std::vector<Job*>&)` runs the batch and records each job's outcome in the job
-  /// itself. An exception from `run_batch` is each job's of that batch: rethrown by `run`.
+  /// `run_batch(Job* const* jobs, std::size_t count)` runs the batch and records each job's
+  /// outcome in the job itself. An exception from `run_batch` is each job's of that batch:
+  /// rethrown by `run`.
   template <typename RunBatch> void run(Job& job, RunBatch&& run_batch) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (queue_.empty() && in_flight_ < max_in_flight_) {
+      // A place is free and nobody waits: this job runs alone, at once.
+      ++in_flight_;
+      lock.unlock();
+      Job* const alone[] = {&job};
+      const std::exception_ptr failure = run_guarded(run_batch, alone, 1);
+      lock.lock();
+      --in_flight_;
+      if (!queue_.empty()) {
+        finished_.notify_all(); // a waiting caller may take the place now
+      }
+      lock.unlock();
+      if (failure) {
+        std::rethrow_exception(failure);
+      }
+      return;
+    }
     Entry entry;
     entry.job = &job;
-    std::unique_lock<std::mutex> lock(mutex_);
     queue_.push_back(&entry);
     while (!entry.done) {
       if (in_flight_ >= max_in_flight_ || queue_.empty()) {
@@ -35,23 +53,15 @@ public:
         continue;
       }
       std::vector<Entry*> taken;
+      std::vector<Job*> jobs;
       while (!queue_.empty() && taken.size() < max_batch_) {
         taken.push_back(queue_.front());
+        jobs.push_back(queue_.front()->job);
         queue_.pop_front();
       }
       ++in_flight_;
       lock.unlock();
-      std::vector<Job*> jobs;
-      jobs.reserve(taken.size());
-      for (Entry* each : taken) {
-        jobs.push_back(each->job);
-      }
-      std::exception_ptr failure;
-      try {
-        run_batch(jobs);
-      } catch (...) {
-        failure = std::current_exception();
-      }
+      const std::exception_ptr failure = run_guarded(run_batch, jobs.data(), jobs.size());
       lock.lock();
       --in_flight_;
       for (Entry* each : taken) {
@@ -72,6 +82,16 @@ public:
   }
 
 private:
+  template <typename RunBatch>
+  static std::exception_ptr run_guarded(RunBatch& run_batch, Job* const* jobs, std::size_t count) {
+    try {
+      run_batch(jobs, count);
+      return nullptr;
+    } catch (...) {
+      return std::current_exception();
+    }
+  }
+
   struct Entry {
     Job* job = nullptr;
     std::exception_ptr failure;

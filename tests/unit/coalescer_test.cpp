@@ -22,10 +22,10 @@ struct Job {
 struct Recorder {
   std::mutex mutex;
   std::vector<std::vector<int>> batches;
-  void note(const std::vector<Job*>& jobs) {
+  void note(Job* const* jobs, std::size_t count) {
     std::vector<int> ids;
-    for (const Job* job : jobs) {
-      ids.push_back(job->id);
+    for (std::size_t i = 0; i < count; ++i) {
+      ids.push_back(jobs[i]->id);
     }
     const std::lock_guard<std::mutex> lock(mutex);
     batches.push_back(ids);
@@ -93,11 +93,11 @@ TEST_CASE("a lone caller's job runs alone, at once, on the caller's thread", "[u
   for (int id = 1; id <= 3; ++id) {
     Job job{id};
     std::thread::id ran_on;
-    coalescer.run(job, [&](std::vector<Job*>& jobs) {
+    coalescer.run(job, [&](Job* const* jobs, std::size_t count) {
       ran_on = std::this_thread::get_id();
-      recorder.note(jobs);
-      for (Job* each : jobs) {
-        each->result = each->id * 10;
+      recorder.note(jobs, count);
+      for (std::size_t i = 0; i < count; ++i) {
+        jobs[i]->result = jobs[i]->id * 10;
       }
     });
     CHECK(job.result == id * 10);
@@ -114,13 +114,13 @@ TEST_CASE("jobs that come while the batches in flight are at their limit go in o
   Coalescer<Job> coalescer(in_flight, 64);
   Recorder recorder;
   Gate gate;
-  auto run_batch = [&](std::vector<Job*>& jobs) {
-    recorder.note(jobs);
-    if (jobs.front()->id <= static_cast<int>(in_flight)) {
+  auto run_batch = [&](Job* const* jobs, std::size_t count) {
+    recorder.note(jobs, count);
+    if (jobs[0]->id <= static_cast<int>(in_flight)) {
       gate.pass(); // the first batches stay in flight until the others queued
     }
-    for (Job* each : jobs) {
-      each->result = each->id * 10;
+    for (std::size_t i = 0; i < count; ++i) {
+      jobs[i]->result = jobs[i]->id * 10;
     }
   };
   std::vector<Job> jobs(in_flight + 5);
@@ -142,9 +142,9 @@ TEST_CASE("a batch takes at most max_batch jobs; the rest go in the next", "[uni
   Coalescer<Job> coalescer(1, 2);
   Recorder recorder;
   Gate gate;
-  auto run_batch = [&](std::vector<Job*>& jobs) {
-    recorder.note(jobs);
-    if (jobs.front()->id == 1) {
+  auto run_batch = [&](Job* const* jobs, std::size_t count) {
+    recorder.note(jobs, count);
+    if (jobs[0]->id == 1) {
       gate.pass();
     }
   };
@@ -158,12 +158,12 @@ TEST_CASE("an exception of a batch is thrown to every caller of that batch, and 
           "[unit][coalescer]") {
   Coalescer<Job> coalescer(1, 64);
   Gate gate;
-  auto run_batch = [&](std::vector<Job*>& jobs) {
-    if (jobs.front()->id == 1) {
+  auto run_batch = [&](Job* const* jobs, std::size_t count) {
+    if (jobs[0]->id == 1) {
       gate.pass();
       return; // the first batch succeeds
     }
-    throw std::runtime_error("batch of " + std::to_string(jobs.size()) + " failed");
+    throw std::runtime_error("batch of " + std::to_string(count) + " failed");
   };
   std::vector<Job> jobs(4);
   std::atomic<int> thrown{0};
