@@ -364,6 +364,24 @@ void LimitCounter::follow_home_change(const std::string& transaction_id,
     throw_if_lost_hold(transaction_id, plan, replies);
   }
   if (refunds_with_original.empty()) {
+    if (op == "refund") {
+      // A share without a record under a home record that lives: the home record was recorded
+      // anew past the horizon (adopt) by a refund with the original whose shares are not yet
+      // recorded anew. This refund is decided at the home record, but only a refund with the
+      // original can give back there: not "refunded" until it has.
+      const std::size_t per_share = replies.size() / std::max<std::size_t>(plan.size(), 1);
+      for (std::size_t i = per_share - 1; i < replies.size(); i += per_share) {
+        if (replies[i].at(0).as_string() == "unknown") {
+          throw Error(errc::not_found,
+                      "refund of " + quoted_id(transaction_id) +
+                          " is decided at its home record, but its share " +
+                          plan[i / per_share] +
+                          " has no record (past the replay horizon): retry it with the "
+                          "original transaction",
+                      Outcome::unknown);
+        }
+      }
+    }
     return;
   }
   // past the horizon, every share gives back its part (recorded anew from the original)
