@@ -374,8 +374,7 @@ void LimitCounter::follow_home_change(const std::string& transaction_id,
         if (replies[i].at(0).as_string() == "unknown") {
           throw Error(errc::not_found,
                       "refund of " + quoted_id(transaction_id) +
-                          " is decided at its home record, but its share " +
-                          plan[i / per_share] +
+                          " is decided at its home record, but its share " + plan[i / per_share] +
                           " has no record (past the replay horizon): retry it with the "
                           "original transaction",
                       Outcome::unknown);
@@ -411,6 +410,10 @@ Reply LimitCounter::check_original_at_home(const std::string& transaction_id,
                                            const Transaction& original,
                                            std::vector<ScriptCall>& refunds_with_original) {
   const std::string& op = args.front();
+  // Taken before the shares' (append_original_args): a share's record must not expire before
+  // its home record, or a retry replayed at the home record gives back again in the share.
+  const std::string home_expiry =
+      std::to_string(detail::unix_millis(Clock::now() + options_.replay_horizon));
   std::shared_ptr<const RulesInForce> in_force;
   const std::vector<const Rule*> window_rules = original_window_rules(op, original, in_force);
   std::vector<std::string> tags;
@@ -426,9 +429,8 @@ Reply LimitCounter::check_original_at_home(const std::string& transaction_id,
   }
   return run_home(transaction_id,
                   {"adopt", detail::fingerprint("consume", original), joined_lines(tags),
-                   std::to_string(detail::unix_millis(Clock::now() + options_.replay_horizon)),
-                   detail::fingerprint("reserve", original), std::to_string(original.amount),
-                   tags.empty() ? "compare" : "create"});
+                   home_expiry, detail::fingerprint("reserve", original),
+                   std::to_string(original.amount), tags.empty() ? "compare" : "create"});
 }
 
 } // namespace limitcounter
