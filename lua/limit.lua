@@ -643,7 +643,9 @@ local function decide_all(kind)
 end
 
 -- The record of a reversal: the one in Redis, else (refund only) the original transaction the
--- caller brought (ARGV[o..o+4]), recorded now as consumed; nil if neither.
+-- caller brought (ARGV[o..o+4]), as consumed (r.fresh: not written yet; `record_original`
+-- writes it once the refund is decided, so that a refused refund writes nothing); nil if
+-- neither.
 local function load_or_original(o, recreate)
   local r = load(KEYS[1])
   if not ARGV[o + 4] then
@@ -658,13 +660,17 @@ local function load_or_original(o, recreate)
     return nil, true
   end
   r = {state = 'consumed', fp = ARGV[o], amount = tonumber(ARGV[o + 1]), counters = '-',
-       refunded = 0, count_back = false, refunds = {}}
+       refunded = 0, count_back = false, refunds = {}, fresh = true}
+  return r, true
+end
+
+-- Writes the record `load_or_original` made from the original (its counter set first).
+local function record_original(o, r)
   if ARGV[o + 3] ~= '' then
     r.counters = ARGV[o + 2] .. keep_counter_set(KEYS[2], ARGV[o + 3], ARGV[o + 4])
     r.fields = ARGV[o + 6]
   end
   redis.call('SET', KEYS[1], record_text(r), 'PXAT', ARGV[o + 4])
-  return r, true
 end
 
 local function refund()
@@ -692,6 +698,9 @@ local function refund()
     give = refundable
   elseif give > refundable then
     return {'too_much', string.format('%d', refundable)}
+  end
+  if r.fresh then
+    record_original(4, r)
   end
   local count = 0
   if r.refunded + give == r.amount and not r.count_back then

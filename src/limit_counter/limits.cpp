@@ -711,6 +711,14 @@ RefundResult LimitCounter::run_refund(const std::string& transaction_id,
   if (!refund_id.empty()) {
     validate_key_part("refund id", refund_id, ":");
   }
+  if (original != nullptr && amount && *amount > original->amount) {
+    // never refundable (a record's amount is the original's, or less once confirmed for less);
+    // refused before anything is sent: past the horizon the refund would record the original
+    // anew (a cluster's home record, op adopt) before it is decided
+    throw Error(errc::invalid_argument,
+                "refund of " + std::to_string(*amount) + " from " + quoted_id(transaction_id) +
+                    " is more than its original amount " + std::to_string(original->amount));
+  }
   std::vector<std::string> args{"refund", amount ? std::to_string(*amount) : "-1",
                                 amount ? refund_id : ""};
   const Reply reply = freeing_transition(transaction_id, args, original);

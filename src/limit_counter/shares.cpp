@@ -364,6 +364,23 @@ void LimitCounter::follow_home_change(const std::string& transaction_id,
     throw_if_lost_hold(transaction_id, plan, replies);
   }
   if (refunds_with_original.empty()) {
+    if (op == "refund") {
+      // A share without a record under a home record that lives: the home record was recorded
+      // anew past the horizon (adopt) by a refund with the original whose shares are not yet
+      // recorded anew. This refund is decided at the home record, but only a refund with the
+      // original can give back there: not "refunded" until it has.
+      const std::size_t per_share = replies.size() / std::max<std::size_t>(plan.size(), 1);
+      for (std::size_t i = per_share - 1; i < replies.size(); i += per_share) {
+        if (replies[i].at(0).as_string() == "unknown") {
+          throw Error(errc::not_found,
+                      "refund of " + quoted_id(transaction_id) +
+                          " is decided at its home record, but its share " + plan[i / per_share] +
+                          " has no record (past the replay horizon): retry it with the "
+                          "original transaction",
+                      Outcome::unknown);
+        }
+      }
+    }
     return;
   }
   // past the horizon, every share gives back its part (recorded anew from the original)
@@ -393,6 +410,10 @@ Reply LimitCounter::check_original_at_home(const std::string& transaction_id,
                                            const Transaction& original,
                                            std::vector<ScriptCall>& refunds_with_original) {
   const std::string& op = args.front();
+  // Taken before the shares' (append_original_args): a share's record must not expire before
+  // its home record, or a retry replayed at the home record gives back again in the share.
+  const std::string home_expiry =
+      std::to_string(detail::unix_millis(Clock::now() + options_.replay_horizon));
   std::shared_ptr<const RulesInForce> in_force;
   const std::vector<const Rule*> window_rules = original_window_rules(op, original, in_force);
   std::vector<std::string> tags;
@@ -408,9 +429,8 @@ Reply LimitCounter::check_original_at_home(const std::string& transaction_id,
   }
   return run_home(transaction_id,
                   {"adopt", detail::fingerprint("consume", original), joined_lines(tags),
-                   std::to_string(detail::unix_millis(Clock::now() + options_.replay_horizon)),
-                   detail::fingerprint("reserve", original), std::to_string(original.amount),
-                   tags.empty() ? "compare" : "create"});
+                   home_expiry, detail::fingerprint("reserve", original),
+                   std::to_string(original.amount), tags.empty() ? "compare" : "create"});
 }
 
 } // namespace limitcounter

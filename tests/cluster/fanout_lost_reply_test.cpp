@@ -164,3 +164,107 @@ TEST_CASE_METHOD(FanOut,
   CHECK(dept() == Usage{1, 150});
   CHECK(merchant() == Usage{1, 150});
 }
+
+// Review 21: past the replay horizon a refund with the original records the home record anew
+// (adopt) before any share is recorded anew. If that caller stops there (a lost reply, a
+// crash), a refund by id finds the adopted home record, is decided there and fanned out to
+// shares that have no record ("unknown", unchecked): it answers refunded while no counter moved.
+// The host then does what the library asks (retries the lost call with the same original; a
+// refund by id that fails is retried with the original): every refund must be given back once.
+TEST_CASE_METHOD(FanOut, "review21: a refund by id after an interrupted adopt",
+                 "[cluster][proxy][home][review21]") {
+  limits.set_rules(
+      RuleSet()
+          .add(Rule("dept-day").where("dept").per(Period::day).max_amount(100'000))
+          .add(Rule("merchant-day").where("merchant").per(Period::day).max_amount(100'000)));
+  const Transaction paid = tx("late", 100);
+  REQUIRE(limits.consume(paid).allowed());
+  // past the horizon: the home record and both share records are gone
+  for (const std::string& key : {home("late"), share("dept", "late"), share("merchant", "late")}) {
+    REQUIRE(direct.command({"DEL", key}).as_integer() == 1);
+  }
+  // the refund with the original: its first step (adopt) runs, its reply is lost
+  FaultProxy& proxy = lose_reply(home("late"));
+  CHECK(error_of([&] { limits.refund(paid, 30, "A"); }).outcome() == Outcome::unknown);
+  CHECK(proxy.injected(Fault::drop_reply) == 1);
+
+  // another caller refunds 20 by id
+  bool by_id_needs_original = false;
+  try {
+    const RefundResult by_id = limits.refund("late", 20, "B");
+    CHECK(by_id.refunded_now == 20);
+    // it said refunded: the counters say so too
+    CHECK(dept() == Usage{1, 80});
+    CHECK(merchant() == Usage{1, 80});
+  } catch (const Error& e) {
+    by_id_needs_original = true;
+  }
+  // the host's retries: the lost call with its original, and a failed refund by id with the
+  // original too
+  CHECK(limits.refund(paid, 30, "A").refunded_now == 30);
+  if (by_id_needs_original) {
+    CHECK(limits.refund(paid, 20, "B").refunded_now == 20);
+  }
+  CHECK(limits.refund(paid, 30, "A").replayed);
+  CHECK(dept() == Usage{1, 50});
+  CHECK(merchant() == Usage{1, 50});
+}
+
+// Review 21: a share's record must outlive its home record, or a retry of a refund with the
+// original gives back again in that share (the home replays, the share without a record is
+// recorded anew from the original and gives back). After a refund with the original past the
+// horizon the home's expiry is taken after the shares' (shares.cpp check_original_at_home), and
+// every master expires by its own clock: here a share's record is gone before its home record.
+TEST_CASE_METHOD(FanOut, "review21: a share record gone before its home record",
+                 "[cluster][home][review21]") {
+  limits.set_rules(
+      RuleSet()
+          .add(Rule("dept-day").where("dept").per(Period::day).max_amount(100'000))
+          .add(Rule("merchant-day").where("merchant").per(Period::day).max_amount(100'000)));
+  const Transaction paid = tx("skew", 100);
+  REQUIRE(limits.consume(paid).allowed());
+  CHECK(limits.refund(paid, 30, "A").refunded_now == 30);
+  CHECK(dept() == Usage{1, 70});
+  REQUIRE(direct.command({"DEL", share("dept", "skew")}).as_integer() == 1);
+  const RefundResult retried = limits.refund(paid, 30, "A");
+  CHECK(retried.replayed);
+  CHECK(dept() == Usage{1, 70});
+  CHECK(merchant() == Usage{1, 70});
+}
+
+// Review 21 (holds): past the horizon, the reply of each step of a refund with the original is
+// lost in turn (adopt, the home record's refund, each share's refund): the retry with the same
+// original finishes it, and each share gives back once.
+TEST_CASE_METHOD(FanOut, "review21: lost replies of a refund with the original",
+                 "[cluster][proxy][home][review21]") {
+  limits.set_rules(
+      RuleSet()
+          .add(Rule("dept-day").where("dept").per(Period::day).max_amount(100'000))
+          .add(Rule("merchant-day").where("merchant").per(Period::day).max_amount(100'000)));
+  int n = 0;
+  for (const auto& [name, step_key, nth] :
+       std::vector<std::tuple<std::string, std::function<std::string(const std::string&)>, int>>{
+           {"adopt", [this](const std::string& id) { return home(id); }, 1},
+           {"home refund", [this](const std::string& id) { return home(id); }, 2},
+           {"dept share", [this](const std::string& id) { return share("dept", id); }, 2},
+           {"merchant share", [this](const std::string& id) { return share("merchant", id); },
+            2}}) {
+    INFO("the reply of the " << name << " is lost");
+    const std::string id = "lost-" + std::to_string(n++);
+    const Transaction paid = tx(id, 100);
+    REQUIRE(limits.consume(paid).allowed());
+    for (const std::string& key : {home(id), share("dept", id), share("merchant", id)}) {
+      REQUIRE(direct.command({"DEL", key}).as_integer() == 1);
+    }
+    FaultProxy& proxy = lose_reply(step_key(id), nth);
+    const std::size_t lost_before = proxy.injected(Fault::drop_reply);
+    CHECK(error_of([&] { limits.refund(paid, 30, "A"); }).outcome() == Outcome::unknown);
+    CHECK(proxy.injected(Fault::drop_reply) == lost_before + 1);
+    const RefundResult retried = limits.refund(paid, 30, "A");
+    CHECK(retried.refunded_now == 30);
+    CHECK(limits.refund(paid, 30, "A").replayed);
+    CHECK(limits.refund(id, 30, "A").replayed);
+    CHECK(dept() == Usage{n, 70 * n});
+    CHECK(merchant() == Usage{n, 70 * n});
+  }
+}

@@ -374,3 +374,47 @@ TEST_CASE("a negative cluster_hold_grace is refused, naming it", "[cluster][limi
   CHECK(refused.code() == errc::invalid_argument);
   CHECK(std::string(refused.what()).find("cluster_hold_grace -1ms") != std::string::npos);
 }
+
+// Review 21: the overloads taking the original (e92d8e9) racing each other and the ones by id,
+// while the home record lives: one of confirm and cancel wins, every share follows, and what
+// was given back is what the home record says.
+TEST_CASE_METHOD(SpreadLimitsOverBuckets, "review21: reversals with the original racing",
+                 "[cluster][limits][home][review21]") {
+  Usage expected{0, 0};
+  for (int round = 0; round < 20; ++round) {
+    const std::string id = "orig-" + std::to_string(round);
+    const Transaction held = tx(id);
+    REQUIRE(limits.reserve(held).allowed());
+    std::atomic<int> other_errors{0};
+    const auto refused = [&](const Error& e) {
+      other_errors += (e.code() == errc::conflict || e.code() == errc::invalid_argument) ? 0 : 1;
+    };
+    const auto attempt = [&](std::function<void()> call) {
+      return [call, &refused] {
+        try {
+          call();
+        } catch (const Error& e) {
+          refused(e);
+        }
+      };
+    };
+    race({attempt([&] { limits.confirm(held, 60); }), attempt([&] { limits.cancel(held); }),
+          attempt([&] { limits.refund(held, 10, "r"); }),
+          attempt([&] { limits.refund(id, 20, "s"); }), attempt([&] { limits.refund(held); }),
+          attempt([&] { limits.confirm(id, 60); })});
+    CHECK(other_errors == 0);
+    const auto record = limits.transaction_record(id);
+    REQUIRE(record);
+    INFO("round " << round << ": " << record->state << ", refunded " << record->refunded);
+    if (record->state == "confirmed") {
+      CHECK(record->amount == 60);
+      CHECK(record->refunded <= 60);
+      expected = {expected.count + (record->refunded == 60 ? 0 : 1),
+                  expected.amount + 60 - record->refunded};
+    } else {
+      CHECK(record->state == "cancelled");
+    }
+    CHECK(dept() == expected);
+    CHECK(merchant() == expected);
+  }
+}

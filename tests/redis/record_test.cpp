@@ -3,6 +3,7 @@
 // the host's original transaction after the record is gone; batches decided per transaction.
 #include <algorithm>
 #include <atomic>
+#include <optional>
 #include <thread>
 
 #include <catch2/catch.hpp>
@@ -471,4 +472,125 @@ TEST_CASE("a replay horizon shorter than a reservation is refused, naming it", "
     CHECK_THAT(refused.what(),
                Catch::Contains("replay_horizon " + std::to_string(horizon.count()) + "ms"));
   }
+}
+
+// Review 21: a refund with the original that is refused (more than the original's amount)
+// must write nothing: past the horizon the id stays forgotten, so the same id is decided anew
+// and counted. The script recorded the original as consumed before it compared the amount
+// (standalone: lua/limit.lua load_or_original; cluster: transaction_home.lua op adopt "create").
+TEST_CASE_METHOD(RecordFixture, "review21: a refused refund with the original writes nothing",
+                 "[record][redis][review21]") {
+  limits.set_rules(four_rules());
+  const Transaction paid = payment("late-too-much", 300);
+  REQUIRE(limits.consume(paid).allowed());
+  forget(paid.id);
+
+  const Error refused = error_of([&] { limits.refund(paid, 301, "r-1"); });
+  CHECK(refused.code() == errc::invalid_argument);
+  CHECK(merchant_day() == Usage{1, 300});                         // nothing given back
+  CHECK(keys_matching(prefix + "*tx:*" + paid.id + "*").empty()); // and nothing recorded
+
+  // the id is forgotten: a consume of it is decided anew and counted (not a replay)
+  const Decision again = limits.consume(paid);
+  CHECK(again.allowed());
+  CHECK_FALSE(again.replayed);
+  CHECK(merchant_day() == Usage{2, 600});
+}
+
+// Review 21: past the horizon, refunds with the original (two ids, each twice, and the full
+// refund twice) race refunds by id of a third: once the host has retried every call that threw
+// with the original, the counters hold the amount less what the record says was refunded.
+TEST_CASE_METHOD(RecordFixture, "review21: refunds with the original race refunds by id",
+                 "[record][redis][race][review21]") {
+  limits.set_rules(four_rules());
+  int disagreements = 0;
+  for (int round = 0; round < 10; ++round) {
+    const std::string merchant = "m-race-" + std::to_string(round);
+    const Transaction paid = payment("race-" + std::to_string(round), 100, merchant);
+    REQUIRE(limits.consume(paid).allowed());
+    forget(paid.id);
+    struct Call {
+      std::optional<std::int64_t> amount;
+      std::string refund_id;
+      bool with_original;
+    };
+    const std::vector<Call> calls{{30, "A", true},  {30, "A", true},          {40, "B", true},
+                                  {40, "B", true},  {std::nullopt, "", true}, {20, "C", false},
+                                  {20, "C", false}, {std::nullopt, "", true}};
+    std::vector<int> threw(calls.size(), 0);
+    std::vector<std::thread> callers;
+    for (std::size_t i = 0; i < calls.size(); ++i) {
+      callers.emplace_back([&, i] {
+        try {
+          if (calls[i].with_original) {
+            limits.refund(paid, calls[i].amount, calls[i].refund_id);
+          } else {
+            limits.refund(paid.id, calls[i].amount, calls[i].refund_id);
+          }
+        } catch (const Error& e) {
+          // refused (too much: the full refund came first), or unknown: retried below
+          threw[i] = e.code() == errc::invalid_argument ? 0 : 1;
+        }
+      });
+    }
+    for (auto& caller : callers) {
+      caller.join();
+    }
+    // the host's retries, with the original
+    for (std::size_t i = 0; i < calls.size(); ++i) {
+      if (threw[i] != 0) {
+        try {
+          limits.refund(paid, calls[i].amount, calls[i].refund_id);
+        } catch (const Error&) {
+        }
+      }
+    }
+    const auto record = limits.transaction_record(paid.id);
+    REQUIRE(record);
+    const Usage usage = merchant_day(merchant);
+    if (record->refunded > 100 || usage.amount != 100 - record->refunded ||
+        usage.count != (record->refunded == 100 ? 0 : 1)) {
+      ++disagreements;
+      UNSCOPED_INFO("round " << round << ": refunded " << record->refunded << ", counters "
+                             << usage.count << ":" << usage.amount);
+    }
+  }
+  CHECK(disagreements == 0);
+}
+
+// Review 21 (holds): refund ids that look like the encoding's parts (digits, ':', 'G', 'R',
+// '*') keep their asked and given apart, replay, and sum to the refunded total.
+TEST_CASE_METHOD(RecordFixture, "review21: refund ids shaped like the refund encoding",
+                 "[record][redis][review21]") {
+  limits.set_rules(four_rules());
+  const Transaction paid = payment("enc", 100);
+  REQUIRE(limits.consume(paid).allowed());
+  const std::vector<std::pair<std::string, std::int64_t>> refunds{
+      {"7:7", 7}, {"G:1", 5}, {"R:2:3", 11}, {"-1", 13}, {"0", 1}, {"*", 2}};
+  std::int64_t total = 0;
+  for (const auto& [id, amount] : refunds) {
+    INFO(id);
+    total += amount;
+    CHECK(limits.refund("enc", amount, id).refunded_total == total);
+  }
+  for (const auto& [id, amount] : refunds) {
+    INFO(id);
+    const auto again = limits.refund("enc", amount, id);
+    CHECK(again.replayed);
+    CHECK(again.refunded_now == amount);
+    CHECK(again.refunded_total == total);
+    CHECK(error_of([&] { limits.refund("enc", amount + 1, id); }).code() == errc::conflict);
+  }
+  CHECK(merchant_day() == Usage{1, 100 - total});
+  const auto full = limits.refund("enc");
+  CHECK(full.refunded_now == 100 - total);
+  CHECK(limits.refund("enc").refunded_now == 100 - total);
+  CHECK(error_of([&] { limits.refund("enc", 1, "late"); }).code() == errc::invalid_argument);
+  CHECK(limits.refund("enc").replayed);
+  const auto record = limits.transaction_record("enc");
+  REQUIRE(record);
+  CHECK(record->refunded == 100);
+  CHECK(record->refunds.size() == refunds.size() + 1);
+  CHECK(merchant_day() == Usage{0, 0});
+  CHECK(limits.usage("user", Dimension{"u-7"}, Period::day) == Usage{0, 0});
 }
