@@ -221,6 +221,7 @@ LimitCounter::PreparedDecision LimitCounter::prepare_decide(std::string_view op,
     prepared.home_hold_expiry =
         std::to_string(detail::unix_millis(now + options_.reservation_timeout));
     context.reservation_timeout += share_hold_grace();
+    context.replay_horizon += detail::share_record_margin; // the home record's is the horizon
     for (const auto& [slot, tag, share_rules] :
          detail::share_plans(keys_, transaction, matched.window)) {
       const std::string record = keys_.transaction_share(tag, transaction.id);
@@ -585,6 +586,9 @@ std::string LimitCounter::append_original_args(std::vector<std::string>& args,
   // it alone, so no window is refused here.
   context.refuse_closed_windows = false;
   context.replay_horizon = options_.replay_horizon;
+  if (redis_.is_cluster()) {
+    context.replay_horizon += detail::share_record_margin; // a share's record
+  }
   context.now = Clock::now();
   context.record_key = &record_key;
   if (args.front() == "cancel") {

@@ -2,6 +2,7 @@
 // Which shares a transaction has on a Redis Cluster: its window rules grouped by the slot their
 // counters live in. Pure; the same for a decision and for a refund that brings the original.
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -11,6 +12,12 @@
 #include <limitcounter/transaction.hpp>
 
 namespace limitcounter::detail {
+
+/// How much longer a share's record lives than its home record. Each master expires keys by its
+/// own clock: a share record gone before its home record would let a retried refund, replayed at
+/// the home record, give back again in that share (recorded anew from the original). Masters
+/// whose clocks differ by less than this cannot.
+constexpr std::chrono::hours share_record_margin{1};
 
 /// One share: the rules whose counters live in `slot`, and the counter tag of the first of them
 /// (its share record's key is in that tag's slot).

@@ -102,11 +102,13 @@ Decision LimitCounter::decide_in_shares(std::string_view op, const Transaction& 
   // The home record compares one value: the shares' fingerprint and the amount together.
   const std::string fingerprint = home_fingerprint(prepared);
   const std::string plan = joined_lines(prepared.share_tags);
-  std::string expiry = detail::decide_record_expiry(prepared.shares.front().args);
+  // The home record expires `share_record_margin` before the latest of its shares' records.
+  long long latest = 0;
   for (const ScriptCall& share : prepared.shares) {
-    expiry = std::max(expiry, detail::decide_record_expiry(share.args),
-                      [](const auto& a, const auto& b) { return std::stoll(a) < std::stoll(b); });
+    latest = std::max(latest, std::stoll(detail::decide_record_expiry(share.args)));
   }
+  const std::string expiry =
+      std::to_string(latest - std::chrono::milliseconds(detail::share_record_margin).count());
   const Reply begun = run_home(transaction.id, {"begin", fingerprint, plan, expiry});
   const std::string& status = begun.at(0).as_string();
   if (status == "conflict") {
@@ -410,8 +412,9 @@ Reply LimitCounter::check_original_at_home(const std::string& transaction_id,
                                            const Transaction& original,
                                            std::vector<ScriptCall>& refunds_with_original) {
   const std::string& op = args.front();
-  // Taken before the shares' (append_original_args): a share's record must not expire before
-  // its home record, or a retry replayed at the home record gives back again in the share.
+  // A share's record must not expire before its home record, or a retry replayed at the home
+  // record gives back again in the share: the shares' records (append_original_args) are taken
+  // later and live `share_record_margin` longer.
   const std::string home_expiry =
       std::to_string(detail::unix_millis(Clock::now() + options_.replay_horizon));
   std::shared_ptr<const RulesInForce> in_force;

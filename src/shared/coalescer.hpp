@@ -10,6 +10,8 @@
 #include <deque>
 #include <exception>
 #include <mutex>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 namespace limitcounter::detail {
@@ -23,8 +25,9 @@ public:
 
   /// Returns once `job` has run, in a batch that this thread or another ran:
   /// `run_batch(Job* const* jobs, std::size_t count)` runs the batch and records each job's
-  /// outcome in the job itself. An exception from `run_batch` is each job's of that batch:
-  /// rethrown by `run`.
+  /// outcome in the job itself; it should not throw. If it does anyway, a job that ran alone
+  /// gets that exception, and each job of a batch a std::runtime_error with its what() (an
+  /// exception object is never shared between threads).
   template <typename RunBatch> void run(Job& job, RunBatch&& run_batch) {
     std::unique_lock<std::mutex> lock(mutex_);
     if (queue_.empty() && in_flight_ < max_in_flight_) {
@@ -32,16 +35,13 @@ public:
       ++in_flight_;
       lock.unlock();
       Job* const alone[] = {&job};
-      const std::exception_ptr failure = run_guarded(run_batch, alone, 1);
-      lock.lock();
-      --in_flight_;
-      if (!queue_.empty()) {
-        finished_.notify_all(); // a waiting caller may take the place now
+      try {
+        run_batch(alone, std::size_t{1});
+      } catch (...) {
+        leave_alone();
+        throw;
       }
-      lock.unlock();
-      if (failure) {
-        std::rethrow_exception(failure);
-      }
+      leave_alone();
       return;
     }
     Entry entry;
@@ -61,17 +61,28 @@ public:
       }
       ++in_flight_;
       lock.unlock();
-      const std::exception_ptr failure = run_guarded(run_batch, jobs.data(), jobs.size());
+      bool failed = false;
+      std::string failure;
+      try {
+        run_batch(jobs.data(), jobs.size());
+      } catch (const std::exception& e) {
+        failed = true;
+        failure = e.what();
+      } catch (...) {
+        failed = true;
+        failure = "a batch failed with an exception that is not a std::exception";
+      }
       lock.lock();
       --in_flight_;
       for (Entry* each : taken) {
+        each->failed = failed;
         each->failure = failure;
         each->done = true; // its owner may return now: not touched after this
       }
       finished_.notify_all();
     }
-    if (entry.failure) {
-      std::rethrow_exception(entry.failure);
+    if (entry.failed) {
+      throw std::runtime_error(entry.failure);
     }
   }
 
@@ -82,20 +93,20 @@ public:
   }
 
 private:
-  template <typename RunBatch>
-  static std::exception_ptr run_guarded(RunBatch& run_batch, Job* const* jobs, std::size_t count) {
-    try {
-      run_batch(jobs, count);
-      return nullptr;
-    } catch (...) {
-      return std::current_exception();
+  // The end of a job that ran alone: its place is free for a waiting caller.
+  void leave_alone() {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    --in_flight_;
+    if (!queue_.empty()) {
+      finished_.notify_all();
     }
   }
 
   struct Entry {
     Job* job = nullptr;
-    std::exception_ptr failure;
     bool done = false;
+    bool failed = false;
+    std::string failure; // what() of the batch's exception
   };
 
   const std::size_t max_in_flight_;

@@ -115,8 +115,14 @@ void Wallet::load_once(const std::string& user) {
     return;
   }
   try {
-    if (const auto snapshot = loader_(user)) {
-      load(user, *snapshot);
+    // A load by another caller may have ended between this caller's miss and here (its entry
+    // is gone once the account is written): then the account is there, and the loader (the
+    // system of record) is not asked again.
+    const bool loaded_meanwhile = redis_.command({"EXISTS", keys_.account(user)}).as_integer() == 1;
+    if (!loaded_meanwhile) {
+      if (const auto snapshot = loader_(user)) {
+        load(user, *snapshot);
+      }
     }
     promise.set_value();
   } catch (...) {
