@@ -446,7 +446,13 @@ const std::string& decide_record_expiry(const std::vector<std::string>& args) { 
 
 void DecideBatch::add(std::vector<std::string>&& keys, std::vector<std::string>&& args) {
   using at = DecideLayout;
-  if (size_ == 0) {
+  // The header (now, record expiry, hold expiry) of the latest call: a consume queued behind
+  // others is decided at its own time or later, never at an older caller's (a hold that expired
+  // before it was made must not deny it; its record keeps at least its own replay horizon).
+  const auto later = [](const std::string& a, const std::string& b) { // decimal, no sign
+    return a.size() != b.size() ? a.size() > b.size() : a > b;
+  };
+  if (size_ == 0 || later(args[2], header_[0])) {
     header_.assign(std::make_move_iterator(args.begin() + 2),
                    std::make_move_iterator(args.begin() + at::program - 1));
   }

@@ -129,9 +129,9 @@ const std::string& decide_record_expiry(const std::vector<std::string>& args);
 constexpr std::size_t max_decide_batch = 64;
 
 /// Decide calls of consume, joined into one call of lua/limit.lua's op batch: one header (the
-/// first call's `now` and record expiry: calls merged from concurrent callers, oldest first,
-/// were made at most a round trip or two apart; the earliest `now` releases no hold a later
-/// one would keep, and shortens the later records' replay horizon by that much), each
+/// latest call's `now` and record expiry: a consume queued behind a stalled call is decided at
+/// its own time or later, so a hold that expired before it was made never denies it, and every
+/// record keeps at least its own replay horizon), each
 /// distinct rule program and each distinct counter set once, then every transaction's own
 /// values (counter set number, fingerprint, amount, fields).
 class DecideBatch {
