@@ -36,6 +36,16 @@ void run_consume_jobs(Redis& redis, ConsumeJob* const* jobs, std::size_t count) 
       }
     }
   } catch (const Error& e) {
+    if (count > 1 && e.outcome() == Outcome::failed) {
+      // Redis answered the merged call with an error (a script error part way): the
+      // transactions before the failing one were decided, so no caller may hear "changed
+      // nothing"; each retries with its id, which replays what Redis decided.
+      const Error unknown(static_cast<errc>(e.code().value()), e.what(), Outcome::unknown);
+      for (std::size_t i = 0; i < count; ++i) {
+        jobs[i]->error = unknown;
+      }
+      return;
+    }
     for (std::size_t i = 0; i < count; ++i) {
       jobs[i]->error = e;
     }
