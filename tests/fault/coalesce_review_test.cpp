@@ -173,7 +173,8 @@ TEST_CASE_METHOD(MergeFixture,
                  "review 22: a merged call cut mid-reply or answered with an error: each caller "
                  "unknown, each retry with its id counts once",
                  "[fault][coalesce][review22]") {
-  const Fault fault = GENERATE(Fault::cut_mid_reply, Fault::error_reply);
+  const Fault fault =
+      GENERATE(Fault::cut_mid_reply, Fault::error_reply, Fault::blackhole, Fault::drop_reply);
   INFO(limitcounter::testing::to_string(fault));
   LimitCounterOptions options;
   options.key_prefix = prefix;
