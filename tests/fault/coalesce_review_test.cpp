@@ -281,9 +281,15 @@ TEST_CASE_METHOD(MergeFixture,
   options.key_prefix = prefix;
   options.consume_in_flight = 1;
   LimitCounter limits(Redis(through()), limitcounter::Calendar("UTC"), options);
-  limits.set_rules(RuleSet()
-                       .add(Rule("a-day").where("channel", "a").where("merchant").per(Period::day).max_count(100))
-                       .add(Rule("b-hour").where("channel", "b").where("merchant").per(Period::hour).max_count(100)));
+  limits.set_rules(
+      RuleSet()
+          .add(
+              Rule("a-day").where("channel", "a").where("merchant").per(Period::day).max_count(100))
+          .add(Rule("b-hour")
+                   .where("channel", "b")
+                   .where("merchant")
+                   .per(Period::hour)
+                   .max_count(100)));
   const auto by = [](const std::string& id, const std::string& kind) {
     return Transaction{id, {{"channel", kind}, {"merchant", "m1"}}, 10};
   };
@@ -304,8 +310,7 @@ TEST_CASE_METHOD(MergeFixture,
   for (int n = 1; n <= 8; ++n) {
     direct.command({"SET", set_key + "." + std::to_string(n), "1\nother"});
   }
-  const Error alone = limitcounter::testing::error_of(
-      [&] { limits.consume(by("alone", "b")); });
+  const Error alone = limitcounter::testing::error_of([&] { limits.consume(by("alone", "b")); });
   CHECK(alone.outcome() == limitcounter::Outcome::failed); // alone: nothing written
   CHECK(record_state(options, "alone") == "none");
 

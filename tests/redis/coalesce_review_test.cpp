@@ -61,9 +61,10 @@ TEST_CASE("review 22: many threads, shared ids, conflicts, caps: every decision 
   options.exhausted_cache.enabled = cache;
   options.exhausted_cache.max_staleness = std::chrono::milliseconds{50};
   LimitCounter limits(redis, limitcounter::Calendar("UTC"), options);
-  limits.set_rules(RuleSet()
-                       .add(Rule("single").where("merchant").per_transaction().max_amount(45))
-                       .add(Rule("m-day").where("merchant").per(Period::day).max_count(25).max_amount(600)));
+  limits.set_rules(
+      RuleSet()
+          .add(Rule("single").where("merchant").per_transaction().max_amount(45))
+          .add(Rule("m-day").where("merchant").per(Period::day).max_count(25).max_amount(600)));
 
   constexpr int per_thread = 60;
   constexpr int merchants = 4;
