@@ -17,10 +17,7 @@ void run_consume_jobs(Redis& redis, ConsumeJob* const* jobs, std::size_t count) 
       batch.add(std::move(jobs[i]->call->keys), std::move(jobs[i]->call->args));
     }
     const auto [keys, args] = batch.take();
-    const Reply reply = redis.eval(scripts::limit, keys, args);
-    if (reply.is_error()) {
-      throw Error(errc::server_error, reply.as_string(), Outcome::unknown);
-    }
+    const Reply reply = redis.eval(scripts::limit, keys, args); // an error reply throws
     if (reply.type() != Reply::Type::array || reply.as_array().size() != count) {
       throw Error(errc::protocol_error,
                   "a batch of " + std::to_string(count) +

@@ -27,10 +27,10 @@ public:
 };
 
 /// Runs the `count` jobs at `jobs` on `redis`: one job as its own call, more as one batch call
-/// (DecideBatch). A
-/// batch's error reply, or a reply of the wrong length, is each job's Error (server_error or
-/// protocol_error, Outcome::unknown: some of the batch may have been decided); so is an item's
-/// error reply. An Error thrown by `redis` is each job's as it is.
+/// (DecideBatch). A lone job gets its call's reply, or the Error `redis` threw, as a lone
+/// consume would. A batch's error reply, a reply of the wrong length and an item's error reply
+/// are Errors with Outcome::unknown (the transactions before a failing one were decided); any
+/// other Error `redis` threw (not sent, may have run) is each job's as it is.
 void run_consume_jobs(Redis& redis, ConsumeJob* const* jobs, std::size_t count);
 
 } // namespace limitcounter::detail

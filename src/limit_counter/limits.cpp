@@ -426,9 +426,6 @@ void LimitCounter::report(LimitOp op, const Transaction& transaction, const Deci
 
 namespace {
 
-// The most transactions one batch script call decides: the script runs this long without
-// another client getting a turn (~64 x 5 us here).
-
 // The replies of the batch calls, one per transaction. A batch that failed as a whole (a
 // script error) fails each of its transactions; the ones before the error may have been
 // decided, so the outcome is unknown and the same ids replay it.
