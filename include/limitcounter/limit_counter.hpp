@@ -117,7 +117,8 @@ struct LimitCounterOptions {
   /// first) in one script call that decides each transaction on its own, as `consume_many`
   /// does: each is all or nothing and idempotent by its id, and two calls of one id in the same
   /// script call are one first decision and one replay. Redis then pays its cost per command
-  /// (~2-4 us here) once per script call instead of once per transaction. A caller that finds
+  /// (the event loop, reading and writing: most of a single consume's CPU, docs/BENCHMARKS.md)
+  /// once per script call instead of once per transaction. A caller that finds
   /// a place is sent at once, as its own script call, so a lone caller is never delayed and
   /// nothing changes below this many concurrent consumes. When such a merged script call fails
   /// as a whole (an error reply, a lost reply), each of its consumes throws Outcome::unknown
@@ -405,6 +406,10 @@ public:
   /// (`Decision::cached`: nothing sent, nothing recorded): it is not the id's decision, so a
   /// host that needs what Redis decided for an id (e.g. one it sent before) retries it after
   /// `max_staleness`, when Redis answers (a replay if Redis had decided it).
+  ///
+  /// On standalone Redis, a consume made while `LimitCounterOptions::consume_in_flight` others
+  /// of this LimitCounter wait for Redis goes in one script call with the consumes queued with
+  /// it: the same decision and idempotency; an error reply of that call is Outcome::unknown.
   Decision consume(const Transaction& transaction);
 
   /// Runs many independent `consume`s in one round trip and returns one result per transaction,

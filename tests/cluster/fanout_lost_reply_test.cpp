@@ -56,6 +56,14 @@ struct FanOut {
     }
   }
 
+  // A day limit on each of two shapes whose counters live in different slots: two shares.
+  void two_daily_limits() {
+    limits.set_rules(
+        RuleSet()
+            .add(Rule("dept-day").where("dept").per(Period::day).max_amount(100'000))
+            .add(Rule("merchant-day").where("merchant").per(Period::day).max_amount(100'000)));
+  }
+
   Transaction tx(const std::string& id, std::int64_t amount = 100) const {
     return Transaction{id, {{"merchant", "m1"}, {"dept", "cmb"}}, amount};
   }
@@ -84,10 +92,7 @@ struct FanOut {
 
 TEST_CASE_METHOD(FanOut, "a lost reply at each step of an allowed fan-out: the retry finishes it",
                  "[cluster][proxy][home]") {
-  limits.set_rules(
-      RuleSet()
-          .add(Rule("dept-day").where("dept").per(Period::day).max_amount(100'000))
-          .add(Rule("merchant-day").where("merchant").per(Period::day).max_amount(100'000)));
+  two_daily_limits();
   int counted = 0;
   for (const auto& [name, step_key, nth] :
        std::vector<std::tuple<std::string, std::function<std::string(const std::string&)>, int>>{
@@ -139,10 +144,7 @@ TEST_CASE_METHOD(FanOut, "a lost reply of a void: the retry replays the denial a
 TEST_CASE_METHOD(FanOut,
                  "confirm and refund with a lost share reply: the retry finishes the fan-out",
                  "[cluster][proxy][home]") {
-  limits.set_rules(
-      RuleSet()
-          .add(Rule("dept-day").where("dept").per(Period::day).max_amount(100'000))
-          .add(Rule("merchant-day").where("merchant").per(Period::day).max_amount(100'000)));
+  two_daily_limits();
   REQUIRE(limits.reserve(tx("held", 300)).allowed());
   // the merchant share's reply to the confirm is lost
   lose_reply(share("merchant", "held"));
@@ -173,10 +175,7 @@ TEST_CASE_METHOD(FanOut,
 // refund by id that fails is retried with the original): every refund must be given back once.
 TEST_CASE_METHOD(FanOut, "review21: a refund by id after an interrupted adopt",
                  "[cluster][proxy][home][review21]") {
-  limits.set_rules(
-      RuleSet()
-          .add(Rule("dept-day").where("dept").per(Period::day).max_amount(100'000))
-          .add(Rule("merchant-day").where("merchant").per(Period::day).max_amount(100'000)));
+  two_daily_limits();
   const Transaction paid = tx("late", 100);
   REQUIRE(limits.consume(paid).allowed());
   // past the horizon: the home record and both share records are gone
@@ -217,10 +216,7 @@ TEST_CASE_METHOD(FanOut, "review21: a refund by id after an interrupted adopt",
 // refund with the original past the horizon records them anew.
 TEST_CASE_METHOD(FanOut, "a share's record outlives its home record by an hour",
                  "[cluster][home][review21]") {
-  limits.set_rules(
-      RuleSet()
-          .add(Rule("dept-day").where("dept").per(Period::day).max_amount(100'000))
-          .add(Rule("merchant-day").where("merchant").per(Period::day).max_amount(100'000)));
+  two_daily_limits();
   const auto expires_at = [&](const std::string& key) {
     return direct.command({"PEXPIRETIME", key}).as_integer();
   };
@@ -253,10 +249,7 @@ TEST_CASE_METHOD(FanOut, "a share's record outlives its home record by an hour",
 // original finishes it, and each share gives back once.
 TEST_CASE_METHOD(FanOut, "review21: lost replies of a refund with the original",
                  "[cluster][proxy][home][review21]") {
-  limits.set_rules(
-      RuleSet()
-          .add(Rule("dept-day").where("dept").per(Period::day).max_amount(100'000))
-          .add(Rule("merchant-day").where("merchant").per(Period::day).max_amount(100'000)));
+  two_daily_limits();
   int n = 0;
   for (const auto& [name, step_key, nth] :
        std::vector<std::tuple<std::string, std::function<std::string(const std::string&)>, int>>{

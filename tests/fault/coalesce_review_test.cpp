@@ -9,12 +9,11 @@
 #include <thread>
 #include <vector>
 
-#include <limitcounter/detail/lua_scripts.hpp>
 #include <limitcounter/limitcounter.hpp>
 
 #include "support/fault_proxy.hpp"
 #include "support/probe.hpp"
-#include "support/redis_server.hpp"
+#include "support/proxied_server.hpp"
 
 using namespace std::chrono_literals;
 using limitcounter::Decision;
@@ -33,35 +32,12 @@ using limitcounter::testing::evalsha_with_key_prefix;
 using limitcounter::testing::Fault;
 using limitcounter::testing::FaultProxy;
 using limitcounter::testing::FaultRule;
-using limitcounter::testing::RedisServer;
-using limitcounter::testing::unique_prefix;
+using limitcounter::testing::ProxiedServer;
 
 namespace {
 
-struct MergeFixture {
-  RedisServer server;
-  FaultProxy proxy{server};
-  Redis direct{server.options()};
-  std::string prefix = unique_prefix();
-
-  MergeFixture() {
-    for (const limitcounter::Script* script : limitcounter::scripts::all) {
-      direct.command({"SCRIPT", "LOAD", std::string(script->source)});
-    }
-  }
-
-  RedisOptions through() const {
-    RedisOptions options = proxy.options();
-    options.command_timeout = 3s;
-    options.breaker_failures = 0;
-    return options;
-  }
-
-  std::string record_state(const LimitCounterOptions& options, const std::string& id) {
-    LimitCounter reader(direct, limitcounter::Calendar("UTC"), options);
-    const auto record = reader.transaction_record(id);
-    return record ? record->state : "none";
-  }
+struct MergeFixture : ProxiedServer {
+  RedisOptions through() const { return through_proxy(3s); }
 };
 
 Transaction payment(const std::string& id, const std::string& merchant) {

@@ -6,8 +6,7 @@
 #include <limitcounter/limitcounter.hpp>
 
 #include "support/fault_proxy.hpp"
-#include "support/probe.hpp"
-#include "support/redis_server.hpp"
+#include "support/proxied_server.hpp"
 
 using namespace std::chrono_literals;
 using limitcounter::Decision;
@@ -21,19 +20,16 @@ using limitcounter::RuleSet;
 using limitcounter::Transaction;
 using limitcounter::testing::evalsha_with_key_prefix;
 using limitcounter::testing::Fault;
-using limitcounter::testing::FaultProxy;
 using limitcounter::testing::FaultRule;
-using limitcounter::testing::RedisServer;
+using limitcounter::testing::ProxiedServer;
 
 TEST_CASE("exhausted cache: a denial given while this process's hold was live is not cached, "
           "however late its reply comes",
           "[fault][exhausted_cache]") {
-  RedisServer server;
-  FaultProxy proxy{server};
-  RedisOptions options = proxy.options();
-  options.command_timeout = 6s; // the held reply below is not a timeout
+  ProxiedServer fixture;
+  const RedisOptions options = fixture.through_proxy(6s); // the held reply is not a timeout
   LimitCounterOptions counter_options;
-  counter_options.key_prefix = limitcounter::testing::unique_prefix();
+  counter_options.key_prefix = fixture.prefix;
   counter_options.reservation_timeout = 2s;
   counter_options.exhausted_cache.enabled = true;
   counter_options.exhausted_cache.max_staleness = 1h; // a cached denial would outlive the test
@@ -50,9 +46,9 @@ TEST_CASE("exhausted cache: a denial given while this process's hold was live is
   late.matches = evalsha_with_key_prefix(counter_options.key_prefix);
   late.fault = Fault::delay_reply;
   late.delay = 3s;
-  proxy.add_rule(late);
+  fixture.proxy.add_rule(late);
   const Decision denied = limits.consume(payment("while-held"));
-  REQUIRE(proxy.injected(Fault::delay_reply) == 1);
+  REQUIRE(fixture.proxy.injected(Fault::delay_reply) == 1);
   REQUIRE_FALSE(denied.allowed());
   CHECK_FALSE(denied.cached);
 

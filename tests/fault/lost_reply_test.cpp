@@ -14,7 +14,7 @@
 
 #include "support/fault_proxy.hpp"
 #include "support/probe.hpp"
-#include "support/redis_server.hpp"
+#include "support/proxied_server.hpp"
 
 using namespace std::chrono_literals;
 using limitcounter::CancelResult;
@@ -40,34 +40,14 @@ using limitcounter::testing::evalsha_with_key_prefix;
 using limitcounter::testing::Fault;
 using limitcounter::testing::FaultProxy;
 using limitcounter::testing::FaultRule;
-using limitcounter::testing::RedisServer;
-using limitcounter::testing::unique_prefix;
+using limitcounter::testing::ProxiedServer;
 
 namespace {
 
 // A server, a proxy in front of it, a client through the proxy with a short command timeout,
 // and a direct client for the server's side of the story.
-struct LostReplyFixture {
-  RedisServer server;
-  FaultProxy proxy{server};
-  Redis direct{server.options()};
-  Redis through{through_proxy(proxy)};
-  std::string prefix = unique_prefix();
-
-  LostReplyFixture() {
-    // A first EVALSHA would come back NOSCRIPT (it did not run): the reply to lose is that
-    // of a script that runs.
-    for (const limitcounter::Script* script : limitcounter::scripts::all) {
-      direct.command({"SCRIPT", "LOAD", std::string(script->source)});
-    }
-  }
-
-  static RedisOptions through_proxy(const FaultProxy& proxy) {
-    RedisOptions options = proxy.options();
-    options.command_timeout = 300ms;
-    options.breaker_failures = 0; // these tests are about outcomes, not the breaker
-    return options;
-  }
+struct LostReplyFixture : ProxiedServer {
+  Redis through{through_proxy(300ms)};
 
   /// Loses the reply of the next script call on this fixture's keys; the call runs.
   void lose_next_reply() {
@@ -106,11 +86,8 @@ struct LimitsThroughProxy : LostReplyFixture {
     return tx;
   }
   Usage used() { return limits.usage("merchant", Dimension{"m1"}, Period::day); }
-  // The record as the server keeps it (read directly, not through the proxy).
   std::string record_state(const std::string& id) {
-    LimitCounter reader(direct, limitcounter::Calendar("UTC"), options());
-    const auto record = reader.transaction_record(id);
-    return record ? record->state : "none";
+    return ProxiedServer::record_state(options(), id);
   }
 };
 
@@ -419,8 +396,7 @@ TEST_CASE_METHOD(LostReplyFixture,
                  "consumes merged into one script call: its reply lost, each caller gets "
                  "unknown and its retry replays once",
                  "[fault][lost_reply][limits][coalesce]") {
-  RedisOptions slow = through_proxy(proxy);
-  slow.command_timeout = 2s; // longer than the first call's delayed reply
+  const RedisOptions slow = through_proxy(2s); // longer than the first call's delayed reply
   LimitCounterOptions options;
   options.key_prefix = prefix;
   options.consume_in_flight = 1; // a consume that comes while one is in flight is queued

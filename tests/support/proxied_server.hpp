@@ -1,0 +1,48 @@
+#pragma once
+// A private redis-server behind a fault proxy, for fault tests: a direct client for the
+// server's side of the story, the scripts loaded, and options for a client through the proxy.
+
+#include <chrono>
+#include <string>
+
+#include <limitcounter/detail/lua_scripts.hpp>
+#include <limitcounter/limit_counter.hpp>
+
+#include "support/fault_proxy.hpp"
+#include "support/redis_server.hpp"
+
+namespace limitcounter::testing {
+
+struct ProxiedServer {
+  RedisServer server;
+  FaultProxy proxy{server};
+  Redis direct{server.options()};
+  std::string prefix = unique_prefix();
+
+  ProxiedServer() {
+    // A first EVALSHA would come back NOSCRIPT (it did not run): the reply a test loses or
+    // holds is that of a script that runs.
+    for (const Script* script : scripts::all) {
+      direct.command({"SCRIPT", "LOAD", std::string(script->source)});
+    }
+  }
+
+  /// A client through the proxy that waits `timeout` for a reply; no breaker (these tests are
+  /// about outcomes, not the breaker).
+  RedisOptions through_proxy(std::chrono::milliseconds timeout) const {
+    RedisOptions options = proxy.options();
+    options.command_timeout = timeout;
+    options.breaker_failures = 0;
+    return options;
+  }
+
+  /// The state of `id`'s record under `options` as the server keeps it (read directly, not
+  /// through the proxy); "none" without one.
+  std::string record_state(const LimitCounterOptions& options, const std::string& id) {
+    LimitCounter reader(direct, Calendar("UTC"), options);
+    const auto record = reader.transaction_record(id);
+    return record ? record->state : "none";
+  }
+};
+
+} // namespace limitcounter::testing
