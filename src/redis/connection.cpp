@@ -1,6 +1,7 @@
 #include "redis/connection.hpp"
 
 #include <cerrno>
+#include <string_view>
 #include <system_error>
 
 #include "redis/resp.hpp"
@@ -57,9 +58,17 @@ std::unique_ptr<Connection> Connection::open(const RedisOptions& options, const 
       // A TLS port drops a plaintext client's request at once, without a byte of answer.
       const bool maybe_tls_port =
           !tls && e.code() != errc::timeout && connection->transport_->bytes_received() == 0;
+      // The failure's own words say the command may have run; the caller's was never sent.
+      std::string cause = e.what();
+      const std::string_view may_have_run = "; the command may have run";
+      if (cause.size() >= may_have_run.size() &&
+          cause.compare(cause.size() - may_have_run.size(), may_have_run.size(), may_have_run) ==
+              0) {
+        cause.resize(cause.size() - may_have_run.size());
+      }
       throw Error(
           errc::connect_failed,
-          what + " on " + connection->peer_ + ": " + e.what() +
+          what + " on " + connection->peer_ + ": " + cause + "; the caller's command was not sent" +
               (maybe_tls_port ? " (if it is a TLS port, use rediss:// or tls.enabled)" : ""));
     }
   };

@@ -187,6 +187,13 @@ public:
     // the missing scripts and runs just those calls again in a second pipeline. Calls
     // redirected or asked to wait did not run either, and go through the router one by one.
     std::vector<Reply> replies(calls.size());
+    // Call i on its own through the router (redirects, a gone node, NOSCRIPT).
+    const auto route_alone = [&](std::size_t i) {
+      return routed(slots[i], call, [&](detail::Connection& connection) {
+        return run_script(
+            connection, *calls[i].script, [&] { return connection.run(commands[i]); }, policy);
+      });
+    };
     std::vector<detail::ConnectionPool*> node_of(calls.size());
     std::map<detail::ConnectionPool*, std::vector<std::size_t>> by_node;
     for (std::size_t i = 0; i < calls.size(); ++i) {
@@ -200,7 +207,21 @@ public:
       enter(*node.first, call);
     }
     for (const auto& [pool, indexes] : by_node) {
-      run_on_node(*pool, commands, indexes, replies, call);
+      try {
+        run_on_node(*pool, commands, indexes, replies, call);
+      } catch (const Error& e) {
+        // Nothing reached this node (a failover?): as for one call, learn the map again and
+        // send its calls to their slots' owners now, one by one through the router, rather
+        // than fail every pipeline that needs a gone node until the map goes stale.
+        if (!cluster_ || e.code() != errc::connect_failed || !policy.after_hop(Clock::now())) {
+          throw;
+        }
+        refresh_slots(policy);
+        for (const std::size_t i : indexes) {
+          replies[i] = route_alone(i);
+        }
+        continue;
+      }
       if (policy.may_resend(Clock::now())) {
         rerun_noscript_on_node(*pool, calls, commands, indexes, replies, call);
       }
@@ -222,10 +243,7 @@ public:
             throw ServerUnavailable(cluster_ ? errc::cluster_down : errc::server_error,
                                     refused_message(replies[i], policy), Outcome::not_sent);
           }
-          replies[i] = routed(slots[i], call, [&](detail::Connection& connection) {
-            return run_script(
-                connection, *calls[i].script, [&] { return connection.run(commands[i]); }, policy);
-          });
+          replies[i] = route_alone(i);
         } catch (const Error& e) {
           if (!did_not_run(e)) {
             throw;

@@ -43,14 +43,11 @@ RedisCluster::RedisCluster(int masters, int replicas_per_master,
              "' --key '" + tls->key_file + "' --cluster create";
   }
   for (int i = 0; i < total; ++i) {
-    std::vector<std::string> args{"--cluster-enabled",
-                                  "yes",
-                                  "--cluster-config-file",
-                                  directory_ + "/nodes-" + std::to_string(i) + ".conf",
-                                  "--dir",
-                                  directory_,
-                                  "--cluster-node-timeout",
-                                  "2000"};
+    std::vector<std::string> args{"--cluster-enabled", "yes", "--cluster-config-file",
+                                  directory_ + "/nodes-" + std::to_string(i) + ".conf", "--dir",
+                                  directory_, "--cluster-node-timeout", "2000",
+                                  // a replica's first sync starts at once (not after 5 s)
+                                  "--repl-diskless-sync-delay", "0"};
     if (tls) {
       args.insert(args.end(), {"--tls-cluster", "yes"});
       nodes_.push_back(std::make_unique<RedisServer>(std::move(args), *tls));
@@ -74,6 +71,21 @@ RedisCluster::RedisCluster(int masters, int replicas_per_master,
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
+  }
+  // Every replica has its master's data before a test relies on it (a failover test does).
+  const auto linked_replicas = [&] {
+    int linked = 0;
+    for (const auto& node : nodes_) {
+      const std::string replication = run(*node, {"INFO", "replication"}).as_string();
+      linked += replication.find("master_link_status:up") != std::string::npos ? 1 : 0;
+    }
+    return linked;
+  };
+  while (linked_replicas() < masters * replicas_per_master) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      throw std::runtime_error("a replica of the cluster did not finish its first sync");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
 }
 
