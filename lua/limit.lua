@@ -31,7 +31,9 @@
 --   appended if another text has the name); it lives the replay horizon and an hour after its
 --   latest use, so it outlives every record naming it (a reservation's: until its windows' keys
 --   expire, and an hour more).
--- Counter field value: "<count>:<amount>", integers below 2^53.
+-- Counter field value: "<count>:<amount>", integers below 2^53. A call reads each counter field
+--   it needs once and writes each one it moved once, when it ends (also when it fails part way:
+--   a record it wrote always has its counters).
 -- Hold set (zset): member = "<record key> <amount> <counter set> <fields>" (what releasing the
 --   hold takes, also once the record is gone), score = hold expiry in ms; it lives until its
 --   members' windows' keys expire.
@@ -116,18 +118,79 @@ end
 local metric_codes = {count = 'c', amount = 'a', single_amount = 's'}
 local metric_names = {c = 'count', a = 'amount', s = 'single_amount'}
 
-local function read_counter(key, field)
-  local value = redis.call('HGET', key, field)
-  if not value then
-    return 0, 0
+-- Counter fields are read once and written once a call, however many of its transactions
+-- move them (a batch's shared merchant or channel counters): `counters` keeps what this call
+-- read or wrote, and flush_counters writes what changed (one HSET per key) when the call ends,
+-- also when it fails part way, so that every record written has its counters written too.
+-- counters[key] = {fields = {field -> {count, amount, changed}}, expiry = ms or nil, order}
+local counters, counter_keys = {}, {}
+
+local function cached_key(key)
+  local entry = counters[key]
+  if not entry then
+    entry = {fields = {}}
+    counters[key] = entry
+    counter_keys[#counter_keys + 1] = key
   end
-  local colon = string.find(value, ':', 1, true) -- (cheaper than a pattern, per counter)
-  return tonumber(string.sub(value, 1, colon - 1)), tonumber(string.sub(value, colon + 1))
+  return entry
 end
 
--- Returns 1 if the field is new.
-local function write_counter(key, field, count, amount)
-  return redis.call('HSET', key, field, string.format('%d:%d', count, amount))
+local function read_counter(key, field)
+  local entry = cached_key(key)
+  local cell = entry.fields[field]
+  if not cell then
+    local value = redis.call('HGET', key, field)
+    if value then
+      local colon = string.find(value, ':', 1, true) -- (cheaper than a pattern, per counter)
+      cell = {tonumber(string.sub(value, 1, colon - 1)), tonumber(string.sub(value, colon + 1)),
+              false}
+    else
+      cell = {0, 0, false}
+    end
+    entry.fields[field] = cell
+  end
+  return cell[1], cell[2]
+end
+
+-- `expiry` (ms): the key's, for a write that may create it (a new window); nil for a write to
+-- a key that exists.
+local function write_counter(key, field, count, amount, expiry)
+  local entry = cached_key(key)
+  local cell = entry.fields[field]
+  if cell then
+    cell[1], cell[2], cell[3] = count, amount, true
+  else
+    entry.fields[field] = {count, amount, true}
+  end
+  if expiry then
+    entry.expiry = expiry
+  end
+end
+
+-- Whether the counter key exists (or this call wrote it).
+local function counter_key_exists(key)
+  local entry = counters[key]
+  if entry and entry.expiry then
+    return true
+  end
+  return redis.call('EXISTS', key) == 1
+end
+
+local function flush_counters()
+  for _, key in ipairs(counter_keys) do
+    local entry = counters[key]
+    local args = {}
+    for field, cell in pairs(entry.fields) do
+      if cell[3] then
+        args[#args + 1] = field
+        args[#args + 1] = string.format('%d:%d', cell[1], cell[2])
+      end
+    end
+    -- A new field may be a new key: only then can the key lack its expiry.
+    if #args > 0 and redis.call('HSET', key, unpack(args)) > 0 and entry.expiry then
+      redis.call('PEXPIREAT', key, entry.expiry, 'NX')
+    end
+  end
 end
 
 local function words(text)
@@ -331,7 +394,7 @@ local function give_back(key, r, count, amount, tolerate_missing)
   local counters = counter_set(key, r, tolerate_missing)
   for _, counter in ipairs(counters) do
     local key, field = counter[1], counter[2]
-    if redis.call('EXISTS', key) == 1 then
+    if counter_key_exists(key) then
       local c, a = read_counter(key, field)
       write_counter(key, field, math.max(c - count, 0), math.max(a - amount, 0))
     end
@@ -608,10 +671,7 @@ local function decide(record, set, fingerprint, amount_text, fields_word, kind, 
   for j = 1, c do
     local count, total = reply[3 + 2 * j] + 1, reply[4 + 2 * j] + amount
     reply[3 + 2 * j], reply[4 + 2 * j] = count, total
-    -- A new field may be a new key: only then can the key lack its expiry.
-    if write_counter(KEYS[k + j], fields[field[j]], count, total) == 1 then
-      redis.call('PEXPIREAT', KEYS[k + j], program.expiries[j], 'NX')
-    end
+    write_counter(KEYS[k + j], fields[field[j]], count, total, program.expiries[j])
   end
   if kind == 'reserve' then
     local member = record .. ' ' .. amount_text .. ' ' .. moved
@@ -838,19 +898,33 @@ local function inspect()
   return reply
 end
 
-if op == 'consume' or op == 'reserve' or op == 'check' then
-  return decide_all(op)[1]
-elseif op == 'batch' then
-  return decide_all('consume')
-elseif op == 'refund' then
-  return refund()
-elseif op == 'confirm' then
-  return confirm()
-elseif op == 'cancel' then
-  return cancel()
-elseif op == 'void' then
-  return void()
-elseif op == 'inspect' then
-  return inspect()
+local function run()
+  if op == 'consume' or op == 'reserve' or op == 'check' then
+    return decide_all(op)[1]
+  elseif op == 'batch' then
+    return decide_all('consume')
+  elseif op == 'refund' then
+    return refund()
+  elseif op == 'confirm' then
+    return confirm()
+  elseif op == 'cancel' then
+    return cancel()
+  elseif op == 'void' then
+    return void()
+  elseif op == 'inspect' then
+    return inspect()
+  end
+  return redis.error_reply('limit: unknown op ' .. tostring(op))
 end
-return redis.error_reply('limit: unknown op ' .. tostring(op))
+
+local ok, result = pcall(run)
+flush_counters()
+if not ok then
+  -- pcall gives an error as text: raise it as Redis would have, with its code (READONLY, OOM,
+  -- ... which the client acts on), or ERR for an error of this script's own
+  if type(result) == 'string' then
+    result = {err = string.find(result, '^[A-Z]+ ') and result or 'ERR ' .. result}
+  end
+  error(result, 0)
+end
+return result

@@ -649,6 +649,31 @@ TEST_CASE_METHOD(LimitsFixture, "totals near 2^53 are refused, not rounded", "[l
       Catch::Predicate<Error>([](const Error& e) { return e.code() == errc::precision_overflow; }));
 }
 
+// limit.lua writes the counters a call moved once, when the call ends: a call that fails part
+// way (here the second transaction's window is not a hash) must still write the counters of the
+// transactions it recorded before.
+TEST_CASE_METHOD(LimitsFixture,
+                 "a batch failing part way keeps the counters of what it recorded before",
+                 "[limits][redis][batch]") {
+  limits.set_rules(RuleSet().add(Rule("day").where("merchant").per(Period::day).max_count(50)));
+  const Transaction first = tx(10);
+  Transaction second = tx(20);
+  second.time = at + 24h; // another window: another key
+  const std::string broken_window =
+      limits.keys().window(limits.keys().tag("merchant", "m1"), Period::day,
+                           limits.calendar().window(Period::day, second.time).id);
+  REQUIRE(redis.command({"SET", broken_window, "not a hash"}).as_string() == "OK");
+
+  const auto results = limits.consume_many({first, second});
+  REQUIRE(results.size() == 2);
+  REQUIRE(std::holds_alternative<Error>(results[1]));
+  CHECK(used("merchant", Dimension{"m1"}, Period::day, at) == Usage{1, 10});
+  const Decision again = limits.consume(first);
+  CHECK(again.allowed());
+  CHECK(again.replayed);
+  CHECK(used("merchant", Dimension{"m1"}, Period::day, at) == Usage{1, 10});
+}
+
 TEST_CASE_METHOD(LimitsFixture, "consume_many pipelines independent decisions",
                  "[limits][redis][batch]") {
   limits.set_rules(RuleSet()
