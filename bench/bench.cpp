@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <fstream>
 #include <iostream>
 #include <iterator>
 #include <memory>
@@ -686,17 +687,76 @@ double server_cpu_usec(Bench& bench) {
   return (value("used_cpu_sys:") + value("used_cpu_user:")) * 1e6;
 }
 
+// The least Redis CPU and script time (cmdstat `command`) per decision, in µs, over 3 rounds:
+// `round(number)` sends one round of `decisions` decisions.
+template <typename Round>
+std::pair<double, double> least_per_decision(Bench& bench, const char* command, double decisions,
+                                             const Round& round) {
+  double cpu = 1e9;
+  double script = 1e9;
+  for (int number = 0; number < 3; ++number) {
+    bench.redis.command({"CONFIG", "RESETSTAT"});
+    const double before = server_cpu_usec(bench);
+    round(number);
+    const double used = server_cpu_usec(bench) - before;
+    const std::string stats = bench.redis.command({"INFO", "commandstats"}).as_string();
+    const auto at = stats.find("usec=", stats.find(std::string("cmdstat_") + command + ":"));
+    cpu = std::min(cpu, used / decisions);
+    script = std::min(script, std::stod(stats.substr(at + 5)) / decisions);
+  }
+  return {cpu, script};
+}
+
+// The floor under a 1-rule decision on this server: bench/lua/decision_floor.lua sends only the
+// Redis commands a 1-rule consume cannot do without (the record's SET ... NX GET PXAT and the
+// counter's HGET per transaction, one HSET per call), with keys, record text and counter fields
+// shaped as the library's, in the same batches. What the library spends above it is its own.
+std::pair<double, double> decision_floor(Bench& bench, lc::LimitCounter& limits) {
+  std::ifstream file(LIMITCOUNTER_BENCH_LUA_DIR "/decision_floor.lua");
+  const std::string source((std::istreambuf_iterator<char>(file)),
+                           std::istreambuf_iterator<char>());
+  if (source.empty()) {
+    throw std::runtime_error("cannot read " LIMITCOUNTER_BENCH_LUA_DIR "/decision_floor.lua");
+  }
+  const std::string sha = bench.redis.command({"SCRIPT", "LOAD", source}).as_string();
+  const std::string counter =
+      limits.keys().window(limits.keys().tag("merchant", "m0"), lc::Period::day,
+                           limits.calendar().window(lc::Period::day, lc::Clock::now()).id);
+  const std::string expiry = std::to_string(
+      std::chrono::duration_cast<std::chrono::milliseconds>(
+          (std::chrono::system_clock::now() + std::chrono::hours(24)).time_since_epoch())
+          .count());
+  std::uint64_t next = 0;
+  return least_per_decision(bench, "evalsha", 50.0 * batch, [&](int) {
+    for (int call = 0; call < 50; ++call) {
+      std::vector<std::string> argv{"EVALSHA", sha, std::to_string(batch + 1)};
+      std::vector<std::string> fields;
+      for (int k = 0; k < batch; ++k, ++next) {
+        argv.push_back(limits.keys().transaction(id("f", bench.nonce, 1, next)));
+        fields.push_back("m" + std::to_string(next % 50));
+      }
+      argv.push_back(counter);
+      argv.push_back(expiry);
+      argv.push_back("c AbCdEfGhIjK 100 AbCdEfGhIjK m7");
+      argv.insert(argv.end(), fields.begin(), fields.end());
+      if (bench.redis.command(argv).as_array().size() != batch) {
+        throw std::runtime_error("decision_floor: not one reply per transaction");
+      }
+    }
+  });
+}
+
 // Redis CPU and script time per decision of consume_many in batches of 64 (each batch one
-// script call), with 1, 4 and 16 rules: the least of 3 rounds of 50 batches each.
+// script call), with 1, 4 and 16 rules: the least of 3 rounds of 50 batches each; and the floor
+// under a 1-rule decision (decision_floor) in the same run.
 void server_cpu_batch64(Bench& bench, bool json) {
   std::uint64_t next = 0;
-  const auto measure = [&](int rule_count, double& cpu, double& script) {
+  const auto measure = [&](int rule_count) {
     lc::LimitCounterOptions options;
     options.key_prefix = "bench:" + bench.nonce + ":cpu" + std::to_string(rule_count) + ":";
     lc::LimitCounter limits(bench.redis, lc::Calendar("Asia/Shanghai"), options);
     limits.set_rules(consume_rules(rule_count));
-    cpu = script = 1e9;
-    for (int round = 0; round < 3; ++round) {
+    return least_per_decision(bench, "evalsha", 50.0 * batch, [&](int) {
       std::vector<std::vector<lc::Transaction>> batches(50);
       for (auto& transactions : batches) {
         for (int k = 0; k < batch; ++k, ++next) {
@@ -704,8 +764,6 @@ void server_cpu_batch64(Bench& bench, bool json) {
               bench_transaction(id("c", bench.nonce, rule_count, next), 100, next % 50));
         }
       }
-      bench.redis.command({"CONFIG", "RESETSTAT"});
-      const double before = server_cpu_usec(bench);
       std::size_t allowed = 0;
       for (const auto& transactions : batches) {
         for (const auto& result : limits.consume_many(transactions)) {
@@ -715,36 +773,38 @@ void server_cpu_batch64(Bench& bench, bool json) {
           allowed += std::get<lc::Decision>(result).allowed() ? 1 : 0;
         }
       }
-      const double used = server_cpu_usec(bench) - before;
       if (allowed != batches.size() * batch) {
         throw std::runtime_error("consume_server_cpu_batch64: " + std::to_string(allowed) + " of " +
                                  std::to_string(batches.size() * batch) + " allowed");
       }
-      const std::string stats = bench.redis.command({"INFO", "commandstats"}).as_string();
-      const auto at = stats.find("usec=", stats.find("cmdstat_evalsha:"));
-      const double decisions = 50.0 * batch;
-      cpu = std::min(cpu, used / decisions);
-      script = std::min(script, std::stod(stats.substr(at + 5)) / decisions);
-    }
+    });
   };
   double cpu[3];
   double script[3];
   const int rule_counts[3] = {1, 4, 16};
   for (int k = 0; k < 3; ++k) {
-    measure(rule_counts[k], cpu[k], script[k]);
+    std::tie(cpu[k], script[k]) = measure(rule_counts[k]);
   }
+  lc::LimitCounterOptions floor_options;
+  floor_options.key_prefix = "bench:" + bench.nonce + ":floor:";
+  lc::LimitCounter floor_keys(bench.redis, lc::Calendar("Asia/Shanghai"), floor_options);
+  const auto [floor_cpu, floor_script] = decision_floor(bench, floor_keys);
   const double per_rule = (script[2] - script[0]) / 15;
   if (json) {
     std::printf("{\"scenario\": \"consume_server_cpu_batch64\", \"cpu_usec_1_rule\": %.2f, "
                 "\"cpu_usec_4_rules\": %.2f, \"cpu_usec_16_rules\": %.2f, "
                 "\"script_usec_1_rule\": %.2f, \"script_usec_4_rules\": %.2f, "
-                "\"script_usec_16_rules\": %.2f, \"script_usec_per_extra_rule\": %.3f}\n",
-                cpu[0], cpu[1], cpu[2], script[0], script[1], script[2], per_rule);
+                "\"script_usec_16_rules\": %.2f, \"script_usec_per_extra_rule\": %.3f, "
+                "\"floor_cpu_usec_1_rule\": %.2f, \"floor_script_usec_1_rule\": %.2f}\n",
+                cpu[0], cpu[1], cpu[2], script[0], script[1], script[2], per_rule, floor_cpu,
+                floor_script);
   } else {
     std::printf("Redis per decision, consume_many in batches of 64: CPU %.2f / %.2f / %.2f us, "
                 "script %.2f / %.2f / %.2f us with 1 / 4 / 16 rules; %.3f us of script per extra "
-                "rule\n",
-                cpu[0], cpu[1], cpu[2], script[0], script[1], script[2], per_rule);
+                "rule; the floor under a 1-rule decision (its record's and counter's commands "
+                "alone): CPU %.2f us, script %.2f us\n",
+                cpu[0], cpu[1], cpu[2], script[0], script[1], script[2], per_rule, floor_cpu,
+                floor_script);
   }
 }
 

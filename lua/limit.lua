@@ -42,7 +42,8 @@
 --
 -- op consume | reserve | check | batch (consumes): n transactions under P rule programs and S
 --   counter sets.
---   ARGV[2] n, [3] now (ms), [4] record expiry (ms), [5] hold expiry (ms; reserve only), [6] P;
+--   ARGV[2] n, [3] now (ms), [4] record expiry (ms; not after the server's TIME: the call is
+--   refused, nothing written), [5] hold expiry (ms; reserve only), [6] P;
 --   then P programs (the rules a transaction matched; transactions matching the same rules share
 --   one, as long as their windows are the same), each two arguments: a MessagePack array of
 --   integers (one argument that cmsgpack decodes in C, not a string per number):
@@ -587,6 +588,19 @@ local function replay(first, reply, fingerprint, amount)
   return reply
 end
 
+-- A record whose expiry (ms, the client's clock plus the replay horizon) is not after the
+-- server's clock would be gone at once (SET ... PXAT stores nothing) and a retry would count
+-- again: refused before anything is written.
+local function refuse_past_expiry(expiry)
+  local time = redis.call('TIME')
+  local server_ms = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+  if tonumber(expiry) <= server_ms then
+    error('limit: a record expiring at ' .. expiry .. ' ms would be gone at once: the server\'s ' ..
+      'clock says ' .. string.format('%d', server_ms) .. ' ms (the client\'s clock is a replay ' ..
+      'horizon or more behind the server\'s)')
+  end
+end
+
 -- Creates the record unless the id has one: returns the one it has (nil if created). One
 -- command: a first decision reads no record, and the check that no record exists is the write.
 local function create_record(record, text, record_expiry)
@@ -693,6 +707,9 @@ local function decide_all(kind)
   local programs, at = read_programs()
   local sets, a = read_sets(programs, at, n + 1)
   local now, record_expiry, hold_expiry = ARGV[3], ARGV[4], ARGV[5]
+  if kind ~= 'check' then
+    refuse_past_expiry(record_expiry)
+  end
   local replies = {}
   for i = 1, n do
     replies[i] = decide(KEYS[i], sets[tonumber(ARGV[a])], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3],
@@ -726,6 +743,7 @@ end
 
 -- Writes the record `load_or_original` made from the original (its counter set first).
 local function record_original(o, r)
+  refuse_past_expiry(ARGV[o + 4])
   if ARGV[o + 3] ~= '' then
     r.counters = ARGV[o + 2] .. keep_counter_set(KEYS[2], ARGV[o + 3], ARGV[o + 4])
     r.fields = ARGV[o + 6]
@@ -824,6 +842,7 @@ local function cancel()
     if ARGV[4] == 'probe' then
       return {'unknown'}
     end
+    refuse_past_expiry(ARGV[3])
     redis.call('SET', KEYS[1], 'x - 0 -', 'PXAT', ARGV[3])
     return {'tombstone'}
   end

@@ -8,8 +8,10 @@
 
 #include <catch2/catch.hpp>
 
+#include <limitcounter/detail/lua_scripts.hpp>
 #include <limitcounter/limit_counter.hpp>
 
+#include "limit_counter/limit_codec.hpp"
 #include "support/probe.hpp"
 #include "support/redis_server.hpp"
 #include "support/topology.hpp"
@@ -593,4 +595,29 @@ TEST_CASE_METHOD(RecordFixture, "review21: refund ids shaped like the refund enc
   CHECK(record->refunds.size() == refunds.size() + 1);
   CHECK(merchant_day() == Usage{0, 0});
   CHECK(limits.usage("user", Dimension{"u-7"}, Period::day) == Usage{0, 0});
+}
+
+// SET ... PXAT with an expiry already past stores nothing: a consume whose record would expire
+// at once (the client's clock a replay horizon behind the server's) would count again on every
+// retry. lua/limit.lua refuses it before writing anything.
+TEST_CASE_METHOD(RecordFixture, "a record that would expire at once is refused, nothing written",
+                 "[record][redis][standalone]") {
+  const Rule day = Rule("merchant-day").where("merchant").per(Period::day).max_amount(1000);
+  const Transaction tx = payment("past-expiry", 10);
+  limitcounter::detail::DecideContext context;
+  context.calendar = &limits.calendar();
+  context.keys = &limits.keys();
+  context.window_grace = 1h;
+  context.replay_horizon = 24h;
+  context.reservation_timeout = 15min;
+  context.now = Clock::now() - 48h; // the client's clock two horizons behind the server's
+  const auto call = limitcounter::detail::build_decide("consume", tx, {}, {&day}, context);
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    const Error error =
+        error_of([&] { redis.eval(limitcounter::scripts::limit, call.keys, call.args); });
+    CHECK_THAT(error.what(), Catch::Contains("would be gone at once"));
+    CHECK(error.outcome() == limitcounter::Outcome::failed);
+  }
+  CHECK(merchant_day() == Usage{});
+  CHECK(redis.command({"EXISTS", record_key(tx.id)}).as_integer() == 0);
 }
