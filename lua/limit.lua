@@ -177,18 +177,29 @@ local function counter_key_exists(key)
   return redis.call('EXISTS', key) == 1
 end
 
+-- Fields per HSET: unpack's limit is a few thousand values (a denied consume may release
+-- thousands of expired holds of one hash at once).
+local flush_chunk = 256
+
 local function flush_counters()
   for _, key in ipairs(counter_keys) do
     local entry = counters[key]
-    local args = {}
+    local args, created = {key}, 0
     for field, cell in pairs(entry.fields) do
       if cell[3] then
         args[#args + 1] = field
         args[#args + 1] = string.format('%d:%d', cell[1], cell[2])
+        if #args > 2 * flush_chunk then
+          created = created + redis.call('HSET', unpack(args))
+          args = {key}
+        end
       end
     end
+    if #args > 1 then
+      created = created + redis.call('HSET', unpack(args))
+    end
     -- A new field may be a new key: only then can the key lack its expiry.
-    if #args > 0 and redis.call('HSET', key, unpack(args)) > 0 and entry.expiry then
+    if created > 0 and entry.expiry then
       redis.call('PEXPIREAT', key, entry.expiry, 'NX')
     end
   end

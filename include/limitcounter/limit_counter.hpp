@@ -97,7 +97,10 @@ struct LimitCounterOptions {
   /// the same id is decided anew, and a refund needs the original transaction (the overloads
   /// taking a `Transaction`). Also how long a cancel of an unknown id keeps that id from being
   /// reserved, and how long a correction's id is remembered (`adjust`). A record takes about
-  /// 136-168 bytes of Redis memory (docs/BENCHMARKS.md).
+  /// 136-168 bytes of Redis memory (docs/BENCHMARKS.md). A call whose record would already have
+  /// expired by the server's clock when it runs (a horizon shorter than the call's budget plus
+  /// how far this host's clock is behind Redis's) is refused, nothing written (server_error,
+  /// Outcome::failed): keep it minutes or more.
   std::chrono::milliseconds replay_horizon{std::chrono::hours{24}};
   /// A transaction dated more than this after the local clock is refused (invalid_argument,
   /// nothing sent): a wrong clock or a bad date must not open next year's windows. Empty:

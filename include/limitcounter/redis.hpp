@@ -227,9 +227,11 @@ public:
   /// an error reply in place of its calls. Calls refused with LOADING, BUSY, MASTERDOWN,
   /// TRYAGAIN or CLUSTERDOWN (or redirected) are sent again one by one within the call's
   /// budget; one still refused when it ends keeps that error reply in place (it did not run),
-  /// unless no call of the pipeline ran: then the whole call throws as `eval` would. If the
-  /// connection fails, the whole call throws, with Outcome::unknown once the first pipeline
-  /// was sent.
+  /// unless no call of the pipeline ran: then the whole call throws as `eval` would. On a
+  /// cluster, calls whose node cannot be reached (a failover) are sent to their slots' owners
+  /// after the slot map is read again; one still unreachable (or needing a node whose breaker
+  /// is open) keeps an error reply in place the same way. If a connection fails after its
+  /// pipeline was sent, the whole call throws with Outcome::unknown.
   std::vector<Reply> eval_pipeline(const std::vector<ScriptCall>& calls);
 
   /// The options given at construction.

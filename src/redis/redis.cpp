@@ -72,9 +72,11 @@ bool is_infrastructure_failure(const Error& e) {
 }
 
 // A call of a pipeline that did not run and kept its refusal in place: refused until the
-// budget ran out, or needing a node whose breaker opened.
+// budget ran out, needing a node whose breaker opened, or whose node could not be reached (no
+// connection made, none free in the pool).
 bool did_not_run(const Error& e) {
-  return dynamic_cast<const ServerUnavailable*>(&e) != nullptr || e.code() == errc::circuit_open;
+  return dynamic_cast<const ServerUnavailable*>(&e) != nullptr || e.code() == errc::circuit_open ||
+         e.code() == errc::connect_failed || e.code() == errc::pool_exhausted;
 }
 
 } // namespace
@@ -206,19 +208,52 @@ public:
     for (const auto& node : by_node) {
       enter(*node.first, call);
     }
+    // A call still refused when the budget ends keeps its error reply in place: it did not
+    // run, and the calls that did run keep their replies. Only when none ran is the
+    // pipeline refused as a whole (not sent; a failure for the breaker).
+    // A call redirected to a node whose breaker is open, or to a node that cannot be reached,
+    // did not run either, and is kept the same way.
+    std::optional<Error> unavailable;
+    std::vector<bool> refused(calls.size(), false);
+    const auto keep_refused = [&](std::size_t i, const Error& e) {
+      unavailable = e;
+      refused[i] = true;
+      if (!replies[i].is_error()) { // (a refusal the node gave stays as it gave it)
+        replies[i] = Reply::error(e.what());
+      }
+    };
     for (const auto& [pool, indexes] : by_node) {
       try {
         run_on_node(*pool, commands, indexes, replies, call);
       } catch (const Error& e) {
+        if (!did_not_run(e)) {
+          throw;
+        }
         // Nothing reached this node (a failover?): as for one call, learn the map again and
         // send its calls to their slots' owners now, one by one through the router, rather
         // than fail every pipeline that needs a gone node until the map goes stale.
-        if (!cluster_ || e.code() != errc::connect_failed || !policy.after_hop(Clock::now())) {
-          throw;
+        bool reroute =
+            cluster_ && e.code() == errc::connect_failed && policy.after_hop(Clock::now());
+        if (reroute) {
+          try {
+            refresh_slots(policy);
+          } catch (const Error&) {
+            reroute = false; // (it only reads: the node's calls stay refused)
+          }
         }
-        refresh_slots(policy);
         for (const std::size_t i : indexes) {
-          replies[i] = route_alone(i);
+          if (!reroute) {
+            keep_refused(i, e);
+            continue;
+          }
+          try {
+            replies[i] = route_alone(i);
+          } catch (const Error& call_error) {
+            if (!did_not_run(call_error)) {
+              throw;
+            }
+            keep_refused(i, call_error);
+          }
         }
         continue;
       }
@@ -226,14 +261,11 @@ public:
         rerun_noscript_on_node(*pool, calls, commands, indexes, replies, call);
       }
     }
-    // A call still refused when the budget ends keeps its error reply in place: it did not
-    // run, and the calls that did run keep their replies. Only when none ran is the
-    // pipeline refused as a whole (not sent; a failure for the breaker).
-    // A call redirected to a node whose breaker is open did not run either, and is kept
-    // the same way.
-    std::optional<Error> unavailable;
     bool any_ran = false;
     for (std::size_t i = 0; i < calls.size(); ++i) {
+      if (refused[i]) {
+        continue;
+      }
       const detail::ReplyKind kind = detail::classify(replies[i], cluster_);
       if (kind == detail::ReplyKind::transient || kind == detail::ReplyKind::redirect ||
           demoted(replies[i])) {
@@ -248,7 +280,7 @@ public:
           if (!did_not_run(e)) {
             throw;
           }
-          unavailable = e;
+          keep_refused(i, e);
           continue;
         }
       }

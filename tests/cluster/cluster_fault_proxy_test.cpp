@@ -103,3 +103,60 @@ TEST_CASE("fault proxies in front of a cluster: an ASK redirection leads to the 
   CHECK(target_proxy.injected(Fault::delay_reply) == 1);
   CHECK(Redis(target->options()).command({"HGET", key, "f"}).as_string() == "2:20");
 }
+
+// A pipeline over two masters whose second cannot be reached once the first ran: the first's
+// calls ran and keep their replies; only the unreachable master's calls are refused in place
+// (they did not run). Throwing "not sent" for the whole pipeline would have a host decide again
+// calls that Redis already counted.
+TEST_CASE("a pipeline over two masters, one unreachable: the calls that ran keep their replies",
+          "[cluster][proxy]") {
+  RedisCluster& cluster = shared_cluster();
+  ClusterFaultProxy proxies(cluster);
+  RedisOptions options = proxies.options();
+  options.command_timeout = 200ms;
+  options.connect_timeout = 200ms;
+  options.breaker_failures = 0;
+  Redis redis(options);
+
+  const std::string prefix = unique_prefix();
+  std::map<RedisServer*, std::string> key_on;
+  for (int i = 0; key_on.size() < 2 && i < 1000; ++i) {
+    const std::string key = "{" + prefix + std::to_string(i) + "}:pipe";
+    key_on.emplace(&cluster.owner_of(detail::key_slot(key)), key);
+  }
+  REQUIRE(key_on.size() == 2);
+  std::vector<ScriptCall> calls;
+  for (const auto& [node, key] : key_on) {
+    calls.push_back({&probe, {key}, probe_args()});
+  }
+  REQUIRE(redis.eval_pipeline(calls).size() == 2); // both nodes known, one write each
+
+  // whichever master the pipeline reaches second refuses new connections (and has none left)
+  RedisServer* first = nullptr;
+  RedisServer* unreachable = nullptr;
+  for (const auto& [node, key] : key_on) {
+    (first == nullptr ? first : unreachable) = node;
+  }
+  FaultProxy& refusing = proxies.proxy_of(*unreachable);
+  refusing.refuse_connections(true);
+  refusing.cut_all();
+  std::vector<Reply> replies;
+  for (int round = 0; round < 2; ++round) {
+    // the pipeline's order of nodes is the client's own: try both orders of the calls
+    std::swap(calls[0], calls[1]);
+    const std::int64_t before = evalsha_calls(*unreachable);
+    replies = redis.eval_pipeline(calls);
+    REQUIRE(replies.size() == 2);
+    CHECK(evalsha_calls(*unreachable) == before);
+    for (std::size_t i = 0; i < 2; ++i) {
+      const bool on_unreachable = calls[i].keys.front() == key_on.at(unreachable);
+      INFO("call " << i << (on_unreachable ? " (unreachable master)" : ""));
+      CHECK(replies[i].is_error() == on_unreachable);
+    }
+  }
+  refusing.refuse_connections(false);
+  // the reachable master ran its call in each round; the unreachable one ran none of them
+  CHECK(Redis(first->options()).command({"HGET", key_on.at(first), "f"}).as_string() == "3:30");
+  CHECK(Redis(unreachable->options()).command({"HGET", key_on.at(unreachable), "f"}).as_string() ==
+        "1:10");
+}
