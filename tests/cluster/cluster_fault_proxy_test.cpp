@@ -24,6 +24,19 @@ std::int64_t evalsha_calls(const RedisServer& node) {
   return command_calls(direct, "evalsha");
 }
 
+// A key of this test's own (by its hash tag) on each of `masters` masters.
+std::map<RedisServer*, std::string> key_on_masters(const RedisCluster& cluster,
+                                                   std::size_t masters) {
+  const std::string prefix = unique_prefix();
+  std::map<RedisServer*, std::string> key_on;
+  for (int i = 0; key_on.size() < masters && i < 1000; ++i) {
+    const std::string key = "{" + prefix + std::to_string(i) + "}:probe";
+    key_on.emplace(&cluster.owner_of(detail::key_slot(key)), key);
+  }
+  REQUIRE(key_on.size() == masters);
+  return key_on;
+}
+
 } // namespace
 
 TEST_CASE("fault proxies in front of a cluster: calls reach every master through its proxy, "
@@ -35,14 +48,7 @@ TEST_CASE("fault proxies in front of a cluster: calls reach every master through
   options.command_timeout = 200ms;
   Redis redis(options);
 
-  // a key (by its hash tag) on each master
-  const std::string prefix = unique_prefix();
-  std::map<RedisServer*, std::string> key_on;
-  for (int i = 0; key_on.size() < 3 && i < 1000; ++i) {
-    const std::string key = "{" + prefix + std::to_string(i) + "}:probe";
-    key_on.emplace(&cluster.owner_of(detail::key_slot(key)), key);
-  }
-  REQUIRE(key_on.size() == 3);
+  const std::map<RedisServer*, std::string> key_on = key_on_masters(cluster, 3);
 
   // each call is seen by the proxy of its node: the client took the proxies' ports from the
   // rewritten CLUSTER SLOTS and never went to the nodes themselves
@@ -118,13 +124,7 @@ TEST_CASE("a pipeline over two masters, one unreachable: the calls that ran keep
   options.breaker_failures = 0;
   Redis redis(options);
 
-  const std::string prefix = unique_prefix();
-  std::map<RedisServer*, std::string> key_on;
-  for (int i = 0; key_on.size() < 2 && i < 1000; ++i) {
-    const std::string key = "{" + prefix + std::to_string(i) + "}:pipe";
-    key_on.emplace(&cluster.owner_of(detail::key_slot(key)), key);
-  }
-  REQUIRE(key_on.size() == 2);
+  const std::map<RedisServer*, std::string> key_on = key_on_masters(cluster, 2);
   std::vector<ScriptCall> calls;
   for (const auto& [node, key] : key_on) {
     calls.push_back({&probe, {key}, probe_args()});
