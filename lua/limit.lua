@@ -121,9 +121,11 @@ local metric_names = {c = 'count', a = 'amount', s = 'single_amount'}
 
 -- Counter fields are read once and written once a call, however many of its transactions
 -- move them (a batch's shared merchant or channel counters): `counters` keeps what this call
--- read or wrote, and flush_counters writes what changed (one HSET per key) when the call ends,
--- also when it fails part way, so that every record written has its counters written too.
--- counters[key] = {fields = {field -> {count, amount, changed}}, expiry = ms or nil, order}
+-- read or wrote, and flush_counters writes what changed (an HSET of up to 256 fields at a time
+-- per key) when the call ends, also when it fails part way, so that every record written has
+-- its counters written too.
+-- counters[key] = {fields = {field -> {count, amount, changed}}, expiry = ms or nil};
+-- counter_keys: the keys in the order first met.
 local counters, counter_keys = {}, {}
 
 local function cached_key(key)
@@ -403,8 +405,8 @@ end
 -- Takes count and amount back out of every counter the record moved, never below zero.
 -- Keys that have expired since are left alone (their window is over).
 local function give_back(key, r, count, amount, tolerate_missing)
-  local counters = counter_set(key, r, tolerate_missing)
-  for _, counter in ipairs(counters) do
+  local moved = counter_set(key, r, tolerate_missing)
+  for _, counter in ipairs(moved) do
     local key, field = counter[1], counter[2]
     if counter_key_exists(key) then
       local c, a = read_counter(key, field)
