@@ -222,6 +222,19 @@ public:
         replies[i] = Reply::error(e.what());
       }
     };
+    // Call i alone through the router; false when it did not run (its refusal kept in place).
+    const auto route_or_keep_refused = [&](std::size_t i) {
+      try {
+        replies[i] = route_alone(i);
+        return true;
+      } catch (const Error& e) {
+        if (!did_not_run(e)) {
+          throw;
+        }
+        keep_refused(i, e);
+        return false;
+      }
+    };
     for (const auto& [pool, indexes] : by_node) {
       try {
         run_on_node(*pool, commands, indexes, replies, call);
@@ -246,14 +259,7 @@ public:
             keep_refused(i, e);
             continue;
           }
-          try {
-            replies[i] = route_alone(i);
-          } catch (const Error& call_error) {
-            if (!did_not_run(call_error)) {
-              throw;
-            }
-            keep_refused(i, call_error);
-          }
+          route_or_keep_refused(i);
         }
         continue;
       }
@@ -269,18 +275,14 @@ public:
       const detail::ReplyKind kind = detail::classify(replies[i], cluster_);
       if (kind == detail::ReplyKind::transient || kind == detail::ReplyKind::redirect ||
           demoted(replies[i])) {
-        try {
-          if (!policy.may_resend(Clock::now())) {
-            call.breakers.failed(node_of[i]->breaker());
-            throw ServerUnavailable(cluster_ ? errc::cluster_down : errc::server_error,
-                                    refused_message(replies[i], policy), Outcome::not_sent);
-          }
-          replies[i] = route_alone(i);
-        } catch (const Error& e) {
-          if (!did_not_run(e)) {
-            throw;
-          }
-          keep_refused(i, e);
+        if (!policy.may_resend(Clock::now())) {
+          call.breakers.failed(node_of[i]->breaker());
+          keep_refused(i,
+                       ServerUnavailable(cluster_ ? errc::cluster_down : errc::server_error,
+                                         refused_message(replies[i], policy), Outcome::not_sent));
+          continue;
+        }
+        if (!route_or_keep_refused(i)) {
           continue;
         }
       }
