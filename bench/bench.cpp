@@ -708,8 +708,8 @@ std::pair<double, double> least_per_decision(Bench& bench, const char* command, 
 }
 
 // The floor under a 1-rule decision on this server: bench/lua/decision_floor.lua sends only the
-// Redis commands a 1-rule consume cannot do without (the record's SET ... NX GET PXAT and the
-// counter's HGET per transaction, one HSET per call), with keys, record text and counter fields
+// Redis commands a 1-rule consume cannot do without (the record's SET ... NX GET PXAT per
+// transaction, one HMGET and one HSET of the counter per call), with keys, record text and fields
 // shaped as the library's, in the same batches. What the library spends above it is its own.
 std::pair<double, double> decision_floor(Bench& bench, lc::LimitCounter& limits) {
   std::ifstream file(LIMITCOUNTER_BENCH_LUA_DIR "/decision_floor.lua");

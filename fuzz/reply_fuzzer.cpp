@@ -51,6 +51,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   shape.rules = {{&single, 0}, {&window, 1}};
   must_not_escape([&] { limitcounter::detail::decode_decision(reply, shape, "fuzz", 1); });
   must_not_escape([&] { limitcounter::detail::decode_decision(reply, {}, "fuzz", 1); });
+  must_not_escape([&] { limitcounter::detail::split_decide_replies(reply, 2); });
   must_not_escape([&] { limitcounter::detail::decode_denial(text, "fuzz", 1); });
   must_not_escape([&] { (void)reply.debug_string(); });
   return 0;

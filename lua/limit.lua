@@ -55,20 +55,22 @@
 --   then S, then S counter sets (which counters a transaction moves; transactions under the
 --   same program whose counters are in the same keys share one, sent once): program number,
 --   counter set name ('' for a check, which keeps none), the counter set's text;
---   then n transactions: counter set number, fingerprint, amount, fields (as its record keeps
---   them: each distinct field once, ':'-joined; '' without counters).
+--   then n transactions: counter set number (only when S > 1; else the one set), fingerprint,
+--   amount, fields (as its record keeps them: each distinct field once, ':'-joined; '' without
+--   counters).
 --   KEYS: the n transactions' records, then per counter set: its key (with no counters, any key
 --   of the call's slot), its c counter window hashes. The hold sets are the last h lines of the
 --   counter set's text (one per counter shape).
---   Reply (per transaction; a batch replies with the n replies):
---          {verdict, denied rule number (0 if none), denied metric ("count" | "amount" |
---           "single_amount" | ""), c, then per counter: count, amount} with the counter's
---           totals after the write (allowed) or as found (denied). verdict: "allowed" | "denied"
---           (check: "would_allow" | "would_deny").
---   Replays: {"replay", state, denial ("<rule> <metric> <limit> <used>" or ""), c, then per
---   counter of this call: count, amount as they are now}; a different fingerprint:
---   {"conflict"}; an id cancelled before it was reserved: {"cancelled"}; a counter total that
---   would reach 2^53: {"overflow", counter number} (nothing written).
+--   Reply: one flat array of integers (strings only in a replay), each transaction's reply
+--   after the one before (a batch's n, in order; a reply's length follows from its code and c):
+--          {code, c, then per counter: count, amount, then the code's extras} with the
+--          counters' totals after the write (allowed) or as found (denied, check, replay).
+--          code 1 allowed | 2 denied (extras: rule number, metric 1 count | 2 amount |
+--          3 single_amount) | 3 would_allow | 4 would_deny (extras as denied) (check) |
+--          5 replay (extras: the first decision's state, its denial "<rule> <metric> <limit>
+--          <used>" or ""); without c and totals: {6} conflict (a different fingerprint or
+--          amount) | {7} cancelled (an id cancelled before it was reserved) | {8, counter
+--          number} overflow (a counter total that would reach 2^53; nothing written).
 --   Expired holds are released first by reserve (up to 64 per set); by consume and reserve, all
 --   of them before a denial is final (then the counters are read and the rules decided again:
 --   an expired hold never denies); never by check.
@@ -124,32 +126,34 @@ local metric_names = {c = 'count', a = 'amount', s = 'single_amount'}
 -- read or wrote, and flush_counters writes what changed (an HSET of up to 256 fields at a time
 -- per key) when the call ends, also when it fails part way, so that every record written has
 -- its counters written too.
--- counters[key] = {fields = {field -> {count, amount, changed}}, expiry = ms or nil};
--- counter_keys: the keys in the order first met.
+-- counters[key] = {key = key, fields = {field -> {count, amount, changed}}, expiry = ms or
+-- nil}; counter_keys: the keys in the order first met.
 local counters, counter_keys = {}, {}
 
-local function cached_key(key)
+local function counter_entry(key)
   local entry = counters[key]
   if not entry then
-    entry = {fields = {}}
+    entry = {key = key, fields = {}}
     counters[key] = entry
     counter_keys[#counter_keys + 1] = key
   end
   return entry
 end
 
-local function read_counter(key, field)
-  local entry = cached_key(key)
+-- A counter field's value as a cache cell: {count, amount, changed}.
+local function parse_counter(value)
+  if not value then
+    return {0, 0, false}
+  end
+  local colon = string.find(value, ':', 1, true) -- (cheaper than a pattern, per counter)
+  return {tonumber(string.sub(value, 1, colon - 1)), tonumber(string.sub(value, colon + 1)), false}
+end
+
+-- The count and amount of `field` of the counter key `entry` stands for.
+local function read_cell(entry, field)
   local cell = entry.fields[field]
   if not cell then
-    local value = redis.call('HGET', key, field)
-    if value then
-      local colon = string.find(value, ':', 1, true) -- (cheaper than a pattern, per counter)
-      cell = {tonumber(string.sub(value, 1, colon - 1)), tonumber(string.sub(value, colon + 1)),
-              false}
-    else
-      cell = {0, 0, false}
-    end
+    cell = parse_counter(redis.call('HGET', entry.key, field))
     entry.fields[field] = cell
   end
   return cell[1], cell[2]
@@ -157,8 +161,7 @@ end
 
 -- `expiry` (ms): the key's, for a write that may create it (a new window); nil for a write to
 -- a key that exists.
-local function write_counter(key, field, count, amount, expiry)
-  local entry = cached_key(key)
+local function write_cell(entry, field, count, amount, expiry)
   local cell = entry.fields[field]
   if cell then
     cell[1], cell[2], cell[3] = count, amount, true
@@ -188,7 +191,7 @@ local function flush_counters()
     local entry = counters[key]
     local args, created = {key}, 0
     for field, cell in pairs(entry.fields) do
-      if cell[3] then
+      if cell and cell[3] then -- (false: asked by read_ahead, never read)
         args[#args + 1] = field
         args[#args + 1] = string.format('%d:%d', cell[1], cell[2])
         if #args > 2 * flush_chunk then
@@ -238,6 +241,18 @@ local function split_fields(word)
     fields[#fields + 1] = string.sub(word, from, colon - 1)
     from = colon + 1
   end
+end
+
+-- split_fields of the fields words of this call's transactions, once per word (a batch's
+-- transactions of one merchant share theirs).
+local split_words = {}
+local function split_word(word)
+  local fields = split_words[word]
+  if not fields then
+    fields = split_fields(word)
+    split_words[word] = fields
+  end
+  return fields
 end
 
 -- A record as a table: state (a name), fp, amount, counters, hexp, refunded, count_back,
@@ -409,8 +424,9 @@ local function give_back(key, r, count, amount, tolerate_missing)
   for _, counter in ipairs(moved) do
     local key, field = counter[1], counter[2]
     if counter_key_exists(key) then
-      local c, a = read_counter(key, field)
-      write_counter(key, field, math.max(c - count, 0), math.max(a - amount, 0))
+      local entry = counter_entry(key)
+      local c, a = read_cell(entry, field)
+      write_cell(entry, field, math.max(c - count, 0), math.max(a - amount, 0))
     end
   end
 end
@@ -498,39 +514,69 @@ local function read_programs()
 end
 
 -- The counter sets of a decide call (ARGV[at] = S, then the sets), whose keys start at
--- KEYS[k]; and where the transactions' arguments start. A set's counter j is KEYS[set.k + j].
+-- KEYS[k], by their number as the transactions' arguments name them ('1', '2', ...); the one
+-- set if S is 1 (the transactions then name none), else nil; and where the transactions'
+-- arguments start. A set's counter j is KEYS[set.k + j], cached in set.entries[j].
 local function read_sets(programs, at, k)
-  local sets = {}
+  local sets, at0 = {}, at
   for s = 1, tonumber(ARGV[at]) do
     local program = programs[tonumber(ARGV[at + 1])]
-    sets[s] = {program = program, name = ARGV[at + 2], text = ARGV[at + 3], k = k}
+    local entries = {}
+    for j = 1, program.c do
+      entries[j] = counter_entry(KEYS[k + j])
+    end
+    sets[tostring(s)] = {program = program, name = ARGV[at + 2], text = ARGV[at + 3], k = k,
+                         entries = entries}
     at = at + 3
     k = k + 1 + program.c
   end
-  return sets, at + 1
+  return sets, tonumber(ARGV[at0]) == 1 and sets['1'] or nil, at + 1
 end
 
--- Fills reply[3 + 2j], reply[4 + 2j] with counter j's count and amount.
-local function read_counters(reply, set, fields)
-  local k, field = set.k, set.program.field
+-- The replies of a decide call, one flat array (see the contract): a table per transaction,
+-- and strings for its verdict, cost Redis more to send than the decision itself.
+local out, out_n = {}, 0
+local codes = {allowed = 1, denied = 2, would_allow = 3, would_deny = 4, replay = 5,
+               conflict = 6, cancelled = 7, overflow = 8}
+local metric_numbers = {count = 1, amount = 2, single_amount = 3}
+
+local function emit(value)
+  out_n = out_n + 1
+  out[out_n] = value
+end
+
+-- Emits `code`, c and the c counters' totals.
+local function emit_totals(code, c, totals)
+  out[out_n + 1], out[out_n + 2] = code, c
+  out_n = out_n + 2
+  for i = 1, 2 * c do
+    out[out_n + i] = totals[i]
+  end
+  out_n = out_n + 2 * c
+end
+
+-- Fills totals[2j - 1], totals[2j] with counter j's count and amount.
+local function read_counters(totals, set, fields)
+  local entries, field = set.entries, set.program.field
   for j = 1, set.program.c do
-    reply[3 + 2 * j], reply[4 + 2 * j] = read_counter(KEYS[k + j], fields[field[j]])
+    totals[2 * j - 1], totals[2 * j] = read_cell(entries[j], fields[field[j]])
   end
 end
 
--- The first rule without room for one more transaction of `amount` over the totals in
--- `reply`: its number and metric, or 0, ''. A rule of counter 0 limits the transaction's own
--- amount (no counter).
-local function first_denial(reply, program, amount)
-  for i, rule in ipairs(program.rules) do
+-- The first rule without room for one more transaction of `amount` over `totals`: its number
+-- and metric, or 0, ''. A rule of counter 0 limits the transaction's own amount (no counter).
+local function first_denial(totals, program, amount)
+  local rules = program.rules
+  for i = 1, #rules do
+    local rule = rules[i]
     local j, max_count, max_amount = rule[1], rule[2], rule[3]
     if j == 0 then
       if max_amount >= 0 and amount > max_amount then
         return i, 'single_amount'
       end
-    elseif max_count >= 0 and reply[3 + 2 * j] + 1 > max_count then
+    elseif max_count >= 0 and totals[2 * j - 1] + 1 > max_count then
       return i, 'count'
-    elseif max_amount >= 0 and reply[4 + 2 * j] + amount > max_amount then
+    elseif max_amount >= 0 and totals[2 * j] + amount > max_amount then
       return i, 'amount'
     end
   end
@@ -538,13 +584,13 @@ local function first_denial(reply, program, amount)
 end
 
 -- The denial a record keeps: "<rule> <metric> <limit> <used>" (rule names have no spaces).
-local function denial_text(reply, program, denied, metric)
+local function denial_text(totals, program, denied, metric)
   local rule = program.rules[denied]
   local limit, used = rule[3], 0
   if metric == 'count' then
-    limit, used = rule[2], reply[3 + 2 * rule[1]]
+    limit, used = rule[2], totals[2 * rule[1] - 1]
   elseif metric == 'amount' then
-    used = reply[4 + 2 * rule[1]]
+    used = totals[2 * rule[1]]
   end
   return words(program.names)[denied] .. ' ' .. metric_codes[metric] .. ' ' ..
     string.format('%d', limit) .. ' ' .. string.format('%d', used)
@@ -588,17 +634,18 @@ local function kept_counter_set(set, record_expiry)
   return set.kept
 end
 
--- What a call of an id decided before answers now: the replay of `first` (with the counters
--- as read, in `reply`), or why the call is not a retry of it.
-local function replay(first, reply, fingerprint, amount)
+-- Emits what a call of an id decided before answers now: the replay of `first` (with the
+-- counters as read, in `totals`), or why the call is not a retry of it.
+local function replay(first, c, totals, fingerprint, amount)
   if first.fp == '-' then
-    return {'cancelled'} -- a tombstone: cancel came first
+    emit(codes.cancelled) -- a tombstone: cancel came first
+  elseif first.fp ~= fingerprint or (first.requested or first.amount) ~= amount then
+    emit(codes.conflict)
+  else
+    emit_totals(codes.replay, c, totals)
+    emit(first.state)
+    emit(first.denial or '')
   end
-  if first.fp ~= fingerprint or (first.requested or first.amount) ~= amount then
-    return {'conflict'}
-  end
-  reply[1], reply[2], reply[3] = 'replay', first.state, first.denial or ''
-  return reply
 end
 
 -- A record whose expiry (ms, the client's clock plus the replay horizon) is not after the
@@ -620,18 +667,27 @@ local function create_record(record, text, record_expiry)
   return parse(redis.pcall('SET', record, text, 'NX', 'GET', 'PXAT', record_expiry))
 end
 
+-- Scratch of `decide`, reused by every transaction of a call: the counters' totals, and the
+-- fields of a transaction with one counter (its fields word is its one field).
+local totals, one_field = {}, {}
+
+-- Decides one transaction and emits its reply.
 local function decide(record, set, fingerprint, amount_text, fields_word, kind, now, record_expiry,
                       hold_expiry)
   local program = set.program
   local c, amount = program.c, tonumber(amount_text)
-  local reply = {'', 0, '', c}
-  local fields = c > 1 and split_fields(fields_word) or {fields_word}
+  local fields = one_field
+  if c > 1 then
+    fields = split_word(fields_word)
+  else
+    one_field[1] = fields_word
+  end
 
   if kind == 'check' then -- writes nothing, so reads the record first
     local first = load(record)
-    read_counters(reply, set, fields)
+    read_counters(totals, set, fields)
     if first then
-      return replay(first, reply, fingerprint, amount)
+      return replay(first, c, totals, fingerprint, amount)
     end
   else
     -- A reserve adds to the hold sets, so it sweeps them (at most 64 each): they stay small.
@@ -639,69 +695,75 @@ local function decide(record, set, fingerprint, amount_text, fields_word, kind, 
     if kind == 'reserve' then
       release_all_expired(hold_sets(set), now, false)
     end
-    read_counters(reply, set, fields)
+    read_counters(totals, set, fields)
   end
 
   -- Every counter read, then decide, then write: nothing of this id is written before every
   -- check. A consume sweeps expired holds only when they could be what stands in its way.
-  local denied, metric = first_denial(reply, program, amount)
+  local denied, metric = first_denial(totals, program, amount)
   if denied ~= 0 and kind ~= 'check' then
     if release_all_expired(hold_sets(set), now, true) > 0 then
-      read_counters(reply, set, fields)
-      denied, metric = first_denial(reply, program, amount)
+      read_counters(totals, set, fields)
+      denied, metric = first_denial(totals, program, amount)
     end
   end
-  local allowed = denied == 0
-  reply[2], reply[3] = denied, metric
 
   if kind == 'check' then
-    reply[1] = allowed and 'would_allow' or 'would_deny'
-    return reply
-  end
-  if not allowed then
-    local first = create_record(record, 'd ' .. fingerprint .. ' ' .. amount_text .. ' ' ..
-      denial_text(reply, program, denied, metric), record_expiry)
-    if first then
-      return replay(first, reply, fingerprint, amount)
+    if denied == 0 then
+      return emit_totals(codes.would_allow, c, totals)
     end
-    reply[1] = 'denied'
-    return reply
+    emit_totals(codes.would_deny, c, totals)
+    emit(denied)
+    return emit(metric_numbers[metric])
+  end
+  if denied ~= 0 then
+    local first = create_record(record, 'd ' .. fingerprint .. ' ' .. amount_text .. ' ' ..
+      denial_text(totals, program, denied, metric), record_expiry)
+    if first then
+      return replay(first, c, totals, fingerprint, amount)
+    end
+    emit_totals(codes.denied, c, totals)
+    emit(denied)
+    return emit(metric_numbers[metric])
   end
   for j = 1, c do
-    if reply[3 + 2 * j] + 1 > max_exact or reply[4 + 2 * j] + amount > max_exact then
+    if totals[2 * j - 1] + 1 > max_exact or totals[2 * j] + amount > max_exact then
       local first = load(record)
       if first then
-        return replay(first, reply, fingerprint, amount)
+        return replay(first, c, totals, fingerprint, amount)
       end
-      return {'overflow', j}
+      emit(codes.overflow)
+      return emit(j)
     end
   end
   -- (its only failure, names colliding, must come before the record is written; a reservation's
   -- set lives until its windows end, as its hold may be released after its record is gone)
   local set_life = kind == 'reserve' and math.max(tonumber(record_expiry), program.windows_end) or
     record_expiry
-  local moved = c > 0 and kept_counter_set(set, set_life) .. ' ' .. fields_word or '-'
+  local kept = c > 0 and kept_counter_set(set, set_life)
   local first
   if kind == 'reserve' then
     -- (with counters, the hold expiry is its members' score in the hold sets)
-    first = create_record(record, 'r ' .. fingerprint .. ' ' .. amount_text .. ' ' .. moved ..
-      (c > 0 and '' or ' ' .. base36(tonumber(hold_expiry))), record_expiry)
+    first = create_record(record, 'r ' .. fingerprint .. ' ' .. amount_text .. ' ' ..
+      (kept and kept .. ' ' .. fields_word or '- ' .. base36(tonumber(hold_expiry))), record_expiry)
+  elseif kept then
+    first = create_record(record, 'c ' .. fingerprint .. ' ' .. amount_text .. ' ' .. kept .. ' ' ..
+      fields_word, record_expiry)
   else
-    first = create_record(record, 'c ' .. fingerprint .. ' ' .. amount_text .. ' ' .. moved,
-      record_expiry)
+    first = create_record(record, 'c ' .. fingerprint .. ' ' .. amount_text .. ' -', record_expiry)
   end
   if first then
-    return replay(first, reply, fingerprint, amount)
+    return replay(first, c, totals, fingerprint, amount)
   end
-  reply[1] = 'allowed'
-  local k, field = set.k, program.field
+  local entries, field, expiries = set.entries, program.field, program.expiries
   for j = 1, c do
-    local count, total = reply[3 + 2 * j] + 1, reply[4 + 2 * j] + amount
-    reply[3 + 2 * j], reply[4 + 2 * j] = count, total
-    write_counter(KEYS[k + j], fields[field[j]], count, total, program.expiries[j])
+    local count, total = totals[2 * j - 1] + 1, totals[2 * j] + amount
+    totals[2 * j - 1], totals[2 * j] = count, total
+    write_cell(entries[j], fields[field[j]], count, total, expiries[j])
   end
+  emit_totals(codes.allowed, c, totals)
   if kind == 'reserve' then
-    local member = record .. ' ' .. amount_text .. ' ' .. moved
+    local member = record .. ' ' .. amount_text .. ' ' .. (kept and kept .. ' ' .. fields_word or '-')
     for _, hold_set in ipairs(hold_sets(set)) do
       redis.call('ZADD', hold_set, hold_expiry, member)
       -- the set lives as long as the counters its members hold, and their holds
@@ -711,25 +773,75 @@ local function decide(record, set, fingerprint, amount_text, fields_word, kind, 
       end
     end
   end
-  return reply
 end
 
--- Decides the call's n transactions; the replies.
+-- Reads, with one HMGET per counter key (up to 256 fields each), every counter field the n
+-- transactions from ARGV[a] on move that this call has not read: a batch's transactions
+-- would otherwise read their fields one HGET each.
+local function read_ahead(sets, only_set, a, n)
+  local asked, asked_entries = {}, {} -- entry -> the fields to read; the entries in order
+  for _ = 1, n do
+    local set, f = only_set, a
+    if not set then
+      set, f = sets[ARGV[a]], a + 1
+    end
+    local program = set.program
+    local c = program.c
+    local fields = one_field
+    if c > 1 then
+      fields = split_word(ARGV[f + 2])
+    else
+      one_field[1] = ARGV[f + 2]
+    end
+    for j = 1, c do
+      local entry, field = set.entries[j], fields[program.field[j]]
+      local cells = entry.fields
+      if cells[field] == nil then
+        cells[field] = false -- (asked; the HMGET below fills it)
+        local list = asked[entry]
+        if not list then
+          list = {}
+          asked[entry] = list
+          asked_entries[#asked_entries + 1] = entry
+        end
+        list[#list + 1] = field
+      end
+    end
+    a = f + 3
+  end
+  for _, entry in ipairs(asked_entries) do
+    local list, cells = asked[entry], entry.fields
+    for from = 1, #list, flush_chunk do
+      local upto = math.min(from + flush_chunk - 1, #list)
+      local values = redis.call('HMGET', entry.key, unpack(list, from, upto))
+      for i = from, upto do
+        cells[list[i]] = parse_counter(values[i - from + 1])
+      end
+    end
+  end
+end
+
+-- Decides the call's n transactions, emitting their replies.
 local function decide_all(kind)
   local n = tonumber(ARGV[2])
   local programs, at = read_programs()
-  local sets, a = read_sets(programs, at, n + 1)
+  local sets, only_set, a = read_sets(programs, at, n + 1)
   local now, record_expiry, hold_expiry = ARGV[3], ARGV[4], ARGV[5]
   if kind ~= 'check' then
     refuse_past_expiry(record_expiry)
   end
-  local replies = {}
-  for i = 1, n do
-    replies[i] = decide(KEYS[i], sets[tonumber(ARGV[a])], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3],
-                        kind, now, record_expiry, hold_expiry)
-    a = a + 4
+  if n > 1 then
+    read_ahead(sets, only_set, a, n)
   end
-  return replies
+  for i = 1, n do
+    local set, f = only_set, a
+    if not set then
+      set, f = sets[ARGV[a]], a + 1
+    end
+    decide(KEYS[i], set, ARGV[f], ARGV[f + 1], ARGV[f + 2], kind, now, record_expiry, hold_expiry)
+    a = f + 3
+  end
+  return out
 end
 
 -- The record of a reversal: the one in Redis, else (refund only) the original transaction the
@@ -932,7 +1044,7 @@ end
 
 local function run()
   if op == 'consume' or op == 'reserve' or op == 'check' then
-    return decide_all(op)[1]
+    return decide_all(op)
   elseif op == 'batch' then
     return decide_all('consume')
   elseif op == 'refund' then

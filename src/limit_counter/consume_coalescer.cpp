@@ -17,20 +17,11 @@ void run_consume_jobs(Redis& redis, ConsumeJob* const* jobs, std::size_t count) 
       batch.add(std::move(jobs[i]->call->keys), std::move(jobs[i]->call->args));
     }
     const auto [keys, args] = batch.take();
-    const Reply reply = redis.eval(scripts::limit, keys, args); // an error reply throws
-    if (reply.type() != Reply::Type::array || reply.as_array().size() != count) {
-      throw Error(errc::protocol_error,
-                  "a batch of " + std::to_string(count) +
-                      " limit calls answered: " + reply.debug_string(),
-                  Outcome::unknown);
-    }
+    // (an error reply throws)
+    std::vector<Reply> replies =
+        split_decide_replies(redis.eval(scripts::limit, keys, args), count);
     for (std::size_t i = 0; i < count; ++i) {
-      const Reply& own = reply.as_array()[i];
-      if (own.is_error()) {
-        jobs[i]->error = Error(errc::server_error, own.as_string(), Outcome::unknown);
-      } else {
-        jobs[i]->reply = own;
-      }
+      jobs[i]->reply = std::move(replies[i]);
     }
   } catch (const Error& e) {
     if (count > 1 && e.outcome() == Outcome::failed) {

@@ -28,9 +28,10 @@ public:
 
 /// Runs the `count` jobs at `jobs` on `redis`: one job as its own call, more as one batch call
 /// (DecideBatch). A lone job gets its call's reply, or the Error `redis` threw, as a lone
-/// consume would. A batch's error reply, a reply of the wrong length and an item's error reply
-/// are Errors with Outcome::unknown (the transactions before a failing one were decided); any
-/// other Error `redis` threw (not sent, may have run) is each job's as it is.
+/// consume would. A batch's error reply and a reply that is not `count` transactions' replies
+/// (split_decide_replies) are Errors with Outcome::unknown (the transactions before a failing
+/// one were decided); any other Error `redis` threw (not sent, may have run) is each job's as
+/// it is.
 void run_consume_jobs(Redis& redis, ConsumeJob* const* jobs, std::size_t count);
 
 } // namespace limitcounter::detail

@@ -78,7 +78,7 @@ private:
 
 // Where the parts of a single decide call (build_decide) are: its header (op, n, now, record
 // expiry, hold expiry, P), its program (numbers, names), S, its counter set (program number,
-// name, text) and its transaction (counter set number, fingerprint, amount, fields).
+// name, text) and its transaction (fingerprint, amount, fields: with one set, no set number).
 struct DecideLayout {
   static constexpr std::size_t program = 6;
   static constexpr std::size_t set = 9;
@@ -409,7 +409,7 @@ LimitCall build_decide(std::string_view op, const Transaction& transaction,
   call.keys.push_back(shared.set_key);
   call.keys.insert(call.keys.end(), shared.counter_keys.begin(), shared.counter_keys.end());
 
-  call.args.reserve(DecideLayout::transaction + 4);
+  call.args.reserve(DecideLayout::transaction + 3);
   call.args.emplace_back(op);
   call.args.emplace_back("1");
   call.args.push_back(number_arg(unix_millis(context.now)));
@@ -426,7 +426,6 @@ LimitCall build_decide(std::string_view op, const Transaction& transaction,
   call.args.push_back(op != "check" ? shared.name : std::string());
   call.args.push_back(shared.text);
   // the transaction
-  call.args.emplace_back("1");
   call.args.push_back(fingerprint(op, transaction));
   call.args.push_back(number_arg(transaction.amount));
   call.args.push_back(shared.fields_word(transaction));
@@ -435,11 +434,11 @@ LimitCall build_decide(std::string_view op, const Transaction& transaction,
 }
 
 const std::string& decide_fingerprint(const std::vector<std::string>& args) {
-  return args.at(DecideLayout::transaction + 1);
+  return args.at(DecideLayout::transaction);
 }
 
 const std::string& decide_amount(const std::vector<std::string>& args) {
-  return args.at(DecideLayout::transaction + 2);
+  return args.at(DecideLayout::transaction + 1);
 }
 
 const std::string& decide_record_expiry(const std::vector<std::string>& args) { return args.at(3); }
@@ -483,8 +482,8 @@ void DecideBatch::add(std::vector<std::string>&& keys, std::vector<std::string>&
     added.keys.assign(std::make_move_iterator(keys.begin() + 1),
                       std::make_move_iterator(keys.end()));
   }
-  transactions_.push_back(std::to_string(set + 1));
-  for (std::size_t i = 1; i < 4; ++i) { // fingerprint, amount, fields
+  transaction_sets_.push_back(set);
+  for (std::size_t i = 0; i < 3; ++i) { // fingerprint, amount, fields
     transactions_.push_back(std::move(args[at::transaction + i]));
   }
   records_.push_back(std::move(keys.front()));
@@ -508,8 +507,17 @@ std::pair<std::vector<std::string>, std::vector<std::string>> DecideBatch::take(
     keys.insert(keys.end(), std::make_move_iterator(set.keys.begin()),
                 std::make_move_iterator(set.keys.end()));
   }
-  args.insert(args.end(), std::make_move_iterator(transactions_.begin()),
-              std::make_move_iterator(transactions_.end()));
+  if (sets_.size() == 1) {
+    args.insert(args.end(), std::make_move_iterator(transactions_.begin()),
+                std::make_move_iterator(transactions_.end()));
+  } else {
+    for (std::size_t i = 0; i < size_; ++i) {
+      args.push_back(std::to_string(transaction_sets_[i] + 1));
+      for (std::size_t j = 3 * i; j < 3 * i + 3; ++j) {
+        args.push_back(std::move(transactions_[j]));
+      }
+    }
+  }
   *this = DecideBatch();
   return {std::move(keys), std::move(args)};
 }
@@ -551,28 +559,106 @@ Denial decode_denial(std::string_view text, std::string_view transaction_id,
                 *metric == Metric::count ? 1 : requested_amount};
 }
 
+namespace {
+
+// The reply codes of lua/limit.lua's decide ops (the first value of a transaction's reply).
+enum class DecideCode : std::int64_t {
+  allowed = 1,
+  denied = 2,
+  would_allow = 3,
+  would_deny = 4,
+  replay = 5,
+  conflict = 6,
+  cancelled = 7,
+  overflow = 8,
+};
+
+// How many values the transaction reply at items[at] has (its code, c, 2c totals, the code's
+// extras); 0 if it is not one.
+std::size_t decide_reply_length(const std::vector<Reply>& items, std::size_t at) {
+  if (at >= items.size() || items[at].type() != Reply::Type::integer) {
+    return 0;
+  }
+  switch (static_cast<DecideCode>(items[at].as_integer())) {
+  case DecideCode::conflict:
+  case DecideCode::cancelled: return 1;
+  case DecideCode::overflow: return 2;
+  case DecideCode::allowed:
+  case DecideCode::would_allow:
+  case DecideCode::denied:
+  case DecideCode::would_deny:
+  case DecideCode::replay: {
+    if (at + 1 >= items.size() || items[at + 1].type() != Reply::Type::integer) {
+      return 0;
+    }
+    const std::int64_t counters = items[at + 1].as_integer();
+    const auto code = static_cast<DecideCode>(items[at].as_integer());
+    const bool extras = code != DecideCode::allowed && code != DecideCode::would_allow;
+    if (counters < 0 || static_cast<std::uint64_t>(counters) > items.size()) {
+      return 0;
+    }
+    return 2 + 2 * static_cast<std::size_t>(counters) + (extras ? 2 : 0);
+  }
+  }
+  return 0;
+}
+
+} // namespace
+
+std::vector<Reply> split_decide_replies(const Reply& reply, std::size_t count) {
+  const auto bad = [&] {
+    return Error(errc::protocol_error,
+                 "a batch of " + std::to_string(count) +
+                     " limit calls answered: " + reply.debug_string(),
+                 Outcome::unknown);
+  };
+  if (reply.type() != Reply::Type::array) {
+    throw bad();
+  }
+  const auto& items = reply.as_array();
+  std::vector<Reply> replies;
+  replies.reserve(count);
+  std::size_t at = 0;
+  while (at < items.size() && replies.size() < count) {
+    const std::size_t length = decide_reply_length(items, at);
+    if (length == 0 || at + length > items.size()) {
+      throw bad();
+    }
+    const auto from = items.begin() + static_cast<std::ptrdiff_t>(at);
+    replies.push_back(
+        Reply::array(std::vector<Reply>(from, from + static_cast<std::ptrdiff_t>(length))));
+    at += length;
+  }
+  if (replies.size() != count || at != items.size()) {
+    throw bad();
+  }
+  return replies;
+}
+
 Decision decode_decision(const Reply& reply, const DecideShape& shape,
                          std::string_view transaction_id, std::int64_t requested_amount) {
-  const auto& items = reply.as_array();
   const auto bad = [&](const char* what) {
     return Error(errc::protocol_error, "limit reply for " + quoted_id(transaction_id) + ": " + what,
                  Outcome::unknown);
   };
-  if (items.empty()) {
-    throw bad("empty");
+  if (reply.type() != Reply::Type::array) {
+    throw bad("not an array");
   }
-  // (views: each comparison with a verdict's name is a length check first, inline)
-  const std::string_view head = items[0].as_string();
-  if (head == "conflict") {
+  const auto& items = reply.as_array();
+  if (decide_reply_length(items, 0) != items.size()) {
+    throw bad(items.empty() ? "empty" : "not one transaction's reply");
+  }
+  const auto code = static_cast<DecideCode>(items[0].as_integer());
+  if (code == DecideCode::conflict) {
     throw reused_id(transaction_id);
   }
-  if (head == "overflow") {
-    const auto counter = static_cast<std::size_t>(reply.at(1).to_int64());
+  if (code == DecideCode::overflow) {
+    const auto counter = static_cast<std::size_t>(items[1].to_int64());
     std::size_t rule = 0;
     while (rule < shape.rules.size() && shape.rules[rule].counter != counter) {
       ++rule;
     }
-    if (rule == shape.rules.size()) {
+    if (rule == shape.rules.size() || counter == 0 || counter > shape.counters.size()) {
       throw bad("an overflow names no counter");
     }
     throw Error(errc::precision_overflow,
@@ -582,39 +668,42 @@ Decision decode_decision(const Reply& reply, const DecideShape& shape,
                 Outcome::failed);
   }
   Decision decision;
-  if (head == "cancelled") {
+  if (code == DecideCode::cancelled) {
     decision.verdict = Decision::Verdict::cancelled;
     decision.replayed = true;
     decision.state = "cancelled";
     return decision;
   }
-  const bool replay = head == "replay";
-  std::int64_t denied_rule = 0;
-  if (replay) {
-    decision.replayed = true;
-    decision.state = reply.at(1).as_string();
-    if (decision.state == "denied") {
-      decision.verdict = Decision::Verdict::denied;
-      decision.denial = decode_denial(reply.at(2).as_string(), transaction_id, requested_amount);
-    }
-  } else {
-    decision.dry_run = head == "would_allow" || head == "would_deny";
-    const bool allowed = head == "allowed" || head == "would_allow";
-    if (!allowed && head != "denied" && head != "would_deny") {
-      throw bad("unknown verdict");
-    }
-    decision.verdict = allowed ? Decision::Verdict::allowed : Decision::Verdict::denied;
-    denied_rule = reply.at(1).to_int64();
-    if (!allowed &&
-        (denied_rule < 1 || static_cast<std::size_t>(denied_rule) > shape.rules.size())) {
-      throw bad("a denial names no rule");
-    }
-  }
-  if (static_cast<std::size_t>(reply.at(3).to_int64()) != shape.counters.size() ||
-      items.size() != 4 + 2 * shape.counters.size()) {
+  if (static_cast<std::size_t>(items[1].as_integer()) != shape.counters.size()) {
     throw bad("not the call's counters");
   }
-  const std::string_view metric = replay ? std::string_view() : reply.at(2).as_string();
+  const std::size_t extras = 2 + 2 * shape.counters.size();
+  std::int64_t denied_rule = 0;
+  bool by_count = false;
+  if (code == DecideCode::replay) {
+    decision.replayed = true;
+    decision.state = items[extras].as_string();
+    if (decision.state == "denied") {
+      decision.verdict = Decision::Verdict::denied;
+      decision.denial =
+          decode_denial(items[extras + 1].as_string(), transaction_id, requested_amount);
+    }
+  } else {
+    decision.dry_run = code == DecideCode::would_allow || code == DecideCode::would_deny;
+    const bool allowed = code == DecideCode::allowed || code == DecideCode::would_allow;
+    decision.verdict = allowed ? Decision::Verdict::allowed : Decision::Verdict::denied;
+    if (!allowed) {
+      denied_rule = items[extras].to_int64();
+      if (denied_rule < 1 || static_cast<std::size_t>(denied_rule) > shape.rules.size()) {
+        throw bad("a denial names no rule");
+      }
+      const std::int64_t metric = items[extras + 1].to_int64();
+      if (metric < 1 || metric > 3) {
+        throw bad("a denial names no metric");
+      }
+      by_count = metric == 1;
+    }
+  }
   decision.rules.reserve(shape.rules.size());
   for (std::size_t i = 0; i < shape.rules.size(); ++i) {
     const auto& [rule, counter] = shape.rules[i];
@@ -634,9 +723,11 @@ Decision decode_decision(const Reply& reply, const DecideShape& shape,
     status.resets_at = place.resets_at;
     status.max_count = rule->max_count();
     status.max_amount = rule->max_amount();
-    status.used = {items[2 + 2 * counter].to_int64(), items[3 + 2 * counter].to_int64()};
+    status.used = {items[2 * counter].to_int64(), items[1 + 2 * counter].to_int64()};
     if (denier) {
-      const bool by_count = metric == "count";
+      if (!(by_count ? status.max_count : status.max_amount)) {
+        throw bad("a denial names a metric its rule does not limit");
+      }
       decision.denial = Denial{status.rule, by_count ? Metric::count : Metric::amount,
                                by_count ? *status.max_count : *status.max_amount,
                                by_count ? status.used.count : status.used.amount,

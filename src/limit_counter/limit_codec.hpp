@@ -132,9 +132,9 @@ constexpr std::size_t max_decide_batch = 64;
 /// Decide calls of consume, joined into one call of lua/limit.lua's op batch: one header (the
 /// latest call's `now` and record expiry: a consume queued behind a stalled call is decided at
 /// its own time or later, so a hold that expired before it was made never denies it, and every
-/// record keeps at least its own replay horizon), each
-/// distinct rule program and each distinct counter set once, then every transaction's own
-/// values (counter set number, fingerprint, amount, fields).
+/// record keeps at least its own replay horizon), each distinct rule program and each distinct
+/// counter set once, then every transaction's own values (counter set number when there are
+/// several sets, fingerprint, amount, fields).
 class DecideBatch {
 public:
   /// Adds the call `keys`, `args` (as `build_decide` made them, op consume).
@@ -155,7 +155,8 @@ private:
   std::vector<std::string> header_;                           // now, record expiry, hold expiry
   std::vector<std::pair<std::string, std::string>> programs_; // numbers, names
   std::vector<CounterSet> sets_;
-  std::vector<std::string> transactions_;
+  std::vector<std::size_t> transaction_sets_; // index into sets_, per transaction
+  std::vector<std::string> transactions_;     // fingerprint, amount, fields, per transaction
   std::vector<std::string> records_;
 };
 
@@ -166,10 +167,15 @@ std::string append_original(std::vector<std::string>& args, const Transaction& o
                             const std::vector<const Rule*>& window_rules,
                             const DecideContext& context);
 
-/// Turns a decide reply into a Decision, read with the call's `shape`. `requested_amount` is
-/// the transaction's amount. Throws `Error` (conflict) when the id was used for different
-/// content. A replay reports the first decision's verdict and denial, and the call's rules
-/// with their counters' totals as they are now.
+/// The replies of a batch call (op batch: one flat array, each transaction's reply after the
+/// one before; see lua/limit.lua), one per transaction as `decode_decision` reads them. Throws
+/// protocol_error (Outcome::unknown) unless the reply holds exactly `count` of them.
+std::vector<Reply> split_decide_replies(const Reply& reply, std::size_t count);
+
+/// Turns a decide reply (one transaction's) into a Decision, read with the call's `shape`.
+/// `requested_amount` is the transaction's amount. Throws `Error` (conflict) when the id was used
+/// for different content. A replay reports the first decision's verdict and denial, and the call's
+/// rules with their counters' totals as they are now.
 Decision decode_decision(const Reply& reply, const DecideShape& shape,
                          std::string_view transaction_id, std::int64_t requested_amount);
 

@@ -438,13 +438,9 @@ std::vector<Reply> batch_replies(const std::vector<Reply>& replies, std::size_t 
       flat.insert(flat.end(), in_batch, reply);
       continue;
     }
-    if (reply.as_array().size() != in_batch) {
-      throw Error(errc::protocol_error,
-                  "a batch of limit calls answered " + std::to_string(reply.as_array().size()) +
-                      " of " + std::to_string(in_batch),
-                  Outcome::unknown);
-    }
-    flat.insert(flat.end(), reply.as_array().begin(), reply.as_array().end());
+    std::vector<Reply> own = detail::split_decide_replies(reply, in_batch);
+    flat.insert(flat.end(), std::make_move_iterator(own.begin()),
+                std::make_move_iterator(own.end()));
   }
   return flat;
 }

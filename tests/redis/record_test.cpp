@@ -604,13 +604,8 @@ TEST_CASE_METHOD(RecordFixture, "a record that would expire at once is refused, 
                  "[record][redis][standalone]") {
   const Rule day = Rule("merchant-day").where("merchant").per(Period::day).max_amount(1000);
   const Transaction tx = payment("past-expiry", 10);
-  limitcounter::detail::DecideContext context;
-  context.calendar = &limits.calendar();
-  context.keys = &limits.keys();
-  context.window_grace = 1h;
-  context.replay_horizon = 24h;
-  context.reservation_timeout = 15min;
-  context.now = Clock::now() - 48h; // the client's clock two horizons behind the server's
+  // the client's clock two horizons behind the server's
+  const auto context = limitcounter::testing::decide_context(limits, Clock::now() - 48h);
   const auto call = limitcounter::detail::build_decide("consume", tx, {}, {&day}, context);
   for (int attempt = 0; attempt < 2; ++attempt) {
     const Error error =

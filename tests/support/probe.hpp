@@ -12,9 +12,11 @@
 
 #include <limitcounter/detail/lua_scripts.hpp>
 #include <limitcounter/error.hpp>
+#include <limitcounter/limit_counter.hpp>
 #include <limitcounter/redis.hpp>
 
 #include "limit_counter/home_record.hpp"
+#include "limit_counter/limit_codec.hpp"
 
 namespace limitcounter::testing {
 
@@ -23,6 +25,19 @@ inline const Script& probe = scripts::counter_add;
 
 /// Arguments of one probe call: count 1, amount 10 into field "f", expiring in 2100.
 inline std::vector<std::string> probe_args() { return {"f", "1", "10", "4102444800000"}; }
+
+/// What `limits` builds its decide calls with (default options: grace 1 h, horizon 24 h, holds
+/// 15 min), at `now` by the client's clock: for a test that sends a lua/limit.lua call itself.
+inline detail::DecideContext decide_context(const LimitCounter& limits, TimePoint now) {
+  detail::DecideContext context;
+  context.calendar = &limits.calendar();
+  context.keys = &limits.keys();
+  context.window_grace = std::chrono::hours(1);
+  context.replay_horizon = std::chrono::hours(24);
+  context.reservation_timeout = std::chrono::minutes(15);
+  context.now = now;
+  return context;
+}
 
 /// Field `name` of a limits transaction's record at `key` as lua/limit.lua's inspect reads it
 /// (a compact string record, or a cluster's home record, whose one-letter fields are also

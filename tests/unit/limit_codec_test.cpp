@@ -92,8 +92,8 @@ TEST_CASE("a decide call names every counter once and every rule", "[limit-codec
   const std::string text = "2\np:{dept}:day:20211112 1\np:{merchant}:month:202111 2\n"
                            "p:{dept}:holds\np:{merchant}:holds";
   // header: op, n, now, record expiry, hold expiry, programs; a program, S, a counter set, the
-  // transaction
-  REQUIRE(call.args.size() == 6 + 2 + 1 + 3 + 4);
+  // transaction (no set number: there is one set)
+  REQUIRE(call.args.size() == 6 + 2 + 1 + 3 + 3);
   CHECK(call.args[0] == "consume");
   CHECK(call.args[1] == "1");
   const auto now_ms = unix_millis(example.tx.time);
@@ -118,14 +118,13 @@ TEST_CASE("a decide call names every counter once and every rule", "[limit-codec
   const std::string name = call.args[10];
   CHECK(name.size() == 8);
   CHECK(call.args[11] == text);
-  // the transaction: counter set 1, fingerprint, amount, its distinct fields
-  CHECK(call.args[12] == "1");
-  CHECK(call.args[13] == fingerprint("consume", example.tx));
-  CHECK(decide_fingerprint(call.args) == call.args[13]);
-  CHECK(call.args[14] == "42");
+  // the transaction: fingerprint, amount, its distinct fields
+  CHECK(call.args[12] == fingerprint("consume", example.tx));
+  CHECK(decide_fingerprint(call.args) == call.args[12]);
+  CHECK(call.args[13] == "42");
   CHECK(decide_amount(call.args) == "42");
   CHECK(decide_record_expiry(call.args) == call.args[3]);
-  CHECK(call.args[15] == "cmb:m1");
+  CHECK(call.args[14] == "cmb:m1");
   CHECK(call.keys == std::vector<std::string>{"p:tx:{t1}", "p:cs:" + name, "p:{dept}:day:20211112",
                                               "p:{merchant}:month:202111"});
   // what the reply is read with stays in the client
@@ -248,6 +247,21 @@ TEST_CASE("calls batch into one script call, each rule program and counter set o
   CHECK(args[transactions + 4] == "1"); // t2: counter set 1
   CHECK(args[transactions + 8] == "2"); // the month-only transaction: counter set 2
   CHECK(args[transactions + 11] == "m1");
+
+  // with one counter set, the transactions name none
+  example.tx.id = "t4";
+  LimitCall fourth = example.call();
+  example.tx.id = "t5";
+  LimitCall fifth = example.call();
+  DecideBatch one_set;
+  one_set.add(std::move(fourth.keys), std::move(fourth.args));
+  one_set.add(std::move(fifth.keys), std::move(fifth.args));
+  const auto [one_keys, one_args] = one_set.take();
+  REQUIRE(one_args.size() == 6 + 2 + 1 + 3 + 2 * 3);
+  CHECK(one_args[8] == "1"); // one counter set
+  CHECK(one_args[12] == fingerprint("consume", example.tx));
+  CHECK(one_args[14] == "cmb:m1");
+  CHECK(one_args[17] == "cmb:m1");
 }
 
 TEST_CASE("a reversal brings the original transaction's counters", "[limit-codec]") {
@@ -282,10 +296,19 @@ TEST_CASE("decide replies decode into decisions", "[limit-codec]") {
   const auto decode = [&](const Reply& reply) {
     return decode_decision(reply, call.shape, "t1", 42);
   };
-  // rule 2 (bank-day, counter 1) denied by count
-  const Reply denied =
-      Reply::array({str("denied"), Reply::integer(2), str("count"), Reply::integer(2),
-                    Reply::integer(10), Reply::integer(420), Reply::integer(1), Reply::integer(5)});
+  const auto ints = [](std::initializer_list<std::int64_t> values) {
+    std::vector<Reply> items;
+    for (const std::int64_t value : values) {
+      items.push_back(Reply::integer(value));
+    }
+    return items;
+  };
+  const auto with = [](std::vector<Reply> items, std::initializer_list<Reply> more) {
+    items.insert(items.end(), more.begin(), more.end());
+    return Reply::array(std::move(items));
+  };
+  // rule 2 (bank-day, counter 1) denied by count: code 2, c, the totals, rule, metric 1
+  const Reply denied = Reply::array(ints({2, 2, 10, 420, 1, 5, 2, 1}));
   const Decision decision = decode(denied);
   CHECK(decision.verdict == Decision::Verdict::denied);
   REQUIRE(decision.denial);
@@ -303,19 +326,23 @@ TEST_CASE("decide replies decode into decisions", "[limit-codec]") {
   CHECK(decision.rules[2].used.amount == 5);
   CHECK_FALSE(decision.replayed);
 
-  // the per-transaction rule denies with the transaction's own amount
-  const Decision single = decode(
-      Reply::array({str("denied"), Reply::integer(1), str("single_amount"), Reply::integer(2),
-                    Reply::integer(0), Reply::integer(0), Reply::integer(0), Reply::integer(0)}));
+  // allowed (code 1): the totals after the write, no extras
+  const Decision allowed = decode(Reply::array(ints({1, 2, 4, 168, 2, 84})));
+  CHECK(allowed.allowed());
+  CHECK_FALSE(allowed.denial);
+  CHECK(allowed.rules.at(0).used.count == 4);
+  CHECK(allowed.rules.at(2).used.amount == 84);
+  CHECK(decode(Reply::array(ints({3, 2, 0, 0, 0, 0}))).dry_run);
+
+  // the per-transaction rule denies with the transaction's own amount (metric 3)
+  const Decision single = decode(Reply::array(ints({2, 2, 0, 0, 0, 0, 1, 3})));
   REQUIRE(single.denial);
   CHECK(single.denial->metric == Metric::single_amount);
   CHECK(single.denial->limit == 1000);
   CHECK(single.denial->requested == 42);
 
   // a replay: the first verdict and denial, the counters as they are now
-  const Decision replayed = decode(
-      Reply::array({str("replay"), str("consumed"), str(""), Reply::integer(2), Reply::integer(3),
-                    Reply::integer(126), Reply::integer(1), Reply::integer(42)}));
+  const Decision replayed = decode(with(ints({5, 2, 3, 126, 1, 42}), {str("consumed"), str("")}));
   CHECK(replayed.allowed());
   CHECK(replayed.replayed);
   CHECK(replayed.state == "consumed");
@@ -323,9 +350,8 @@ TEST_CASE("decide replies decode into decisions", "[limit-codec]") {
   CHECK(replayed.rules.at(0).remaining_count() == 7);
   CHECK_FALSE(replayed.denial);
 
-  const Decision replayed_denial = decode(Reply::array(
-      {str("replay"), str("denied"), str("merchant-month amount 900 880"), Reply::integer(2),
-       Reply::integer(0), Reply::integer(0), Reply::integer(3), Reply::integer(880)}));
+  const Decision replayed_denial = decode(
+      with(ints({5, 2, 0, 0, 3, 880}), {str("denied"), str("merchant-month amount 900 880")}));
   CHECK(replayed_denial.verdict == Decision::Verdict::denied);
   REQUIRE(replayed_denial.denial);
   CHECK(replayed_denial.denial->rule == "merchant-month");
@@ -334,31 +360,69 @@ TEST_CASE("decide replies decode into decisions", "[limit-codec]") {
   CHECK(replayed_denial.denial->used == 880);
   CHECK(replayed_denial.denial->requested == 42);
 
-  CHECK(decode(Reply::array({str("cancelled")})).verdict == Decision::Verdict::cancelled);
+  CHECK(decode(Reply::array(ints({7}))).verdict == Decision::Verdict::cancelled);
   CHECK_THROWS_MATCHES(
-      decode(Reply::array({str("conflict")})), Error,
+      decode(Reply::array(ints({6}))), Error,
       Catch::Predicate<Error>([](const Error& e) { return has_code(e, errc::conflict); }));
-  // malformed: too short, a denial naming no rule, other counters than the call's, a bad denial
-  CHECK_THROWS_AS(decode(Reply::array({str("denied"), Reply::integer(1)})), Error);
-  CHECK_THROWS_AS(
-      decode(Reply::array({str("denied"), Reply::integer(9), str("count"), Reply::integer(0)})),
-      Error);
-  CHECK_THROWS_AS(decode(Reply::array({str("allowed"), Reply::integer(0), str(""),
-                                       Reply::integer(1), Reply::integer(1), Reply::integer(1)})),
-                  Error);
-  CHECK_THROWS_MATCHES(decode(Reply::array({str("replay"), str("denied"), str("nonsense"),
-                                            Reply::integer(2), Reply::integer(0), Reply::integer(0),
-                                            Reply::integer(0), Reply::integer(0)})),
-                       Error, Catch::Predicate<Error>([](const Error& e) {
-                         return has_code(e, errc::protocol_error);
-                       }));
+  // malformed: too short, too long, an unknown code, a denial naming no rule or no metric or a
+  // metric its rule does not limit, other counters than the call's, a bad recorded denial
+  const auto malformed = [&](const Reply& reply) {
+    CHECK_THROWS_MATCHES(decode(reply), Error, Catch::Predicate<Error>([](const Error& e) {
+                           return has_code(e, errc::protocol_error);
+                         }));
+  };
+  malformed(Reply::array(ints({2, 1})));
+  malformed(Reply::array(ints({1, 2, 0, 0, 0, 0, 0})));
+  malformed(Reply::array(ints({9, 2, 0, 0, 0, 0})));
+  malformed(Reply::array({str("allowed"), Reply::integer(2)}));
+  malformed(Reply::array(ints({2, 2, 0, 0, 0, 0, 9, 1})));
+  malformed(Reply::array(ints({2, 2, 0, 0, 0, 0, 2, 7})));
+  malformed(Reply::array(ints({2, 2, 0, 0, 0, 0, 2, 2}))); // bank-day limits no amount
+  malformed(Reply::array(ints({1, 1, 1, 1})));
+  malformed(with(ints({5, 2, 0, 0, 0, 0}), {str("denied"), str("nonsense")}));
+  malformed(Reply::integer(1));
 
   // an overflow names its counter; the message names its counter and period
-  CHECK_THROWS_MATCHES(decode(Reply::array({str("overflow"), Reply::integer(2)})), Error,
-                       Catch::Predicate<Error>([](const Error& e) {
-                         return e.code() == errc::precision_overflow &&
-                                std::string(e.what()).find("month total of merchant") !=
-                                    std::string::npos;
-                       }));
-  CHECK_THROWS_AS(decode(Reply::array({str("overflow"), Reply::integer(3)})), Error);
+  CHECK_THROWS_MATCHES(
+      decode(Reply::array(ints({8, 2}))), Error, Catch::Predicate<Error>([](const Error& e) {
+        return e.code() == errc::precision_overflow &&
+               std::string(e.what()).find("month total of merchant") != std::string::npos;
+      }));
+  malformed(Reply::array(ints({8, 3})));
+}
+
+TEST_CASE("a batch reply splits into its transactions' replies", "[limit-codec]") {
+  const auto ints = [](std::initializer_list<std::int64_t> values) {
+    std::vector<Reply> items;
+    for (const std::int64_t value : values) {
+      items.push_back(Reply::integer(value));
+    }
+    return items;
+  };
+  // allowed (1 counter), a conflict, a denial (rule 1 by amount), an overflow, a replay
+  std::vector<Reply> flat = ints({1, 1, 3, 300, 6, 2, 1, 3, 300, 1, 2, 8, 1, 5, 1, 3, 300});
+  flat.push_back(Reply::string("consumed"));
+  flat.push_back(Reply::string(""));
+  const std::vector<Reply> replies = split_decide_replies(Reply::array(flat), 5);
+  REQUIRE(replies.size() == 5);
+  CHECK(replies[0].as_array().size() == 4);
+  CHECK(replies[1].as_array().size() == 1);
+  CHECK(replies[2].as_array().size() == 6);
+  CHECK(replies[2].at(5).as_integer() == 2);
+  CHECK(replies[3].as_array().size() == 2);
+  CHECK(replies[4].as_array().size() == 6);
+  CHECK(replies[4].at(4).as_string() == "consumed");
+  // fewer or more transactions than sent, a cut reply, not an array
+  const auto refused = [](const Reply& reply, std::size_t count) {
+    CHECK_THROWS_MATCHES(
+        split_decide_replies(reply, count), Error, Catch::Predicate<Error>([](const Error& e) {
+          return has_code(e, errc::protocol_error) && e.outcome() == limitcounter::Outcome::unknown;
+        }));
+  };
+  refused(Reply::array(flat), 4);
+  refused(Reply::array(flat), 6);
+  flat.pop_back();
+  refused(Reply::array(flat), 5);
+  refused(Reply::array(ints({1, 40, 1})), 1);
+  refused(Reply::string("allowed"), 1);
 }
