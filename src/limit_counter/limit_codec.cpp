@@ -645,8 +645,11 @@ Decision decode_decision(const Reply& reply, const DecideShape& shape,
     throw bad("not an array");
   }
   const auto& items = reply.as_array();
+  if (items.empty()) {
+    throw bad("empty");
+  }
   if (decide_reply_length(items, 0) != items.size()) {
-    throw bad(items.empty() ? "empty" : "not one transaction's reply");
+    throw bad("not one transaction's reply");
   }
   const auto code = static_cast<DecideCode>(items[0].as_integer());
   if (code == DecideCode::conflict) {

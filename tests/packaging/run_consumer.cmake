@@ -80,12 +80,13 @@ if(MODE STREQUAL "shared")
   set(library_build "${WORK_DIR}/limitcounter-shared")
   set(library_args -S "${LIMITCOUNTER_SOURCE_DIR}" -B "${library_build}" -G "${GENERATOR}"
       "-DCMAKE_CXX_COMPILER=${CXX}" "-DCMAKE_BUILD_TYPE=${CONFIG}" -DBUILD_SHARED_LIBS=ON
-      -DLIMITCOUNTER_BUILD_TESTS=OFF -DLIMITCOUNTER_BUILD_EXAMPLES=OFF -DLIMITCOUNTER_INSTALL=ON)
+      -DLIMITCOUNTER_BUILD_TESTS=OFF -DLIMITCOUNTER_BUILD_EXAMPLES=OFF -DLIMITCOUNTER_INSTALL=ON
+      -DLIMITCOUNTER_LIMITCTL=OFF) # (limitctl's install: the find_package test of the main build)
   if(MAKE_PROGRAM)
     list(APPEND library_args "-DCMAKE_MAKE_PROGRAM=${MAKE_PROGRAM}")
   endif()
   run(${CMAKE_COMMAND} ${library_args})
-  run(${CMAKE_COMMAND} --build "${library_build}" --config "${CONFIG}" -j1)
+  run(${CMAKE_COMMAND} --build "${library_build}" --config "${CONFIG}" -j2)
   set(LIMITCOUNTER_BINARY_DIR "${library_build}")
   set(MODE find_package)
 endif()

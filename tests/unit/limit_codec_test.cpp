@@ -381,6 +381,7 @@ TEST_CASE("decide replies decode into decisions", "[limit-codec]") {
   malformed(Reply::array(ints({1, 1, 1, 1})));
   malformed(with(ints({5, 2, 0, 0, 0, 0}), {str("denied"), str("nonsense")}));
   malformed(Reply::integer(1));
+  malformed(Reply::array({})); // (the reply fuzzer's find: an empty array was read at [0])
 
   // an overflow names its counter; the message names its counter and period
   CHECK_THROWS_MATCHES(
