@@ -12,6 +12,7 @@
 #include <limitcounter/limit_counter.hpp>
 
 #include "limit_counter/limit_codec.hpp"
+#include "shared/amount.hpp"
 #include "support/probe.hpp"
 #include "support/redis_server.hpp"
 #include "support/topology.hpp"
@@ -615,4 +616,40 @@ TEST_CASE_METHOD(RecordFixture, "a record that would expire at once is refused, 
   }
   CHECK(merchant_day() == Usage{});
   CHECK(redis.command({"EXISTS", record_key(tx.id)}).as_integer() == 0);
+}
+
+// The same guard on the other records a call may write: the record a refund makes from the
+// original transaction it brings (its record gone), and a cancel's tombstone. Without it, the
+// refund would give the counters back with no record to replay it (each retry giving back
+// again), and the tombstone would be gone at once.
+TEST_CASE_METHOD(RecordFixture,
+                 "a reversal's record that would expire at once is refused, nothing written",
+                 "[record][redis][standalone]") {
+  const Rule day = Rule("merchant-day").where("merchant").per(Period::day).max_amount(1000);
+  limits.set_rules(RuleSet().add(day));
+  const Transaction tx = payment("past-original", 10);
+  REQUIRE(limits.consume(tx).allowed());
+  forget(tx.id);
+  REQUIRE(merchant_day() == Usage{1, 10});
+  // the client's clock two horizons behind the server's
+  auto context = limitcounter::testing::decide_context(limits, Clock::now() - 48h);
+  context.refuse_closed_windows = false;
+  std::vector<std::string> refund{"refund", "-1", ""};
+  const std::string counter_set =
+      limitcounter::detail::append_original(refund, tx, {&day}, context);
+  const std::vector<std::string> cancel{
+      "cancel", std::to_string(limitcounter::detail::unix_millis(context.now)),
+      std::to_string(limitcounter::detail::unix_millis(context.now + context.replay_horizon))};
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    for (const auto& [keys, args] :
+         {std::pair{std::vector<std::string>{record_key(tx.id), counter_set}, refund},
+          std::pair{std::vector<std::string>{record_key("past-tombstone")}, cancel}}) {
+      const Error error = error_of([&] { redis.eval(limitcounter::scripts::limit, keys, args); });
+      CHECK_THAT(error.what(), Catch::Contains("would be gone at once"));
+      CHECK(error.outcome() == limitcounter::Outcome::failed);
+    }
+  }
+  CHECK(merchant_day() == Usage{1, 10});
+  CHECK(redis.command({"EXISTS", record_key(tx.id)}).as_integer() == 0);
+  CHECK(redis.command({"EXISTS", record_key("past-tombstone")}).as_integer() == 0);
 }
