@@ -671,17 +671,22 @@ end
 -- fields of a transaction with one counter (its fields word is its one field).
 local totals, one_field = {}, {}
 
+-- The fields of a transaction with c counters whose record keeps `word`: split once per word a
+-- call, or with one counter the word itself (in the scratch `one_field`, no table made).
+local function fields_of(c, word)
+  if c > 1 then
+    return split_word(word)
+  end
+  one_field[1] = word
+  return one_field
+end
+
 -- Decides one transaction and emits its reply.
 local function decide(record, set, fingerprint, amount_text, fields_word, kind, now, record_expiry,
                       hold_expiry)
   local program = set.program
   local c, amount = program.c, tonumber(amount_text)
-  local fields = one_field
-  if c > 1 then
-    fields = split_word(fields_word)
-  else
-    one_field[1] = fields_word
-  end
+  local fields = fields_of(c, fields_word)
 
   if kind == 'check' then -- writes nothing, so reads the record first
     local first = load(record)
@@ -787,12 +792,7 @@ local function read_ahead(sets, only_set, a, n)
     end
     local program = set.program
     local c = program.c
-    local fields = one_field
-    if c > 1 then
-      fields = split_word(ARGV[f + 2])
-    else
-      one_field[1] = ARGV[f + 2]
-    end
+    local fields = fields_of(c, ARGV[f + 2])
     for j = 1, c do
       local entry, field = set.entries[j], fields[program.field[j]]
       local cells = entry.fields

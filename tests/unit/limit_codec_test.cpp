@@ -22,6 +22,15 @@ namespace {
 
 Reply str(const char* text) { return Reply::string(text); }
 
+// Integer replies, as a decide reply's values.
+std::vector<Reply> ints(std::initializer_list<std::int64_t> values) {
+  std::vector<Reply> items;
+  for (const std::int64_t value : values) {
+    items.push_back(Reply::integer(value));
+  }
+  return items;
+}
+
 bool has_code(const Error& e, errc code) { return e.code() == code; }
 
 // The integers of a MessagePack array of fixints and int64s (what a decide call's program is).
@@ -296,13 +305,6 @@ TEST_CASE("decide replies decode into decisions", "[limit-codec]") {
   const auto decode = [&](const Reply& reply) {
     return decode_decision(reply, call.shape, "t1", 42);
   };
-  const auto ints = [](std::initializer_list<std::int64_t> values) {
-    std::vector<Reply> items;
-    for (const std::int64_t value : values) {
-      items.push_back(Reply::integer(value));
-    }
-    return items;
-  };
   const auto with = [](std::vector<Reply> items, std::initializer_list<Reply> more) {
     items.insert(items.end(), more.begin(), more.end());
     return Reply::array(std::move(items));
@@ -393,13 +395,6 @@ TEST_CASE("decide replies decode into decisions", "[limit-codec]") {
 }
 
 TEST_CASE("a batch reply splits into its transactions' replies", "[limit-codec]") {
-  const auto ints = [](std::initializer_list<std::int64_t> values) {
-    std::vector<Reply> items;
-    for (const std::int64_t value : values) {
-      items.push_back(Reply::integer(value));
-    }
-    return items;
-  };
   // allowed (1 counter), a conflict, a denial (rule 1 by amount), an overflow, a replay
   std::vector<Reply> flat = ints({1, 1, 3, 300, 6, 2, 1, 3, 300, 1, 2, 8, 1, 5, 1, 3, 300});
   flat.push_back(Reply::string("consumed"));
