@@ -20,7 +20,7 @@ namespace {
 namespace lc = limitcounter;
 
 constexpr int rounds = 3;
-constexpr int cost_decisions = 3000;
+constexpr int cost_decisions = 3072; // 48 batches of 64
 // The bucketed layout's scenario: one shape's dimensions over this many slots
 // (`LimitCounterOptions::counter_buckets`), 16 or more per master up to 4 masters.
 constexpr std::uint32_t bucket_count = 64;
@@ -288,15 +288,17 @@ std::vector<std::string> slots_per_master(Target& target, const Scenario& scenar
 
 void print_cost_row(const std::string& scenario, const std::string& target,
                     const std::string& master, const std::string& served, const NodeCost& cost) {
-  std::printf("%-20s %-11s %-21s %-38s %8.2f %10.1f %10.1f\n", scenario.c_str(), target.c_str(),
+  std::printf("%-25s %-11s %-21s %-38s %8.2f %10.1f %10.1f\n", scenario.c_str(), target.c_str(),
               master.c_str(), served.c_str(), cost.evalsha_calls, cost.evalsha_usec, cost.cpu_usec);
 }
 
 // What each master spends per decision: EVALSHA calls and their usec (INFO commandstats,
 // after CONFIG RESETSTAT), and its process CPU time (used_cpu_user + used_cpu_sys). Three
-// rounds of `cost_decisions` sync decisions; the round with the least total CPU counts. With
-// several masters, the busiest one's share of the total CPU follows.
-void print_server_cost(Comparison& comparison, Target& target, const Scenario& scenario) {
+// rounds of `cost_decisions` decisions, sync (`batch` 1) or by consume_many of `batch`; the
+// round with the least total CPU counts. With several masters, the busiest one's share of the
+// total CPU follows.
+void print_server_cost(Comparison& comparison, Target& target, const Scenario& scenario,
+                       int batch) {
   lc::LimitCounter& limits = scenario.counter(target);
   limits.set_rules(scenario.rules);
   std::vector<NodeCost> best;
@@ -308,8 +310,21 @@ void print_server_cost(Comparison& comparison, Target& target, const Scenario& s
       node->command({"CONFIG", "RESETSTAT"});
       before.push_back(read_cost(*node));
     }
-    for (std::uint64_t i = 0; i < cost_decisions; ++i) {
-      limits.consume(transaction(scenario, transaction_id(comparison.nonce, run, 0, i), i));
+    for (std::uint64_t i = 0; i < cost_decisions; i += batch) {
+      std::vector<lc::Transaction> transactions;
+      for (std::uint64_t k = i; k < i + batch; ++k) {
+        transactions.push_back(
+            transaction(scenario, transaction_id(comparison.nonce, run, 0, k), k));
+      }
+      if (batch == 1) {
+        limits.consume(transactions.front());
+        continue;
+      }
+      for (const auto& result : limits.consume_many(transactions)) {
+        if (const auto* error = std::get_if<lc::Error>(&result)) {
+          throw *error;
+        }
+      }
     }
     std::vector<NodeCost> per_decision;
     double total = 0;
@@ -326,10 +341,11 @@ void print_server_cost(Comparison& comparison, Target& target, const Scenario& s
     }
   }
   const auto served = slots_per_master(target, scenario);
+  const std::string name = scenario.name + (batch == 1 ? "" : "_batch" + std::to_string(batch));
   NodeCost sum;
   double busiest = 0;
   for (std::size_t m = 0; m < best.size(); ++m) {
-    print_cost_row(scenario.name, target.name, target.master_names[m], served[m], best[m]);
+    print_cost_row(name, target.name, target.master_names[m], served[m], best[m]);
     sum.evalsha_calls += best[m].evalsha_calls;
     sum.evalsha_usec += best[m].evalsha_usec;
     sum.cpu_usec += best[m].cpu_usec;
@@ -337,7 +353,7 @@ void print_server_cost(Comparison& comparison, Target& target, const Scenario& s
   }
   if (best.size() > 1) {
     print_cost_row(
-        scenario.name, target.name, "all masters",
+        name, target.name, "all masters",
         "busiest master: " + std::to_string(static_cast<int>(100 * busiest / sum.cpu_usec + 0.5)) +
             " % of the CPU",
         sum);
@@ -371,16 +387,22 @@ void run_cluster_comparison(const std::string& standalone_uri, const std::string
               cluster.masters.size(), threads);
   print_comparison(comparison.rows);
 
-  std::printf("\nserver cost per decision (%d sync decisions, best of %d rounds)\n", cost_decisions,
-              rounds);
-  std::printf("%-20s %-11s %-21s %-38s %8s %10s %10s\n", "scenario", "target", "master",
+  std::printf("\nserver cost per decision (%d decisions, sync or _batch64: consume_many of 64, "
+              "best of %d rounds)\n",
+              cost_decisions, rounds);
+  std::printf("%-25s %-11s %-21s %-38s %8s %10s %10s\n", "scenario", "target", "master",
               "counter slots it serves", "evalsha", "evalsha us", "cpu us");
   // One share's worth of work (one slot, one rule, its own record): what the home record's
   // begin and finish add to a decision is its total minus one of these per share.
   const Scenario one_rule{"consume_1_rule", rules_of_one_rule(), 10'000, false};
   for (const auto& scenario : {scenarios[0], scenarios[1], scenarios[2], one_rule}) {
     for (auto* target : {&standalone, &cluster}) {
-      print_server_cost(comparison, *target, scenario);
+      print_server_cost(comparison, *target, scenario, 1);
+    }
+  }
+  for (const auto& scenario : {scenarios[0], scenarios[1]}) {
+    for (auto* target : {&standalone, &cluster}) {
+      print_server_cost(comparison, *target, scenario, 64);
     }
   }
 }

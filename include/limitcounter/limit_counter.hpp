@@ -418,11 +418,13 @@ public:
   /// Runs many independent `consume`s in one round trip and returns one result per transaction,
   /// in order (a conflict is that item's Error). On standalone Redis one script call decides up
   /// to 64 of them (an id repeated in the batch replays the first). On a Redis Cluster every item
-  /// goes through its home record, so the items are decided one after another (three round trips
-  /// each), not pipelined. Each consume is all or nothing on its own and idempotent by its id;
-  /// the batch is not atomic. Each item is decided as `consume` would: failure policies for a
-  /// pipeline that was not sent, Outcome::unknown (retry with the same ids) for one that may
-  /// have run, the local fallback reported after.
+  /// goes through its home record in three steps, each step of all items in one pipeline (one
+  /// per node): every begin, then every share (the shares of one slot in script calls of up to
+  /// 64), then every finish; three round trips for the batch. Each consume is all or nothing on
+  /// its own and idempotent by its id; the batch is not atomic. Each item is decided as
+  /// `consume` would: failure policies for a pipeline that was not sent, Outcome::unknown
+  /// (retry with the same ids) for one that may have run (on a cluster, every item of a step's
+  /// pipeline whose reply was lost), the local fallback reported after.
   /// Bad input anywhere throws before anything is sent.
   std::vector<BatchResult<Decision>> consume_many(const std::vector<Transaction>& transactions);
 
@@ -649,9 +651,29 @@ private:
   /// record by compare-and-set.
   Decision decide_in_shares(std::string_view op, const Transaction& transaction,
                             const PreparedDecision& prepared);
+  /// `decide_in_shares` of several transactions (each with shares) at once, step by step: every
+  /// begin in one pipeline, then every share, then every finish (each transaction's steps in its
+  /// order). One result per transaction, its decision or the error its own steps ended with; throws
+  /// nothing of one transaction's.
+  std::vector<BatchResult<Decision>>
+  decide_many_in_shares(std::string_view op, const std::vector<const Transaction*>& transactions,
+                        const std::vector<const PreparedDecision*>& prepared);
   Decision check_in_shares(const Transaction& transaction, const PreparedDecision& prepared);
-  Decision run_shares(std::string_view op, const Transaction& transaction,
-                      const PreparedDecision& prepared);
+  /// What a begun transaction's shares decided, before its home record has it.
+  struct SharesDecided {
+    Decision combined;
+    std::vector<std::string> counted; ///< the share records whose counters it moved
+  };
+  /// The home record's answer to begin: the decision it already has, or none (go on).
+  std::optional<Decision> after_begin(const Transaction& transaction,
+                                      const PreparedDecision& prepared, const Reply& begun);
+  /// Reads the shares' replies; gives back what moved and throws when there is nothing to
+  /// decide on.
+  SharesDecided after_shares(std::string_view op, const Transaction& transaction,
+                             const PreparedDecision& prepared, const std::vector<Reply>& replies);
+  /// The home record's answer to finish: the decision.
+  Decision after_finish(const Transaction& transaction, const SharesDecided& decided,
+                        const Reply& finished);
   Decision replay_home(const Transaction& transaction, const Reply& final_reply);
   Decision replay_voided(const Transaction& transaction);
   void void_shares(const Transaction& transaction, const std::vector<std::string>& shares);

@@ -448,9 +448,10 @@ std::vector<Reply> batch_replies(const std::vector<Reply>& replies, std::size_t 
 } // namespace
 
 // Decides like `consume`, item by item: the calls of one slot go in batch script calls of up to
-// `max_decide_batch` transactions (each decided on its own), one pipeline; those spread over
-// several cluster slots share by share; a pipeline that was not sent lets each item's failure
-// policy decide; the local fallback is reported as after a single call.
+// `max_decide_batch` transactions (each decided on its own), one pipeline; on a cluster, every
+// item through its home record, each step of all items in one pipeline; a pipeline that was not
+// sent lets each item's failure policy decide; the local fallback is reported as after a single
+// call.
 std::vector<BatchResult<Decision>>
 LimitCounter::consume_many(const std::vector<Transaction>& transactions) {
   const TimePoint started = Clock::now();
@@ -490,6 +491,19 @@ LimitCounter::consume_many(const std::vector<Transaction>& transactions) {
   } catch (const Error& e) {
     pipeline_error = e;
   }
+  // On a cluster: every transaction through its home record, all of them step by step.
+  std::vector<const Transaction*> spread;
+  std::vector<const PreparedDecision*> spread_prepared;
+  for (std::size_t i = 0; i < transactions.size(); ++i) {
+    if (!prepared[i].shares.empty() && !prepared[i].cached) {
+      spread.push_back(&transactions[i]);
+      spread_prepared.push_back(&prepared[i]);
+    }
+  }
+  std::vector<BatchResult<Decision>> in_shares =
+      spread.empty() ? std::vector<BatchResult<Decision>>{}
+                     : decide_many_in_shares("consume", spread, spread_prepared);
+  std::size_t next_in_shares = 0;
   std::vector<BatchResult<Decision>> results;
   results.reserve(transactions.size());
   std::size_t next_reply = 0;
@@ -509,7 +523,11 @@ LimitCounter::consume_many(const std::vector<Transaction>& transactions) {
       bool by_redis = true;
       try {
         if (!one_slot) {
-          decision = decide_in_shares("consume", transaction, prepared[i]);
+          BatchResult<Decision>& result = in_shares.at(next_in_shares++);
+          if (auto* error = std::get_if<Error>(&result)) {
+            throw std::move(*error);
+          }
+          decision = std::move(std::get<Decision>(result));
           reached_redis = true;
         } else if (pipeline_error) {
           throw *pipeline_error;

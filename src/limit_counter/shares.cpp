@@ -8,11 +8,13 @@
 #include <limitcounter/limit_counter.hpp>
 
 #include <algorithm>
+#include <map>
 
 #include <limitcounter/detail/lua_scripts.hpp>
 
 #include "limit_counter/limit_codec.hpp"
 #include "limit_counter/share_plan.hpp"
+#include "redis/key_slot.hpp"
 #include "shared/amount.hpp"
 
 namespace limitcounter {
@@ -99,17 +101,216 @@ Decision LimitCounter::decide_in_shares(std::string_view op, const Transaction& 
   if (op == "check") {
     return check_in_shares(transaction, prepared);
   }
-  // The home record compares one value: the shares' fingerprint and the amount together.
-  const std::string fingerprint = home_fingerprint(prepared);
-  const std::string plan = joined_lines(prepared.share_tags);
-  // The home record expires `share_record_margin` before the latest of its shares' records.
-  long long latest = 0;
-  for (const ScriptCall& share : prepared.shares) {
-    latest = std::max(latest, std::stoll(detail::decide_record_expiry(share.args)));
+  BatchResult<Decision> result =
+      std::move(decide_many_in_shares(op, {&transaction}, {&prepared}).front());
+  if (auto* error = std::get_if<Error>(&result)) {
+    throw std::move(*error);
   }
-  const std::string expiry =
-      std::to_string(latest - std::chrono::milliseconds(detail::share_record_margin).count());
-  const Reply begun = run_home(transaction.id, {"begin", fingerprint, plan, expiry});
+  return std::move(std::get<Decision>(result));
+}
+
+namespace {
+
+// A home record's reply as `Redis::eval` would have it: an error reply thrown.
+const Reply& home_reply(const Reply& reply) {
+  if (reply.is_error()) {
+    throw Error(errc::server_error, "script transaction_home: " + reply.as_string(),
+                Outcome::failed);
+  }
+  return reply;
+}
+
+// An error after the home record was begun: some shares may have run, so only the same id
+// settles it (a bad input, or an outcome already unknown, says so itself).
+Error half_decided(const Error& error, const std::string& transaction_id) {
+  if (error.is_input_error() || error.outcome() == Outcome::unknown) {
+    return error;
+  }
+  return Error(static_cast<errc>(error.code().value()),
+               std::string(error.what()) + "; " + quoted_id(transaction_id) +
+                   " may be half decided: retry it with the same id",
+               Outcome::unknown);
+}
+
+} // namespace
+
+// Several transactions cost three round trips in all, not three each: a step's calls of every
+// transaction go in one pipeline (one per node), and a transaction takes the next step only
+// once its own previous step answered; the consumes' shares of one slot go in batch calls of
+// lua/limit.lua (each transaction decided on its own, as consume_many's on standalone). Each
+// transaction's steps and what it decides are those it would take alone; one transaction's
+// failure is its own.
+std::vector<BatchResult<Decision>>
+LimitCounter::decide_many_in_shares(std::string_view op,
+                                    const std::vector<const Transaction*>& transactions,
+                                    const std::vector<const PreparedDecision*>& prepared) {
+  const std::size_t n = transactions.size();
+  std::vector<std::optional<BatchResult<Decision>>> results(n);
+  const auto half = [&](const Error& e, std::size_t i) {
+    return half_decided(e, transactions[i]->id);
+  };
+  // One home record call per transaction of `of`: `step` reads its reply; an error of the step,
+  // or of the pipeline as a whole, is that transaction's result (through `wrap`). Returns the
+  // transactions whose step gave no result.
+  const auto at_homes = [&](const std::vector<std::size_t>& of, auto&& args_of, auto&& step,
+                            auto&& wrap) {
+    std::vector<std::size_t> going_on;
+    if (of.empty()) {
+      return going_on;
+    }
+    std::vector<ScriptCall> calls;
+    calls.reserve(of.size());
+    for (const std::size_t i : of) {
+      calls.push_back(
+          {&scripts::transaction_home, {keys_.transaction(transactions[i]->id)}, args_of(i)});
+    }
+    std::vector<Reply> replies;
+    try {
+      replies = redis_.eval_pipeline(calls);
+    } catch (const Error& e) {
+      for (const std::size_t i : of) {
+        results[i] = wrap(e, i);
+      }
+      return going_on;
+    }
+    for (std::size_t k = 0; k < of.size(); ++k) {
+      try {
+        if (std::optional<Decision> decision = step(of[k], home_reply(replies[k]))) {
+          results[of[k]] = std::move(*decision);
+        } else {
+          going_on.push_back(of[k]);
+        }
+      } catch (const Error& e) {
+        results[of[k]] = wrap(e, of[k]);
+      }
+    }
+    return going_on;
+  };
+
+  // 1. Begin at each home record. The home record compares one value: the shares'
+  // fingerprint and the amount together; it expires `share_record_margin` before the latest of
+  // its shares' records.
+  std::vector<std::size_t> all(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    all[i] = i;
+  }
+  const std::vector<std::size_t> begun = at_homes(
+      all,
+      [&](std::size_t i) {
+        long long latest = 0;
+        for (const ScriptCall& share : prepared[i]->shares) {
+          latest = std::max(latest, std::stoll(detail::decide_record_expiry(share.args)));
+        }
+        const auto margin = std::chrono::milliseconds(detail::share_record_margin).count();
+        return std::vector<std::string>{"begin", home_fingerprint(*prepared[i]),
+                                        joined_lines(prepared[i]->share_tags),
+                                        std::to_string(latest - margin)};
+      },
+      [&](std::size_t i, const Reply& begun_reply) {
+        return after_begin(*transactions[i], *prepared[i], begun_reply);
+      },
+      [](const Error& e, std::size_t) { return e; });
+
+  // 2. Each begun transaction's shares.
+  std::vector<std::vector<Reply>> share_replies(n);
+  std::vector<ScriptCall> calls;
+  std::vector<std::vector<std::pair<std::size_t, std::size_t>>> call_shares; // (i, share)
+  std::map<std::uint16_t, std::vector<std::pair<std::size_t, std::size_t>>> by_slot;
+  for (const std::size_t i : begun) {
+    share_replies[i].resize(prepared[i]->shares.size());
+    for (std::size_t s = 0; s < prepared[i]->shares.size(); ++s) {
+      const ScriptCall& share = prepared[i]->shares[s];
+      if (op == "consume") {
+        by_slot[detail::key_slot(share.keys.front())].emplace_back(i, s);
+      } else {
+        calls.push_back(share);
+        call_shares.push_back({{i, s}});
+      }
+    }
+  }
+  for (const auto& [slot, shares] : by_slot) {
+    for (std::size_t from = 0; from < shares.size(); from += detail::max_decide_batch) {
+      const std::size_t upto = std::min(shares.size(), from + detail::max_decide_batch);
+      call_shares.emplace_back(shares.begin() + from, shares.begin() + upto);
+      if (upto - from == 1) {
+        calls.push_back(prepared[shares[from].first]->shares[shares[from].second]);
+        continue;
+      }
+      detail::DecideBatch batch;
+      for (std::size_t k = from; k < upto; ++k) {
+        ScriptCall share = prepared[shares[k].first]->shares[shares[k].second];
+        batch.add(std::move(share.keys), std::move(share.args));
+      }
+      auto [keys, args] = batch.take();
+      calls.push_back({&scripts::limit, std::move(keys), std::move(args)});
+    }
+  }
+  std::vector<Reply> replies;
+  try {
+    replies = calls.empty() ? std::vector<Reply>{} : redis_.eval_pipeline(calls);
+  } catch (const Error& e) {
+    for (const std::size_t i : begun) {
+      results[i] = half(e, i);
+    }
+  }
+  for (std::size_t c = 0; c < replies.size(); ++c) {
+    const auto& members = call_shares[c];
+    std::vector<Reply> own;
+    if (members.size() == 1 || replies[c].is_error()) {
+      own.assign(members.size(), replies[c]);
+    } else {
+      try {
+        own = detail::split_decide_replies(replies[c], members.size());
+      } catch (const Error& e) {
+        for (const auto& member : members) {
+          results[member.first] = half(e, member.first);
+        }
+        continue;
+      }
+    }
+    for (std::size_t k = 0; k < members.size(); ++k) {
+      share_replies[members[k].first][members[k].second] = std::move(own[k]);
+    }
+  }
+  std::vector<std::optional<SharesDecided>> decided(n);
+  std::vector<std::size_t> deciding;
+  for (const std::size_t i : begun) {
+    if (results[i]) {
+      continue;
+    }
+    try {
+      decided[i] = after_shares(op, *transactions[i], *prepared[i], share_replies[i]);
+      deciding.push_back(i);
+    } catch (const Error& e) {
+      results[i] = half(e, i);
+    }
+  }
+
+  // 3. Finish at each home record: its compare-and-set makes the decision final.
+  at_homes(
+      deciding,
+      [&](std::size_t i) {
+        const Decision& combined = decided[i]->combined;
+        return std::vector<std::string>{"finish", home_fingerprint(*prepared[i]), combined.state,
+                                        detail::encode_stored_decision(combined),
+                                        prepared[i]->home_hold_expiry};
+      },
+      [&](std::size_t i, const Reply& finished) -> std::optional<Decision> {
+        return after_finish(*transactions[i], *decided[i], finished);
+      },
+      half);
+
+  std::vector<BatchResult<Decision>> out;
+  out.reserve(n);
+  for (auto& result : results) {
+    out.push_back(std::move(*result));
+  }
+  return out;
+}
+
+std::optional<Decision> LimitCounter::after_begin(const Transaction& transaction,
+                                                  const PreparedDecision& prepared,
+                                                  const Reply& begun) {
   const std::string& status = begun.at(0).as_string();
   if (status == "conflict") {
     throw detail::reused_id(transaction.id);
@@ -129,38 +330,28 @@ Decision LimitCounter::decide_in_shares(std::string_view op, const Transaction& 
                 "transaction_home begin: unexpected reply " + begun.debug_string(),
                 Outcome::unknown);
   }
-  if (begun.at(1).as_string() != plan) {
+  if (begun.at(1).as_string() != joined_lines(prepared.share_tags)) {
     throw Error(errc::conflict,
                 "the rules changed while " + quoted_id(transaction.id) +
                     " was being decided by another caller: retry it",
                 Outcome::failed);
   }
-  try {
-    return run_shares(op, transaction, prepared);
-  } catch (const Error& e) {
-    if (e.is_input_error() || e.outcome() == Outcome::unknown) {
-      throw;
-    }
-    // The home record is begun and some shares may have run: only the same id settles it.
-    throw Error(static_cast<errc>(e.code().value()),
-                std::string(e.what()) + "; " + quoted_id(transaction.id) +
-                    " may be half decided: retry it with the same id",
-                Outcome::unknown);
-  }
+  return std::nullopt;
 }
 
-Decision LimitCounter::run_shares(std::string_view op, const Transaction& transaction,
-                                  const PreparedDecision& prepared) {
-  const std::vector<Reply> replies = redis_.eval_pipeline(prepared.shares);
-  Decision combined;
-  std::vector<std::string> counted; // shares whose counters this transaction moved
+LimitCounter::SharesDecided LimitCounter::after_shares(std::string_view op,
+                                                       const Transaction& transaction,
+                                                       const PreparedDecision& prepared,
+                                                       const std::vector<Reply>& replies) {
+  SharesDecided decided;
+  Decision& combined = decided.combined;
   std::optional<Error> share_error;
   for (std::size_t i = 0; i < replies.size(); ++i) {
     try {
       const Decision part = finish_decide(op, transaction, prepared.shapes[i], replies[i]);
       combined.rules.insert(combined.rules.end(), part.rules.begin(), part.rules.end());
       if (part.allowed() && part.state != "voided") {
-        counted.push_back(prepared.shares[i].keys.front());
+        decided.counted.push_back(prepared.shares[i].keys.front());
       } else if (!combined.denial) {
         combined.verdict = Decision::Verdict::denied;
         combined.denial = part.denial;
@@ -177,16 +368,18 @@ Decision LimitCounter::run_shares(std::string_view op, const Transaction& transa
   if (share_error || (!combined.allowed() && !combined.denial)) {
     // Nothing to decide on (a conflict, an overflow, a share voided long ago): give back what
     // moved and leave the home record pending.
-    run_on_shares(counted, {{"void"}});
+    run_on_shares(decided.counted, {{"void"}});
     throw share_error.value_or(
         Error(errc::conflict,
               quoted_id(transaction.id) + " was voided before and its home record is gone",
               Outcome::failed));
   }
   combined.state = !combined.allowed() ? "denied" : op == "reserve" ? "reserved" : "consumed";
-  const Reply finished = run_home(
-      transaction.id, {"finish", home_fingerprint(prepared), combined.state,
-                       detail::encode_stored_decision(combined), prepared.home_hold_expiry});
+  return decided;
+}
+
+Decision LimitCounter::after_finish(const Transaction& transaction, const SharesDecided& decided,
+                                    const Reply& finished) {
   const std::string& status = finished.at(0).as_string();
   if (status == "final") {
     return replay_home(transaction, finished);
@@ -197,10 +390,10 @@ Decision LimitCounter::run_shares(std::string_view op, const Transaction& transa
                     finished.debug_string(),
                 Outcome::unknown);
   }
-  if (!combined.allowed()) {
-    void_shares(transaction, counted);
+  if (!decided.combined.allowed()) {
+    void_shares(transaction, decided.counted);
   }
-  return combined;
+  return decided.combined;
 }
 
 // The home record's decision again: its verdict and denial, and no rules (the home record keeps

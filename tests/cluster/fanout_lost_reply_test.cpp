@@ -7,6 +7,7 @@
 #include <functional>
 #include <string>
 #include <tuple>
+#include <variant>
 #include <vector>
 
 #include <limitcounter/detail/lua_scripts.hpp>
@@ -114,6 +115,57 @@ TEST_CASE_METHOD(FanOut, "a lost reply at each step of an allowed fan-out: the r
     CHECK(retry.allowed());
     CHECK(limits.consume(tx(id)).replayed);
     ++counted;
+    CHECK(dept() == Usage{counted, 100 * counted});
+    CHECK(merchant() == Usage{counted, 100 * counted});
+  }
+}
+
+// consume_many sends each step of all its transactions in one pipeline (one per node), and the
+// shares of one slot in one batch call: a lost reply leaves every transaction of that call (or
+// of that pipeline) unknown, and the same batch again finishes each of them once.
+TEST_CASE_METHOD(FanOut,
+                 "consume_many: a lost reply at each step of the batch's fan-out, the same batch "
+                 "again counts each transaction once",
+                 "[cluster][proxy][home][batch]") {
+  two_daily_limits();
+  int counted = 0;
+  // (the batch call of the dept shares names the first transaction's share record first)
+  for (const auto& [name, step_key, call_of, nth] : std::vector<
+           std::tuple<std::string, std::function<std::string(const std::string&)>, int, int>>{
+           {"begin", [this](const std::string& id) { return home(id); }, 2, 1},
+           {"dept shares", [this](const std::string& id) { return share("dept", id); }, 0, 1},
+           {"finish", [this](const std::string& id) { return home(id); }, 2, 2}}) {
+    INFO("the reply of the " << name << " call of the batch's transaction " << call_of
+                             << " is lost");
+    std::vector<Transaction> batch;
+    for (int i = 0; i < 4; ++i) {
+      batch.push_back(tx("batch-" + std::to_string(counted) + "-" + std::to_string(i)));
+    }
+    FaultProxy& proxy = lose_reply(step_key(batch[call_of].id), nth);
+    const std::size_t lost_before = proxy.injected(Fault::drop_reply);
+    const auto lost = limits.consume_many(batch);
+    REQUIRE(lost.size() == batch.size());
+    CHECK(proxy.injected(Fault::drop_reply) == lost_before + 1);
+    // the step ran on its node for the transactions of the lost call
+    CHECK(direct.command({"EXISTS", step_key(batch[2].id)}).as_integer() == 1);
+    const auto* error = std::get_if<Error>(&lost[2]);
+    REQUIRE(error);
+    CHECK(error->outcome() == Outcome::unknown);
+    for (const auto& result : lost) { // each one's outcome: decided, or unknown
+      if (const auto* other = std::get_if<Error>(&result)) {
+        CHECK(other->outcome() == Outcome::unknown);
+      }
+    }
+
+    for (const auto& result : limits.consume_many(batch)) {
+      REQUIRE(std::holds_alternative<Decision>(result));
+      CHECK(std::get<Decision>(result).allowed());
+    }
+    for (const auto& result : limits.consume_many(batch)) {
+      REQUIRE(std::holds_alternative<Decision>(result));
+      CHECK(std::get<Decision>(result).replayed);
+    }
+    counted += 4;
     CHECK(dept() == Usage{counted, 100 * counted});
     CHECK(merchant() == Usage{counted, 100 * counted});
   }

@@ -95,6 +95,52 @@ TEST_CASE_METHOD(SpreadLimitsOverBuckets, "16 concurrent callers of one id: exac
   CHECK(merchant() == Usage{15, 1500});
 }
 
+// consume_many sends each step of all its transactions in one pipeline: racing consume and
+// another consume_many of the same ids, each id is still first exactly once.
+TEST_CASE_METHOD(SpreadLimitsOverBuckets,
+                 "consume_many racing consume_many and consume of the same ids: each is first once",
+                 "[cluster][limits][home][batch]") {
+  for (int round = 0; round < 8; ++round) {
+    std::vector<Transaction> batch;
+    for (int i = 0; i < 8; ++i) {
+      batch.push_back(tx("many-" + std::to_string(round) + "-" + std::to_string(i)));
+    }
+    std::vector<std::atomic<int>> first(batch.size());
+    std::atomic<int> not_allowed{0}; // Catch's assertions are not thread-safe: counted here
+    const auto count = [&](std::size_t i, const BatchResult<Decision>& result) {
+      const auto* decision = std::get_if<Decision>(&result);
+      if (decision == nullptr || !decision->allowed()) {
+        ++not_allowed;
+      } else if (!decision->replayed) {
+        ++first[i];
+      }
+    };
+    const auto many = [&] {
+      const auto results = limits.consume_many(batch);
+      for (std::size_t i = 0; i < results.size(); ++i) {
+        count(i, results[i]);
+      }
+    };
+    const auto one_by_one = [&] { // last to first
+      for (std::size_t i = batch.size(); i-- > 0;) {
+        try {
+          count(i, limits.consume(batch[i]));
+        } catch (const Error& e) {
+          count(i, e);
+        }
+      }
+    };
+    race({many, many, one_by_one});
+    CHECK(not_allowed == 0);
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      INFO("transaction " << batch[i].id);
+      CHECK(first[i] == 1);
+    }
+  }
+  CHECK(dept() == Usage{64, 6400});
+  CHECK(merchant() == Usage{64, 6400});
+}
+
 TEST_CASE_METHOD(SpreadLimitsOverBuckets,
                  "confirm racing cancel racing refund: one wins, every share follows",
                  "[cluster][limits][home]") {

@@ -1,15 +1,18 @@
 #include "simulation/workload.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <random>
 #include <thread>
+#include <variant>
 
 namespace limitcounter::simulation {
 namespace {
 
-const char* const operation_kinds[] = {"consume",  "reserve", "confirm", "cancel",
-                                       "refund",   "race",    "deduct",  "credit",
-                                       "rollback", "create",  "grab",    "close"};
+const char* const operation_kinds[] = {"consume",  "consume_many", "reserve", "confirm",
+                                       "cancel",   "refund",       "race",    "deduct",
+                                       "credit",   "rollback",     "create",  "grab",
+                                       "close"};
 
 } // namespace
 
@@ -87,8 +90,10 @@ private:
   void step() {
     {
       const int dice = pick(0, 99);
-      if (dice < 25) {
+      if (dice < 19) {
         consume();
+      } else if (dice < 25) {
+        consume_many();
       } else if (dice < 33) {
         reserve_then_end();
       } else if (dice < 41) {
@@ -175,6 +180,46 @@ private:
     record(tx, decision, false);
     if (decision.allowed()) {
       consumed_.push_back(tx.id);
+    }
+  }
+
+  // A few payments in one consume_many. An item that ended without a definite answer is sent
+  // again with the same id in the next batch, as a careful host does; a caller error is a
+  // finding.
+  void consume_many() {
+    w_.stats_.count("consume_many");
+    std::vector<Transaction> pending;
+    for (int i = pick(2, 6); i > 0; --i) {
+      pending.push_back(payment(next_id("B")));
+    }
+    for (int attempt = 1; !pending.empty(); ++attempt) {
+      const auto results = definitely([&] { return w_.jobs_.limits.consume_many(pending); });
+      std::vector<Transaction> again;
+      for (std::size_t i = 0; i < results.size(); ++i) {
+        const Transaction& tx = pending[i];
+        if (const auto* decision = std::get_if<Decision>(&results[i])) {
+          check_limits(tx, *decision);
+          record(tx, *decision, false);
+          if (decision->allowed()) {
+            consumed_.push_back(tx.id);
+          }
+          continue;
+        }
+        const Error& error = std::get<Error>(results[i]);
+        if (error.is_input_error() || attempt >= 400) {
+          w_.model_.violation("consume_many of " + tx.id + ": " + error.what());
+          continue;
+        }
+        ++w_.stats_.retries.retries;
+        if (error.outcome() == Outcome::unknown) {
+          ++w_.stats_.retries.unknown_outcomes;
+        }
+        again.push_back(tx);
+      }
+      pending = std::move(again);
+      if (!pending.empty()) {
+        std::this_thread::sleep_for(std::chrono::milliseconds{attempt < 10 ? 2 : 20});
+      }
     }
   }
 

@@ -1,8 +1,10 @@
 #include "support/redis_server.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
+#include <cstdint>
 #include <cstring>
 #include <stdexcept>
 #include <thread>
@@ -41,6 +43,21 @@ int free_loopback_port() {
   const int port = ntohs(address.sin_port);
   close(fd);
   return port;
+}
+
+// Whether nothing listens on loopback `port` now.
+bool loopback_port_is_free(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) {
+    return false;
+  }
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = htons(static_cast<std::uint16_t>(port));
+  const bool free = bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0;
+  close(fd);
+  return free;
 }
 
 bool plain_server_answers_ping(int port) {
@@ -83,9 +100,15 @@ RedisServer::RedisServer(std::string program, std::string config_file,
                          std::vector<std::string> extra_args, std::optional<TlsPort> tls)
     : program_(std::move(program)), config_file_(std::move(config_file)),
       extra_args_(std::move(extra_args)), tls_(std::move(tls)) {
-  for (int attempt = 0; attempt < 5; ++attempt) {
+  // A cluster node also listens on its bus port, port + 10000: it must exist and be free (the
+  // kernel hands out ports up to 60999), else the node exits at start.
+  const bool cluster_node =
+      std::find(extra_args_.begin(), extra_args_.end(), "--cluster-enabled") != extra_args_.end();
+  constexpr int bus_offset = 10000;
+  for (int attempt = 0; attempt < 20; ++attempt) {
     port_ = free_loopback_port();
-    if (port_ == 6379) {
+    if (port_ == 6379 || (cluster_node && (port_ + bus_offset > 65535 ||
+                                           !loopback_port_is_free(port_ + bus_offset)))) {
       continue;
     }
     try {
