@@ -420,11 +420,14 @@ public:
   /// to 64 of them (an id repeated in the batch replays the first). On a Redis Cluster every item
   /// goes through its home record in three steps, each step of all items in one pipeline (one
   /// per node): every begin, then every share (the shares of one slot in script calls of up to
-  /// 64), then every finish; three round trips for the batch. Each consume is all or nothing on
-  /// its own and idempotent by its id; the batch is not atomic. Each item is decided as
-  /// `consume` would: failure policies for a pipeline that was not sent, Outcome::unknown
-  /// (retry with the same ids) for one that may have run (on a cluster, every item of a step's
-  /// pipeline whose reply was lost), the local fallback reported after.
+  /// 64), then every finish; three round trips for the batch. As with concurrent callers, an
+  /// item's share may then see what another item's share in another slot took before that item
+  /// was denied and gave it back (never more than the limits allow). Each consume is all or
+  /// nothing on its own and idempotent by its id; the batch is not atomic. Each item is decided
+  /// as `consume` would: its failure policy when its call was not sent (its node down, or
+  /// behind an open breaker: the other nodes' items go on), Outcome::unknown (retry with the
+  /// same ids) when its call may have run (every item of a pipeline whose reply was lost, or of
+  /// a script call that answered with an error), the local fallback reported after.
   /// Bad input anywhere throws before anything is sent.
   std::vector<BatchResult<Decision>> consume_many(const std::vector<Transaction>& transactions);
 

@@ -5,11 +5,13 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
+#include <limitcounter/error.hpp>
 #include <limitcounter/reply.hpp>
 #include <limitcounter/script.hpp>
 
@@ -233,6 +235,16 @@ public:
   /// is open) keeps an error reply in place the same way. If a connection fails after its
   /// pipeline was sent, the whole call throws with Outcome::unknown.
   std::vector<Reply> eval_pipeline(const std::vector<ScriptCall>& calls);
+
+  /// `eval_pipeline(calls)` that also says which calls did not run: `refusals` gets one entry
+  /// per call, the Error (Outcome::not_sent) that `eval` of that call alone would have thrown
+  /// for a call that did not run (refused until the budget ended, its node unreachable, or its
+  /// node's breaker open), and nothing for the others (which ran, or may have: their replies,
+  /// error replies too, are in place). Here a node whose breaker is open refuses its own calls
+  /// only: the other nodes' calls are sent. When no call ran, the whole call throws, as
+  /// `eval_pipeline(calls)` does.
+  std::vector<Reply> eval_pipeline(const std::vector<ScriptCall>& calls,
+                                   std::vector<std::optional<Error>>& refusals);
 
   /// The options given at construction.
   const RedisOptions& options() const noexcept;

@@ -426,14 +426,21 @@ void LimitCounter::report(LimitOp op, const Transaction& transaction, const Deci
 
 namespace {
 
-// The replies of the batch calls, one per transaction. A batch that failed as a whole (a
-// script error) fails each of its transactions; the ones before the error may have been
+// The replies of the batch calls, one per transaction, and (in `refusals`) each
+// transaction's batch call's refusal if that call did not run. A batch that failed as a whole
+// (a script error) fails each of its transactions; the ones before the error may have been
 // decided, so the outcome is unknown and the same ids replay it.
-std::vector<Reply> batch_replies(const std::vector<Reply>& replies, std::size_t transactions) {
+std::vector<Reply> batch_replies(const std::vector<Reply>& replies,
+                                 const std::vector<std::optional<Error>>& refused_calls,
+                                 std::size_t transactions,
+                                 std::vector<std::optional<Error>>& refusals) {
   std::vector<Reply> flat;
   flat.reserve(transactions);
-  for (const Reply& reply : replies) {
+  refusals.clear();
+  for (std::size_t call = 0; call < replies.size(); ++call) {
+    const Reply& reply = replies[call];
     const std::size_t in_batch = std::min(detail::max_decide_batch, transactions - flat.size());
+    refusals.insert(refusals.end(), in_batch, refused_calls[call]);
     if (reply.is_error()) {
       flat.insert(flat.end(), in_batch, reply);
       continue;
@@ -484,10 +491,14 @@ LimitCounter::consume_many(const std::vector<Transaction>& transactions) {
     }
   }
   std::vector<Reply> replies;
+  std::vector<std::optional<Error>> refusals; // per transaction: its batch call did not run
   std::optional<Error> pipeline_error;
   try {
-    replies = batches.empty() ? std::vector<Reply>{}
-                              : batch_replies(redis_.eval_pipeline(batches), in_batches);
+    if (!batches.empty()) {
+      std::vector<std::optional<Error>> refused_calls;
+      replies = batch_replies(redis_.eval_pipeline(batches, refused_calls), refused_calls,
+                              in_batches, refusals);
+    }
   } catch (const Error& e) {
     pipeline_error = e;
   }
@@ -531,6 +542,8 @@ LimitCounter::consume_many(const std::vector<Transaction>& transactions) {
           reached_redis = true;
         } else if (pipeline_error) {
           throw *pipeline_error;
+        } else if (refusals.at(call)) {
+          throw *refusals.at(call); // not sent: the failure policy may decide, as alone
         } else if (replies.at(call).is_error()) {
           throw Error(errc::server_error, replies.at(call).as_string(), Outcome::unknown);
         }

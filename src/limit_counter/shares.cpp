@@ -138,8 +138,11 @@ Error half_decided(const Error& error, const std::string& transaction_id) {
 // transaction go in one pipeline (one per node), and a transaction takes the next step only
 // once its own previous step answered; the consumes' shares of one slot go in batch calls of
 // lua/limit.lua (each transaction decided on its own, as consume_many's on standalone). Each
-// transaction's steps and what it decides are those it would take alone; one transaction's
-// failure is its own.
+// transaction takes the steps it would take alone and fails on its own, except where it shares
+// a call: a lost pipeline reply, or an error reply of a batch call, is every transaction's in
+// it (Outcome::unknown). As for concurrent callers, a transaction's shares may see what another
+// transaction's shares took in other slots before that one was denied and gave it back: the
+// voids come with the finishes.
 std::vector<BatchResult<Decision>>
 LimitCounter::decide_many_in_shares(std::string_view op,
                                     const std::vector<const Transaction*>& transactions,
@@ -165,8 +168,9 @@ LimitCounter::decide_many_in_shares(std::string_view op,
           {&scripts::transaction_home, {keys_.transaction(transactions[i]->id)}, args_of(i)});
     }
     std::vector<Reply> replies;
+    std::vector<std::optional<Error>> refusals;
     try {
-      replies = redis_.eval_pipeline(calls);
+      replies = redis_.eval_pipeline(calls, refusals);
     } catch (const Error& e) {
       for (const std::size_t i : of) {
         results[i] = wrap(e, i);
@@ -174,6 +178,10 @@ LimitCounter::decide_many_in_shares(std::string_view op,
       return going_on;
     }
     for (std::size_t k = 0; k < of.size(); ++k) {
+      if (refusals[k]) { // (not sent: at a begin, the failure policy may decide, as alone)
+        results[of[k]] = wrap(*refusals[k], of[k]);
+        continue;
+      }
       try {
         if (std::optional<Decision> decision = step(of[k], home_reply(replies[k]))) {
           results[of[k]] = std::move(*decision);
@@ -246,8 +254,9 @@ LimitCounter::decide_many_in_shares(std::string_view op,
     }
   }
   std::vector<Reply> replies;
+  std::vector<std::optional<Error>> refused_shares; // (their error replies in place say so)
   try {
-    replies = calls.empty() ? std::vector<Reply>{} : redis_.eval_pipeline(calls);
+    replies = calls.empty() ? std::vector<Reply>{} : redis_.eval_pipeline(calls, refused_shares);
   } catch (const Error& e) {
     for (const std::size_t i : begun) {
       results[i] = half(e, i);

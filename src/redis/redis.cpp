@@ -6,6 +6,7 @@
 #include <atomic>
 #include <map>
 #include <optional>
+#include <set>
 #include <thread>
 
 #include <limitcounter/error.hpp>
@@ -167,7 +168,10 @@ public:
     return reply;
   }
 
-  std::vector<Reply> eval_pipeline(const std::vector<ScriptCall>& calls, Call& call) {
+  // `refusals`: if not null, gets the Error of each call that did not run, and a node whose
+  // breaker is open refuses only its own calls (see `Redis::eval_pipeline`).
+  std::vector<Reply> eval_pipeline(const std::vector<ScriptCall>& calls, Call& call,
+                                   std::vector<std::optional<Error>>* refusals = nullptr) {
     detail::RetryPolicy& policy = call.policy;
     std::vector<std::string> numkeys;
     numkeys.reserve(calls.size());
@@ -202,12 +206,6 @@ public:
       node_of[i] = &owner(slots[i], policy);
       by_node[node_of[i]].push_back(i);
     }
-    // Every node's breaker is asked before anything is sent: a pipeline that needs a node
-    // whose breaker is open throws circuit_open having sent nothing anywhere, so the whole
-    // batch is "not sent", as when a connection cannot be made.
-    for (const auto& node : by_node) {
-      enter(*node.first, call);
-    }
     // A call still refused when the budget ends keeps its error reply in place: it did not
     // run, and the calls that did run keep their replies. Only when none ran is the
     // pipeline refused as a whole (not sent; a failure for the breaker).
@@ -215,13 +213,37 @@ public:
     // did not run either, and is kept the same way.
     std::optional<Error> unavailable;
     std::vector<bool> refused(calls.size(), false);
+    if (refusals != nullptr) {
+      refusals->assign(calls.size(), std::nullopt);
+    }
     const auto keep_refused = [&](std::size_t i, const Error& e) {
       unavailable = e;
       refused[i] = true;
       if (!replies[i].is_error()) { // (a refusal the node gave stays as it gave it)
         replies[i] = Reply::error(e.what());
       }
+      if (refusals != nullptr) {
+        (*refusals)[i] = e;
+      }
     };
+    // Every node's breaker is asked before anything is sent: a pipeline that needs a node
+    // whose breaker is open throws circuit_open having sent nothing anywhere, so the whole
+    // batch is "not sent", as when a connection cannot be made; with `refusals`, only that
+    // node's calls are refused.
+    std::set<detail::ConnectionPool*> breaker_open;
+    for (const auto& [pool, indexes] : by_node) {
+      try {
+        enter(*pool, call);
+      } catch (const Error& e) {
+        if (refusals == nullptr) {
+          throw;
+        }
+        breaker_open.insert(pool);
+        for (const std::size_t i : indexes) {
+          keep_refused(i, e);
+        }
+      }
+    }
     // Call i alone through the router; false when it did not run (its refusal kept in place).
     const auto route_or_keep_refused = [&](std::size_t i) {
       try {
@@ -236,6 +258,9 @@ public:
       }
     };
     for (const auto& [pool, indexes] : by_node) {
+      if (breaker_open.count(pool) != 0) {
+        continue;
+      }
       try {
         run_on_node(*pool, commands, indexes, replies, call);
       } catch (const Error& e) {
@@ -787,6 +812,12 @@ Reply Redis::eval(const Script& script, const std::vector<std::string>& keys,
 
 std::vector<Reply> Redis::eval_pipeline(const std::vector<ScriptCall>& calls) {
   return impl_->guarded([&](Impl::Call& call) { return impl_->eval_pipeline(calls, call); });
+}
+
+std::vector<Reply> Redis::eval_pipeline(const std::vector<ScriptCall>& calls,
+                                        std::vector<std::optional<Error>>& refusals) {
+  return impl_->guarded(
+      [&](Impl::Call& call) { return impl_->eval_pipeline(calls, call, &refusals); });
 }
 
 const RedisOptions& Redis::options() const noexcept { return impl_->options(); }

@@ -4,11 +4,12 @@
 #include <catch2/catch.hpp>
 
 #include <map>
+#include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
-#include <limitcounter/error.hpp>
-#include <limitcounter/redis.hpp>
+#include <limitcounter/limitcounter.hpp>
 
 #include "redis/key_slot.hpp"
 #include "support/fault_proxy.hpp"
@@ -30,16 +31,36 @@ std::string field_of(const RedisServer& node, const std::string& key) {
   return Redis(node.options()).command({"HGET", key, "f"}).as_string();
 }
 
+// Through the proxies, with a short timeout and a breaker that opens after 3 failures and
+// stays open for the test.
+RedisOptions breaker_options(const ClusterFaultProxy& proxies) {
+  RedisOptions options = proxies.options();
+  options.command_timeout = 100ms;
+  options.breaker_failures = 3;
+  options.breaker_pause = 60s; // no probe during the test
+  return options;
+}
+
+// Stalls the master `proxy` stands for: it takes `redis`'s calls on `key` and never answers,
+// until its breaker opens; from then on it does not even answer for its slot map.
+void stall_until_breaker_opens(Redis& redis, FaultProxy& proxy, const std::string& key) {
+  const int failures = redis.options().breaker_failures;
+  proxy.add_rule({evalsha_with_key_prefix(key), Fault::blackhole, failures});
+  for (int i = 0; i < failures; ++i) {
+    const Error e = error_of([&] { redis.eval(probe, {key}, probe_args()); });
+    CHECK(e.code() == errc::timeout);
+  }
+  CHECK(proxy.injected(Fault::blackhole) == static_cast<std::size_t>(failures));
+  proxy.add_rule({command_named("CLUSTER"), Fault::blackhole, 1000});
+}
+
 } // namespace
 
 TEST_CASE("a stalled master opens its own breaker: its calls fail fast, the other masters go on",
           "[cluster][proxy][breaker]") {
   RedisCluster& cluster = shared_cluster();
   ClusterFaultProxy proxies(cluster);
-  RedisOptions options = proxies.options();
-  options.command_timeout = 100ms;
-  options.breaker_failures = 3;
-  options.breaker_pause = 60s; // no probe during the test
+  const RedisOptions options = breaker_options(proxies);
   Redis redis(options);
 
   // The stalled master is the first seed, the first node asked for the slot map.
@@ -72,16 +93,7 @@ TEST_CASE("a stalled master opens its own breaker: its calls fail fast, the othe
   // The stalled master takes its calls and never answers: breaker_failures timeouts.
   FaultProxy& stalled_proxy = proxies.proxy_of(stalled);
   const long long stalled_before = evalsha_calls(stalled);
-  stalled_proxy.add_rule(
-      {evalsha_with_key_prefix(stalled_key), Fault::blackhole, options.breaker_failures});
-  for (int i = 0; i < options.breaker_failures; ++i) {
-    const Error e = error_of([&] { redis.eval(probe, {stalled_key}, probe_args()); });
-    CHECK(e.code() == errc::timeout);
-  }
-  CHECK(stalled_proxy.injected(Fault::blackhole) ==
-        static_cast<std::size_t>(options.breaker_failures));
-  // From now on it does not even answer for its slot map.
-  stalled_proxy.add_rule({command_named("CLUSTER"), Fault::blackhole, 1000});
+  stall_until_breaker_opens(redis, stalled_proxy, stalled_key);
 
   // Its calls fail fast, not sent: the blackhole rule is spent, so a call that went out would
   // have run there.
@@ -123,6 +135,25 @@ TEST_CASE("a stalled master opens its own breaker: its calls fail fast, the othe
     CHECK(evalsha_calls(*node) == before_mixed[node]);
     CHECK(field_of(*node, key_on.at(node)) == "3:30");
   }
+  // Asked for the refusals, the same pipeline refuses the stalled master's call alone (not
+  // sent) and runs the healthy masters' calls.
+  std::vector<std::optional<Error>> refusals;
+  const std::vector<Reply> partly = redis.eval_pipeline(mixed, refusals);
+  REQUIRE(partly.size() == 3);
+  REQUIRE(refusals.size() == 3);
+  CHECK_FALSE(refusals[0]);
+  CHECK_FALSE(refusals[1]);
+  REQUIRE(refusals[2]);
+  CHECK(refusals[2]->code() == errc::circuit_open);
+  CHECK(refusals[2]->outcome() == Outcome::not_sent);
+  CHECK(partly[2].is_error());
+  CHECK(partly[0].at(1).as_integer() == 4);
+  CHECK(partly[1].at(1).as_integer() == 4);
+  for (RedisServer* node : healthy) {
+    CHECK(evalsha_calls(*node) == before_mixed[node] + 1);
+    CHECK(field_of(*node, key_on.at(node)) == "4:40");
+  }
+  CHECK(evalsha_calls(stalled) == stalled_before);
 
   // A slot moves between the healthy masters: the MOVED makes the client read the slot map
   // again, from another seed than the stalled first one, and the call lands on the new owner.
@@ -131,9 +162,74 @@ TEST_CASE("a stalled master opens its own breaker: its calls fail fast, the othe
   const std::string moved_key = key_on.at(&from);
   cluster.migrate_slot(detail::key_slot(moved_key), to);
   const long long to_before = evalsha_calls(to);
-  CHECK(redis.eval(probe, {moved_key}, probe_args()).at(1).as_integer() == 4);
+  CHECK(redis.eval(probe, {moved_key}, probe_args()).at(1).as_integer() == 5);
   CHECK(evalsha_calls(to) == to_before + 1);
-  CHECK(field_of(to, moved_key) == "4:40");
+  CHECK(field_of(to, moved_key) == "5:50");
   CHECK(stalled_proxy.injected(Fault::blackhole) ==
         static_cast<std::size_t>(options.breaker_failures)); // the stalled node was not asked
+}
+
+// consume_many sends each step of all its transactions in one pipeline: a master behind an
+// open breaker refuses only its own calls. The transactions whose home record lives there fall
+// to their failure policy (not sent), as a lone consume would; the others are decided by Redis.
+TEST_CASE("consume_many with one master's breaker open: its transactions fall to their "
+          "failure policy, the others are decided by Redis",
+          "[cluster][proxy][breaker][batch]") {
+  RedisCluster& cluster = shared_cluster();
+  ClusterFaultProxy proxies(cluster);
+  const RedisOptions options = breaker_options(proxies);
+  Redis redis(options);
+  Redis direct(cluster.options());
+  LimitCounterOptions limit_options;
+  limit_options.key_prefix = unique_prefix() + "brk:";
+  LimitCounter limits(redis, Calendar("UTC"), limit_options);
+  LimitCounter reader(direct, Calendar("UTC"), limit_options);
+  limits.set_rules(RuleSet().add(Rule("merchant-day")
+                                     .where("merchant")
+                                     .per(Period::day)
+                                     .max_count(1000)
+                                     .on_redis_failure(FailurePolicy::allow)));
+
+  // The stalled master holds home records only (not the merchant counters).
+  RedisServer* stalled = nullptr;
+  for (RedisServer* node : cluster.nodes()) {
+    if (node != &cluster.owner_of(detail::key_slot("{merchant}"))) {
+      stalled = node;
+    }
+  }
+  REQUIRE(stalled != nullptr);
+  std::string stalled_key;
+  for (int i = 0; stalled_key.empty(); ++i) {
+    const std::string key = "{" + limit_options.key_prefix + std::to_string(i) + "}:probe";
+    if (&cluster.owner_of(detail::key_slot(key)) == stalled) {
+      stalled_key = key;
+    }
+  }
+  stall_until_breaker_opens(redis, proxies.proxy_of(*stalled), stalled_key);
+
+  // A batch with home records on the stalled master and on the others.
+  std::vector<Transaction> batch;
+  std::vector<bool> home_stalled;
+  int on_stalled = 0;
+  for (int i = 0; on_stalled < 3 || static_cast<int>(batch.size()) - on_stalled < 3; ++i) {
+    const std::string id = "brk-" + std::to_string(i);
+    batch.push_back(Transaction{id, {{"merchant", "m1"}}, 10});
+    home_stalled.push_back(&cluster.owner_of(detail::key_slot(limits.keys().transaction(id))) ==
+                           stalled);
+    on_stalled += home_stalled.back() ? 1 : 0;
+  }
+  const long long stalled_before = evalsha_calls(*stalled);
+  const auto results = limits.consume_many(batch);
+  REQUIRE(results.size() == batch.size());
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    INFO("transaction " << batch[i].id << (home_stalled[i] ? " (home on the stalled master)" : ""));
+    const auto* decision = std::get_if<Decision>(&results[i]);
+    REQUIRE(decision);
+    CHECK(decision->allowed());
+    CHECK(decision->degraded == home_stalled[i]);
+  }
+  // Redis counted the others, each once; nothing reached the stalled master.
+  CHECK(reader.usage("merchant", Dimension{"m1"}, Period::day).count ==
+        static_cast<std::int64_t>(batch.size()) - on_stalled);
+  CHECK(evalsha_calls(*stalled) == stalled_before);
 }

@@ -85,6 +85,15 @@ struct LimitsThroughProxy : LostReplyFixture {
     tx.amount = amount;
     return tx;
   }
+  // `count` payments of `amount`, ids `<id_prefix>0`, `<id_prefix>1`...
+  std::vector<Transaction> payments(const std::string& id_prefix, int count,
+                                    std::int64_t amount) const {
+    std::vector<Transaction> batch;
+    for (int i = 0; i < count; ++i) {
+      batch.push_back(payment(id_prefix + std::to_string(i), amount));
+    }
+    return batch;
+  }
   Usage used() { return limits.usage("merchant", Dimension{"m1"}, Period::day); }
   std::string record_state(const std::string& id) {
     return ProxiedServer::record_state(options(), id);
@@ -233,10 +242,7 @@ TEST_CASE_METHOD(LimitsThroughProxy,
                  "item; the same batch again replays",
                  "[fault][lost_reply][limits]") {
   limits.set_rules(day_limit(FailurePolicy::deny));
-  std::vector<Transaction> batch;
-  for (int i = 0; i < 8; ++i) {
-    batch.push_back(payment("b-" + std::to_string(i), 10));
-  }
+  const std::vector<Transaction> batch = payments("b-", 8, 10);
   // the first reply of the pipeline is lost; the connection stays silent after it
   lose_next_reply();
   const auto first = limits.consume_many(batch);
@@ -253,6 +259,34 @@ TEST_CASE_METHOD(LimitsThroughProxy,
     CHECK(std::get<Decision>(result).allowed());
   }
   CHECK(used() == Usage{8, 80});
+}
+
+TEST_CASE_METHOD(LimitsThroughProxy,
+                 "consume_many: a batch call refused until its budget ends falls to its "
+                 "transactions' failure policy, the other batch call is decided by Redis",
+                 "[fault][limits][batch]") {
+  limits.set_rules(day_limit(FailurePolicy::allow));
+  const std::vector<Transaction> batch = payments("r-", 70, 10); // batch calls of 64 and 6
+  // the second batch call (its first key: transaction 64's record) is answered LOADING
+  // until the call's budget ends: it never runs
+  FaultRule loading;
+  loading.matches = evalsha_with_key_prefix(limits.keys().transaction(batch[64].id));
+  loading.fault = Fault::error_reply;
+  loading.times = 100'000;
+  proxy.add_rule(loading);
+  const auto results = limits.consume_many(batch);
+  REQUIRE(results.size() == batch.size());
+  CHECK(proxy.injected(Fault::error_reply) >= 1);
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    INFO("transaction " << batch[i].id);
+    const auto* decision = std::get_if<Decision>(&results[i]);
+    REQUIRE(decision);
+    CHECK(decision->allowed());
+    CHECK(decision->degraded == (i >= 64)); // not sent: decided by the failure policy
+  }
+  CHECK(used() == Usage{64, 640});
+  CHECK(record_state(batch[63].id) == "consumed");
+  CHECK(record_state(batch[64].id) == "none");
 }
 
 TEST_CASE_METHOD(LimitsThroughProxy,
