@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <exception>
 #include <memory>
 #include <stdexcept>
+#include <thread>
 #include <variant>
 #include <vector>
 
@@ -183,7 +185,8 @@ struct Comparison {
       const char* suffix;
       int threads;
       int batch;
-    } modes[] = {{"_sync", 1, 1}, {"_threads", threads, 1}, {"_batch64", 1, 64}};
+    } modes[] = {
+        {"_sync", 1, 1}, {"_threads", threads, 1}, {"_threads64", 64, 1}, {"_batch64", 1, 64}};
     for (const auto& mode : modes) {
       ComparisonRow best{scenario.name + mode.suffix, {}, {}};
       for (int round = 0; round < rounds; ++round) {
@@ -294,11 +297,11 @@ void print_cost_row(const std::string& scenario, const std::string& target,
 
 // What each master spends per decision: EVALSHA calls and their usec (INFO commandstats,
 // after CONFIG RESETSTAT), and its process CPU time (used_cpu_user + used_cpu_sys). Three
-// rounds of `cost_decisions` decisions, sync (`batch` 1) or by consume_many of `batch`; the
-// round with the least total CPU counts. With several masters, the busiest one's share of the
-// total CPU follows.
-void print_server_cost(Comparison& comparison, Target& target, const Scenario& scenario,
-                       int batch) {
+// rounds of `cost_decisions` decisions, by `consume` on `threads` threads (`batch` 1) or by
+// consume_many of `batch` on one; the round with the least total CPU counts. With several
+// masters, the busiest one's share of the total CPU follows.
+void print_server_cost(Comparison& comparison, Target& target, const Scenario& scenario, int batch,
+                       int threads = 1) {
   lc::LimitCounter& limits = scenario.counter(target);
   limits.set_rules(scenario.rules);
   std::vector<NodeCost> best;
@@ -310,20 +313,45 @@ void print_server_cost(Comparison& comparison, Target& target, const Scenario& s
       node->command({"CONFIG", "RESETSTAT"});
       before.push_back(read_cost(*node));
     }
-    for (std::uint64_t i = 0; i < cost_decisions; i += batch) {
-      std::vector<lc::Transaction> transactions;
-      for (std::uint64_t k = i; k < i + batch; ++k) {
-        transactions.push_back(
-            transaction(scenario, transaction_id(comparison.nonce, run, 0, k), k));
-      }
-      if (batch == 1) {
-        limits.consume(transactions.front());
-        continue;
-      }
-      for (const auto& result : limits.consume_many(transactions)) {
-        if (const auto* error = std::get_if<lc::Error>(&result)) {
-          throw *error;
+    // thread t decides transactions t, t + threads, ... (whole batches of them)
+    const auto decide = [&](int t) {
+      for (std::uint64_t i = static_cast<std::uint64_t>(t) * batch; i < cost_decisions;
+           i += static_cast<std::uint64_t>(threads) * batch) {
+        std::vector<lc::Transaction> transactions;
+        for (std::uint64_t k = i; k < i + batch; ++k) {
+          transactions.push_back(
+              transaction(scenario, transaction_id(comparison.nonce, run, 0, k), k));
         }
+        if (batch == 1) {
+          limits.consume(transactions.front());
+          continue;
+        }
+        for (const auto& result : limits.consume_many(transactions)) {
+          if (const auto* error = std::get_if<lc::Error>(&result)) {
+            throw *error;
+          }
+        }
+      }
+    };
+    std::vector<std::exception_ptr> failures(static_cast<std::size_t>(threads));
+    const auto decide_or_keep = [&](int t) {
+      try {
+        decide(t);
+      } catch (...) {
+        failures[static_cast<std::size_t>(t)] = std::current_exception();
+      }
+    };
+    std::vector<std::thread> workers;
+    for (int t = 1; t < threads; ++t) {
+      workers.emplace_back(decide_or_keep, t);
+    }
+    decide_or_keep(0);
+    for (auto& worker : workers) {
+      worker.join();
+    }
+    for (const auto& failure : failures) {
+      if (failure) {
+        std::rethrow_exception(failure);
       }
     }
     std::vector<NodeCost> per_decision;
@@ -341,7 +369,9 @@ void print_server_cost(Comparison& comparison, Target& target, const Scenario& s
     }
   }
   const auto served = slots_per_master(target, scenario);
-  const std::string name = scenario.name + (batch == 1 ? "" : "_batch" + std::to_string(batch));
+  const std::string name = scenario.name + (batch > 1     ? "_batch" + std::to_string(batch)
+                                            : threads > 1 ? "_threads" + std::to_string(threads)
+                                                          : "");
   NodeCost sum;
   double busiest = 0;
   for (std::size_t m = 0; m < best.size(); ++m) {
@@ -387,7 +417,8 @@ void run_cluster_comparison(const std::string& standalone_uri, const std::string
               cluster.masters.size(), threads);
   print_comparison(comparison.rows);
 
-  std::printf("\nserver cost per decision (%d decisions, sync or _batch64: consume_many of 64, "
+  std::printf("\nserver cost per decision (%d decisions, sync, _batch64: consume_many of 64, "
+              "_threads64: 64 threads, "
               "best of %d rounds)\n",
               cost_decisions, rounds);
   std::printf("%-25s %-11s %-21s %-38s %8s %10s %10s\n", "scenario", "target", "master",
@@ -403,6 +434,7 @@ void run_cluster_comparison(const std::string& standalone_uri, const std::string
   for (const auto& scenario : {scenarios[0], scenarios[1]}) {
     for (auto* target : {&standalone, &cluster}) {
       print_server_cost(comparison, *target, scenario, 64);
+      print_server_cost(comparison, *target, scenario, 1, 64);
     }
   }
 }

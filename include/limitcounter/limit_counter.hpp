@@ -31,6 +31,7 @@ struct LocalCounter;
 class ExhaustedCache;
 struct ExhaustedPlace;
 class ConsumeCoalescer;
+template <typename Job> class Coalescer;
 struct DecideShape;
 class RuleSetArgs;
 } // namespace detail
@@ -128,8 +129,11 @@ struct LimitCounterOptions {
   /// (retry with the same id; nothing is decided by a failure policy) or, when nothing was
   /// sent, Outcome::not_sent as a single consume would. Unset (the default):
   /// `RedisOptions::pool_size`, so consumes are merged only when they would otherwise wait for a
-  /// connection. 0: never merged. Ignored on a Redis Cluster (each transaction goes through its
-  /// home record) and by `reserve` and `check`.
+  /// connection. 0: never merged. On a Redis Cluster the merged consumes are decided together as
+  /// `consume_many` decides (each step, begin, shares and finish, of all of them in one
+  /// pipeline; a slot's shares in one script call): a lost reply of a step is unknown for each
+  /// of them, a call not sent falls to each one's failure policy. Ignored by `reserve` and
+  /// `check`.
   std::optional<std::size_t> consume_in_flight;
 };
 
@@ -410,9 +414,10 @@ public:
   /// host that needs what Redis decided for an id (e.g. one it sent before) retries it after
   /// `max_staleness`, when Redis answers (a replay if Redis had decided it).
   ///
-  /// On standalone Redis, a consume made while `LimitCounterOptions::consume_in_flight` others
-  /// of this LimitCounter wait for Redis goes in one script call with the consumes queued with
-  /// it: the same decision and idempotency; an error reply of that call is Outcome::unknown.
+  /// A consume made while `LimitCounterOptions::consume_in_flight` others of this LimitCounter
+  /// wait for Redis goes in one script call with the consumes queued with it (on a Redis
+  /// Cluster: is decided with them as `consume_many` decides): the same decision and
+  /// idempotency; an error reply of that call is Outcome::unknown.
   Decision consume(const Transaction& transaction);
 
   /// Runs many independent `consume`s in one round trip and returns one result per transaction,
@@ -654,6 +659,8 @@ private:
   /// record by compare-and-set.
   Decision decide_in_shares(std::string_view op, const Transaction& transaction,
                             const PreparedDecision& prepared);
+  /// A consume's `decide_in_shares`, merged with concurrent ones (`spread_coalescer_`).
+  Decision consume_in_shares(const Transaction& transaction, const PreparedDecision& prepared);
   /// `decide_in_shares` of several transactions (each with shares) at once, step by step: every
   /// begin in one pipeline, then every share, then every finish (each transaction's steps in its
   /// order). One result per transaction, its decision or the error its own steps ended with; throws
@@ -734,8 +741,17 @@ private:
   std::shared_ptr<const RulesInForce> rules_;
   std::shared_ptr<detail::LocalLedger> local_;
   std::shared_ptr<detail::ExhaustedCache> exhausted_; ///< null when the cache is off
-  /// Merges concurrent consumes (`LimitCounterOptions::consume_in_flight`); null when off.
+  /// Merges concurrent consumes (`LimitCounterOptions::consume_in_flight`); null when off or
+  /// on a Redis Cluster.
   std::shared_ptr<detail::ConsumeCoalescer> coalescer_;
+  /// A cluster consume waiting to be decided with the others merged with it.
+  struct SpreadConsumeJob {
+    const Transaction* transaction = nullptr;
+    const PreparedDecision* prepared = nullptr;
+    std::optional<BatchResult<Decision>> result;
+  };
+  /// `coalescer_` on a Redis Cluster (src/limit_counter/shares.cpp, `consume_in_shares`).
+  std::shared_ptr<detail::Coalescer<SpreadConsumeJob>> spread_coalescer_;
 };
 
 } // namespace limitcounter

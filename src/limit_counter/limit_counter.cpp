@@ -54,7 +54,10 @@ LimitCounter::LimitCounter(Redis redis, Calendar calendar, LimitCounterOptions o
                     std::to_string(options_.reservation_timeout.count()) + "ms)");
   }
   const std::size_t in_flight = options_.consume_in_flight.value_or(redis_.options().pool_size);
-  if (in_flight > 0 && !redis_.is_cluster()) {
+  if (in_flight > 0 && redis_.is_cluster()) {
+    spread_coalescer_ =
+        std::make_shared<detail::Coalescer<SpreadConsumeJob>>(in_flight, detail::max_decide_batch);
+  } else if (in_flight > 0) {
     coalescer_ = std::make_shared<detail::ConsumeCoalescer>(in_flight, detail::max_decide_batch);
   }
 }

@@ -298,7 +298,9 @@ Decision LimitCounter::decide_with_redis(std::string_view op, const Transaction&
   std::optional<Decision> decision;
   Reply reply;
   try {
-    if (!prepared.shares.empty()) {
+    if (!prepared.shares.empty() && op == "consume" && spread_coalescer_) {
+      decision = consume_in_shares(transaction, prepared);
+    } else if (!prepared.shares.empty()) {
       decision = decide_in_shares(op, transaction, prepared);
     } else if (op == "consume") {
       reply = run_consume(prepared.call);

@@ -16,6 +16,7 @@
 #include "limit_counter/share_plan.hpp"
 #include "redis/key_slot.hpp"
 #include "shared/amount.hpp"
+#include "shared/coalescer.hpp"
 
 namespace limitcounter {
 namespace {
@@ -28,6 +29,14 @@ std::string joined_lines(const std::vector<std::string>& lines) {
     text.append(text.empty() ? "" : "\n").append(line);
   }
   return text;
+}
+
+// The decision of `result`, or its error thrown.
+Decision decision_or_throw(BatchResult<Decision>&& result) {
+  if (auto* error = std::get_if<Error>(&result)) {
+    throw std::move(*error);
+  }
+  return std::move(std::get<Decision>(result));
 }
 
 } // namespace
@@ -101,12 +110,28 @@ Decision LimitCounter::decide_in_shares(std::string_view op, const Transaction& 
   if (op == "check") {
     return check_in_shares(transaction, prepared);
   }
-  BatchResult<Decision> result =
-      std::move(decide_many_in_shares(op, {&transaction}, {&prepared}).front());
-  if (auto* error = std::get_if<Error>(&result)) {
-    throw std::move(*error);
-  }
-  return std::move(std::get<Decision>(result));
+  return decision_or_throw(std::move(decide_many_in_shares(op, {&transaction}, {&prepared})[0]));
+}
+
+Decision LimitCounter::consume_in_shares(const Transaction& transaction,
+                                         const PreparedDecision& prepared) {
+  SpreadConsumeJob job;
+  job.transaction = &transaction;
+  job.prepared = &prepared;
+  spread_coalescer_->run(job, [this](SpreadConsumeJob* const* jobs, std::size_t count) {
+    std::vector<const Transaction*> transactions;
+    std::vector<const PreparedDecision*> prepared_all;
+    for (std::size_t i = 0; i < count; ++i) {
+      transactions.push_back(jobs[i]->transaction);
+      prepared_all.push_back(jobs[i]->prepared);
+    }
+    std::vector<BatchResult<Decision>> results =
+        decide_many_in_shares("consume", transactions, prepared_all);
+    for (std::size_t i = 0; i < count; ++i) {
+      jobs[i]->result = std::move(results[i]);
+    }
+  });
+  return decision_or_throw(std::move(*job.result));
 }
 
 namespace {

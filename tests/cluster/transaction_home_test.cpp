@@ -141,6 +141,63 @@ TEST_CASE_METHOD(SpreadLimitsOverBuckets,
   CHECK(merchant() == Usage{64, 6400});
 }
 
+// Concurrent consumes merged (LimitCounterOptions::consume_in_flight) take their steps together
+// on a cluster: the shares of one slot in one script call.
+TEST_CASE("16 threads consuming distinct ids through one place in flight: merged shares, each "
+          "id first once, each counted once",
+          "[cluster][limits][home][coalesce]") {
+  Redis redis(shared_cluster().options());
+  LimitCounterOptions options;
+  options.key_prefix = unique_prefix() + "merge:";
+  options.consume_in_flight = 1;
+  LimitCounter limits(redis, Calendar("UTC"), options);
+  limits.set_rules(RuleSet().add(Rule("m-day").where("merchant").per(Period::day).max_count(1000)));
+  const auto script_calls = [] {
+    long long calls = 0;
+    for (const testing::RedisServer* node : shared_cluster().nodes()) {
+      Redis direct(node->options());
+      calls += testing::command_calls(direct, "evalsha");
+    }
+    return calls;
+  };
+
+  constexpr int threads = 16;
+  constexpr int per_thread = 20;
+  std::atomic<int> first{0};
+  std::atomic<int> other{0}; // Catch's assertions are not thread-safe: counted here
+  const long long before = script_calls();
+  std::vector<std::thread> workers;
+  for (int t = 0; t < threads; ++t) {
+    workers.emplace_back([&, t] {
+      for (int i = 0; i < per_thread; ++i) {
+        const Transaction tx{"mg-" + std::to_string(t) + "-" + std::to_string(i),
+                             {{"merchant", "m" + std::to_string(i % 4)}},
+                             5};
+        try {
+          const Decision decision = limits.consume(tx);
+          ++(decision.allowed() && !decision.replayed ? first : other);
+        } catch (const Error&) {
+          ++other;
+        }
+      }
+    });
+  }
+  for (auto& worker : workers) {
+    worker.join();
+  }
+  const long long calls = script_calls() - before;
+  CHECK(other == 0);
+  CHECK(first == threads * per_thread);
+  std::int64_t counted = 0;
+  for (int m = 0; m < 4; ++m) {
+    counted += limits.usage("merchant", Dimension{"m" + std::to_string(m)}, Period::day).count;
+  }
+  CHECK(counted == threads * per_thread);
+  // Alone, each consume is three script calls (begin, share, finish); merged shares are fewer.
+  INFO(calls << " script calls for " << threads * per_thread << " consumes");
+  CHECK(calls < 3 * threads * per_thread);
+}
+
 TEST_CASE_METHOD(SpreadLimitsOverBuckets,
                  "confirm racing cancel racing refund: one wins, every share follows",
                  "[cluster][limits][home]") {

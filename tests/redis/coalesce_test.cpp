@@ -1,5 +1,6 @@
 // Concurrent consumes merged into batch script calls (LimitCounterOptions::consume_in_flight):
-// each still decided on its own, all or nothing, exactly once per id.
+// each still decided on its own, all or nothing, exactly once per id (on a cluster too, where
+// merged consumes take their begins, shares and finishes together).
 #include <catch2/catch.hpp>
 
 #include <atomic>
@@ -28,7 +29,7 @@ using limitcounter::testing::command_calls;
 
 TEST_CASE("16 threads consuming through one place in flight: merged script calls, one first "
           "decision per id, the cap never passed",
-          "[redis][coalesce][threads][standalone]") {
+          "[redis][coalesce][threads]") {
   Redis redis(limitcounter::testing::test_options());
   LimitCounterOptions options;
   options.key_prefix = limitcounter::testing::unique_prefix() + "merge:";
@@ -89,7 +90,11 @@ TEST_CASE("16 threads consuming through one place in flight: merged script calls
   }
   CHECK(counted == allowed_firsts);
   CHECK(allowed_firsts == 8 * 30); // 40 distinct ids tried on each of 8 merchants: all full
-  // Merged: the server ran fewer script calls than there were consumes.
-  INFO(script_calls << " script calls for " << threads * per_thread << " consumes");
-  CHECK(script_calls < threads * per_thread);
+  // Merged: the server ran fewer script calls than there were consumes. (On a cluster the
+  // replays of the second caller of an id take fewer calls than a decision: there, merging is
+  // shown with distinct ids in tests/cluster/transaction_home_test.cpp.)
+  if (!limitcounter::testing::on_cluster()) {
+    INFO(script_calls << " script calls for " << threads * per_thread << " consumes");
+    CHECK(script_calls < threads * per_thread);
+  }
 }
