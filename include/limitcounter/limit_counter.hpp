@@ -131,9 +131,9 @@ struct LimitCounterOptions {
   /// `RedisOptions::pool_size`, so consumes are merged only when they would otherwise wait for a
   /// connection. 0: never merged. On a Redis Cluster the merged consumes are decided together as
   /// `consume_many` decides (each step, begin, shares and finish, of all of them in one
-  /// pipeline; a slot's shares in one script call): a lost reply of a step is unknown for each
-  /// of them, a call not sent falls to each one's failure policy. Ignored by `reserve` and
-  /// `check`.
+  /// pipeline; a slot's shares in one script call): a lost reply is unknown for each of them
+  /// whose call of that step went to that node, a call not sent falls to its consume's failure
+  /// policy. Ignored by `reserve` and `check`.
   std::optional<std::size_t> consume_in_flight;
 };
 
@@ -431,8 +431,9 @@ public:
   /// nothing on its own and idempotent by its id; the batch is not atomic. Each item is decided
   /// as `consume` would: its failure policy when its call was not sent (its node down, or
   /// behind an open breaker: the other nodes' items go on), Outcome::unknown (retry with the
-  /// same ids) when its call may have run (every item of a pipeline whose reply was lost, or of
-  /// a script call that answered with an error), the local fallback reported after.
+  /// same ids) when its call may have run (every item whose call of a step went to a node whose
+  /// reply was lost, or into a script call that answered with an error), the local fallback
+  /// reported after.
   /// Bad input anywhere throws before anything is sent.
   std::vector<BatchResult<Decision>> consume_many(const std::vector<Transaction>& transactions);
 

@@ -236,13 +236,13 @@ public:
   /// pipeline was sent, the whole call throws with Outcome::unknown.
   std::vector<Reply> eval_pipeline(const std::vector<ScriptCall>& calls);
 
-  /// `eval_pipeline(calls)` that also says which calls did not run: `refusals` gets one entry
-  /// per call, the Error (Outcome::not_sent) that `eval` of that call alone would have thrown
-  /// for a call that did not run (refused until the budget ended, its node unreachable, or its
-  /// node's breaker open), and nothing for the others (which ran, or may have: their replies,
-  /// error replies too, are in place). Here a node whose breaker is open refuses its own calls
-  /// only: the other nodes' calls are sent. When no call ran, the whole call throws, as
-  /// `eval_pipeline(calls)` does.
+  /// `eval_pipeline(calls)` that fails calls one node at a time: `refusals` gets one entry per
+  /// call, the Error that `eval` of that call alone would have thrown for a call that did not
+  /// run (Outcome::not_sent: refused until the budget ended, its node unreachable, or its
+  /// node's breaker open) or whose reply was lost (Outcome::unknown: its node's connection
+  /// failed after its pipeline was sent; it may have run), and nothing for the others (their
+  /// replies, error replies too, are in place). The other nodes' calls go on. When no call
+  /// ran, the whole call throws, as `eval_pipeline(calls)` does.
   std::vector<Reply> eval_pipeline(const std::vector<ScriptCall>& calls,
                                    std::vector<std::optional<Error>>& refusals);
 

@@ -113,27 +113,6 @@ Decision LimitCounter::decide_in_shares(std::string_view op, const Transaction& 
   return decision_or_throw(std::move(decide_many_in_shares(op, {&transaction}, {&prepared})[0]));
 }
 
-Decision LimitCounter::consume_in_shares(const Transaction& transaction,
-                                         const PreparedDecision& prepared) {
-  SpreadConsumeJob job;
-  job.transaction = &transaction;
-  job.prepared = &prepared;
-  spread_coalescer_->run(job, [this](SpreadConsumeJob* const* jobs, std::size_t count) {
-    std::vector<const Transaction*> transactions;
-    std::vector<const PreparedDecision*> prepared_all;
-    for (std::size_t i = 0; i < count; ++i) {
-      transactions.push_back(jobs[i]->transaction);
-      prepared_all.push_back(jobs[i]->prepared);
-    }
-    std::vector<BatchResult<Decision>> results =
-        decide_many_in_shares("consume", transactions, prepared_all);
-    for (std::size_t i = 0; i < count; ++i) {
-      jobs[i]->result = std::move(results[i]);
-    }
-  });
-  return decision_or_throw(std::move(*job.result));
-}
-
 namespace {
 
 // A home record's reply as `Redis::eval` would have it: an error reply thrown.
@@ -159,15 +138,42 @@ Error half_decided(const Error& error, const std::string& transaction_id) {
 
 } // namespace
 
+Decision LimitCounter::consume_in_shares(const Transaction& transaction,
+                                         const PreparedDecision& prepared) {
+  SpreadConsumeJob job;
+  job.transaction = &transaction;
+  job.prepared = &prepared;
+  spread_coalescer_->run(job, [this](SpreadConsumeJob* const* jobs, std::size_t count) {
+    std::vector<const Transaction*> transactions;
+    std::vector<const PreparedDecision*> prepared_all;
+    for (std::size_t i = 0; i < count; ++i) {
+      transactions.push_back(jobs[i]->transaction);
+      prepared_all.push_back(jobs[i]->prepared);
+    }
+    try {
+      std::vector<BatchResult<Decision>> results =
+          decide_many_in_shares("consume", transactions, prepared_all);
+      for (std::size_t i = 0; i < count; ++i) {
+        jobs[i]->result = std::move(results[i]);
+      }
+    } catch (const Error& e) { // (not one transaction's: any of them may have run)
+      for (std::size_t i = 0; i < count; ++i) {
+        jobs[i]->result = half_decided(e, jobs[i]->transaction->id);
+      }
+    }
+  });
+  return decision_or_throw(std::move(*job.result));
+}
+
 // Several transactions cost three round trips in all, not three each: a step's calls of every
 // transaction go in one pipeline (one per node), and a transaction takes the next step only
 // once its own previous step answered; the consumes' shares of one slot go in batch calls of
 // lua/limit.lua (each transaction decided on its own, as consume_many's on standalone). Each
 // transaction takes the steps it would take alone and fails on its own, except where it shares
-// a call: a lost pipeline reply, or an error reply of a batch call, is every transaction's in
-// it (Outcome::unknown). As for concurrent callers, a transaction's shares may see what another
-// transaction's shares took in other slots before that one was denied and gave it back: the
-// voids come with the finishes.
+// a call: a lost reply of a node's pipeline, or an error reply of a batch call, is every
+// transaction's in it (Outcome::unknown; the other nodes' calls go on). As for concurrent callers,
+// a transaction's shares may see what another transaction's shares took in other slots before that
+// one was denied and gave it back: the voids come with the finishes.
 std::vector<BatchResult<Decision>>
 LimitCounter::decide_many_in_shares(std::string_view op,
                                     const std::vector<const Transaction*>& transactions,

@@ -168,8 +168,9 @@ public:
     return reply;
   }
 
-  // `refusals`: if not null, gets the Error of each call that did not run, and a node whose
-  // breaker is open refuses only its own calls (see `Redis::eval_pipeline`).
+  // `refusals`: if not null, gets the Error of each call that did not run or whose reply was
+  // lost, and a node whose breaker is open or whose connection failed refuses or fails only its
+  // own calls (see `Redis::eval_pipeline`).
   std::vector<Reply> eval_pipeline(const std::vector<ScriptCall>& calls, Call& call,
                                    std::vector<std::optional<Error>>* refusals = nullptr) {
     detail::RetryPolicy& policy = call.policy;
@@ -226,6 +227,15 @@ public:
         (*refusals)[i] = e;
       }
     };
+    // With `refusals`, a call whose reply was lost (it may have run) keeps that error, and the
+    // other nodes' calls go on (without, the whole call throws it).
+    std::optional<Error> lost;
+    const auto keep_lost = [&](std::size_t i, const Error& e) {
+      lost = e;
+      refused[i] = true; // (not classified below)
+      replies[i] = Reply::error(e.what());
+      (*refusals)[i] = e;
+    };
     // Every node's breaker is asked before anything is sent: a pipeline that needs a node
     // whose breaker is open throws circuit_open having sent nothing anywhere, so the whole
     // batch is "not sent", as when a connection cannot be made; with `refusals`, only that
@@ -251,7 +261,11 @@ public:
         return true;
       } catch (const Error& e) {
         if (!did_not_run(e)) {
-          throw;
+          if (refusals == nullptr) {
+            throw;
+          }
+          keep_lost(i, e);
+          return false;
         }
         keep_refused(i, e);
         return false;
@@ -265,7 +279,13 @@ public:
         run_on_node(*pool, commands, indexes, replies, call);
       } catch (const Error& e) {
         if (!did_not_run(e)) {
-          throw;
+          if (refusals == nullptr) {
+            throw;
+          }
+          for (const std::size_t i : indexes) {
+            keep_lost(i, e);
+          }
+          continue;
         }
         // Nothing reached this node (a failover?): as for one call, learn the map again and
         // send its calls to their slots' owners now, one by one through the router, rather
@@ -313,6 +333,9 @@ public:
       }
       any_ran = any_ran || (detail::classify(replies[i], cluster_) == detail::ReplyKind::final &&
                             !demoted(replies[i]));
+    }
+    if (lost && !any_ran) {
+      throw *lost; // (some calls may have run)
     }
     if (unavailable && !any_ran) {
       throw *unavailable;

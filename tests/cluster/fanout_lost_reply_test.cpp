@@ -162,6 +162,17 @@ TEST_CASE_METHOD(FanOut,
         CHECK(other->outcome() == Outcome::unknown);
       }
     }
+    // A lost home record reply fails the calls of its node only: a transaction whose home record
+    // is on another master is decided.
+    const auto home_node = [this](const std::string& id) {
+      return &cluster.owner_of(detail::key_slot(home(id)));
+    };
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      if (!home_state.empty() && home_node(batch[i].id) != home_node(batch[2].id)) {
+        INFO("transaction " << batch[i].id << ", its home record on another master");
+        CHECK(std::holds_alternative<Decision>(lost[i]));
+      }
+    }
 
     for (const auto& result : limits.consume_many(batch)) {
       REQUIRE(std::holds_alternative<Decision>(result));
