@@ -225,14 +225,14 @@ public:
   /// in order. Error replies are returned in place (not thrown), so that one bad call
   /// does not hide the results of the others. Calls answered NOSCRIPT did not run: the
   /// missing scripts are loaded and just those calls are sent again in a second pipeline,
-  /// so they run (once) after the other calls. A script the server will not load leaves
-  /// an error reply in place of its calls. Calls refused with LOADING, BUSY, MASTERDOWN,
-  /// TRYAGAIN or CLUSTERDOWN (or redirected) are sent again one by one within the call's
-  /// budget; one still refused when it ends keeps that error reply in place (it did not run),
-  /// unless no call of the pipeline ran: then the whole call throws as `eval` would. On a
-  /// cluster, calls whose node cannot be reached (a failover) are sent to their slots' owners
-  /// after the slot map is read again; one still unreachable (or needing a node whose breaker
-  /// is open) keeps an error reply in place the same way. If a connection fails after its
+  /// so they run (once) after the other calls. A script the server will not load, or a
+  /// second pipeline that cannot be sent, leaves an error reply in place of its calls. Calls
+  /// refused with LOADING, BUSY, MASTERDOWN, TRYAGAIN or CLUSTERDOWN (or redirected) are sent again
+  /// one by one within the call's budget; one still refused when it ends keeps that error reply in
+  /// place (it did not run), unless no call of the pipeline ran: then the whole call throws as
+  /// `eval` would. On a cluster, calls whose node cannot be reached (a failover) are sent to their
+  /// slots' owners after the slot map is read again; one still unreachable (or needing a node whose
+  /// breaker is open) keeps an error reply in place the same way. If a connection fails after its
   /// pipeline was sent, the whole call throws with Outcome::unknown.
   std::vector<Reply> eval_pipeline(const std::vector<ScriptCall>& calls);
 

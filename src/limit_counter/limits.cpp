@@ -428,10 +428,11 @@ void LimitCounter::report(LimitOp op, const Transaction& transaction, const Deci
 
 namespace {
 
-// The replies of the batch calls, one per transaction, and (in `refusals`) each
-// transaction's batch call's refusal if that call did not run. A batch that failed as a whole
-// (a script error) fails each of its transactions; the ones before the error may have been
-// decided, so the outcome is unknown and the same ids replay it.
+// The replies of the batch calls, one per transaction, and (in `refusals`) the error of each
+// transaction's batch call if that call did not run or lost its reply (`Redis::eval_pipeline`
+// with refusals). A batch that failed as a whole (a script error) fails each of its
+// transactions; the ones before the error may have been decided, so the outcome is unknown and
+// the same ids replay it.
 std::vector<Reply> batch_replies(const std::vector<Reply>& replies,
                                  const std::vector<std::optional<Error>>& refused_calls,
                                  std::size_t transactions,
@@ -493,7 +494,7 @@ LimitCounter::consume_many(const std::vector<Transaction>& transactions) {
     }
   }
   std::vector<Reply> replies;
-  std::vector<std::optional<Error>> refusals; // per transaction: its batch call did not run
+  std::vector<std::optional<Error>> refusals; // per transaction: its call's, as eval's
   std::optional<Error> pipeline_error;
   try {
     if (!batches.empty()) {
@@ -545,7 +546,7 @@ LimitCounter::consume_many(const std::vector<Transaction>& transactions) {
         } else if (pipeline_error) {
           throw *pipeline_error;
         } else if (refusals.at(call)) {
-          throw *refusals.at(call); // not sent: the failure policy may decide, as alone
+          throw *refusals.at(call); // (not sent: the failure policy may decide; lost: unknown)
         } else if (replies.at(call).is_error()) {
           throw Error(errc::server_error, replies.at(call).as_string(), Outcome::unknown);
         }

@@ -309,7 +309,25 @@ public:
         continue;
       }
       if (policy.may_resend(Clock::now())) {
-        rerun_noscript_on_node(*pool, calls, commands, indexes, replies, call);
+        try {
+          rerun_noscript_on_node(*pool, calls, commands, indexes, replies, call);
+        } catch (const Error& e) {
+          // The other calls of this node (and of the nodes before) ran: only the calls that
+          // were answered NOSCRIPT fail, as not run (nothing of the rerun was sent) or lost.
+          if (!did_not_run(e) && refusals == nullptr) {
+            throw;
+          }
+          for (const std::size_t i : indexes) {
+            if (detail::classify(replies[i], false) != detail::ReplyKind::noscript) {
+              continue;
+            }
+            if (did_not_run(e)) {
+              keep_refused(i, e);
+            } else {
+              keep_lost(i, e);
+            }
+          }
+        }
       }
     }
     bool any_ran = false;

@@ -290,6 +290,40 @@ TEST_CASE_METHOD(LimitsThroughProxy,
 }
 
 TEST_CASE_METHOD(LimitsThroughProxy,
+                 "consume_many: the NOSCRIPT rerun of one batch call loses its reply: that call's "
+                 "transactions are unknown, the other batch call's are decided",
+                 "[fault][lost_reply][limits][batch]") {
+  limits.set_rules(day_limit(FailurePolicy::allow));
+  const std::vector<Transaction> batch = payments("n-", 70, 10); // batch calls of 64 and 6
+  // the second batch call is answered NOSCRIPT (it did not run); its rerun runs, and its reply
+  // is lost
+  const limitcounter::testing::CommandMatcher second_call =
+      evalsha_with_key_prefix(limits.keys().transaction(batch[64].id));
+  proxy.add_rule({second_call, Fault::error_reply, 1, {}, "NOSCRIPT No matching script."});
+  proxy.add_rule({second_call, Fault::drop_reply, 1});
+  const auto first = limits.consume_many(batch);
+  REQUIRE(first.size() == batch.size());
+  CHECK(proxy.injected(Fault::drop_reply) == 1);
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    INFO("transaction " << batch[i].id);
+    if (i < 64) {
+      REQUIRE(std::holds_alternative<Decision>(first[i]));
+      CHECK_FALSE(std::get<Decision>(first[i]).degraded);
+    } else {
+      REQUIRE(std::holds_alternative<Error>(first[i]));
+      CHECK(std::get<Error>(first[i]).outcome() == Outcome::unknown);
+    }
+  }
+  CHECK(record_state(batch[64].id) == "consumed"); // the rerun ran
+  CHECK(used() == Usage{70, 700});
+  for (const auto& result : limits.consume_many(batch)) {
+    REQUIRE(std::holds_alternative<Decision>(result));
+    CHECK(std::get<Decision>(result).replayed);
+  }
+  CHECK(used() == Usage{70, 700});
+}
+
+TEST_CASE_METHOD(LimitsThroughProxy,
                  "refund with the original transaction past the replay horizon: a lost reply "
                  "retried applies once",
                  "[fault][lost_reply][limits][horizon]") {
