@@ -238,11 +238,12 @@ public:
 
   /// `eval_pipeline(calls)` that fails calls one node at a time: `refusals` gets one entry per
   /// call, the Error that `eval` of that call alone would have thrown for a call that did not
-  /// run (Outcome::not_sent: refused until the budget ended, its node unreachable, or its
-  /// node's breaker open) or whose reply was lost (Outcome::unknown: its node's connection
-  /// failed after its pipeline was sent; it may have run), and nothing for the others (their
-  /// replies, error replies too, are in place). The other nodes' calls go on. When no call
-  /// ran, the whole call throws, as `eval_pipeline(calls)` does.
+  /// run (Outcome::not_sent: refused until the budget ended, its node unreachable, its
+  /// node's breaker open, or on a cluster no node serving its slot) or whose reply was lost
+  /// (Outcome::unknown: its node's connection failed after its pipeline was sent; it may have
+  /// run), and nothing for the others (their replies, error replies too, are in place). The
+  /// other nodes' calls go on. When no call ran, the whole call throws, as
+  /// `eval_pipeline(calls)` does.
   std::vector<Reply> eval_pipeline(const std::vector<ScriptCall>& calls,
                                    std::vector<std::optional<Error>>& refusals);
 

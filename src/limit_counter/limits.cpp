@@ -10,6 +10,7 @@
 #include "limit_counter/rule_matching.hpp"
 #include "limit_counter/share_plan.hpp"
 #include "shared/amount.hpp"
+#include "shared/batch.hpp"
 #include "shared/observed.hpp"
 
 namespace limitcounter {
@@ -537,11 +538,7 @@ LimitCounter::consume_many(const std::vector<Transaction>& transactions) {
       bool by_redis = true;
       try {
         if (!one_slot) {
-          BatchResult<Decision>& result = in_shares.at(next_in_shares++);
-          if (auto* error = std::get_if<Error>(&result)) {
-            throw std::move(*error);
-          }
-          decision = std::move(std::get<Decision>(result));
+          decision = detail::value_or_throw(std::move(in_shares.at(next_in_shares++)));
           reached_redis = true;
         } else if (pipeline_error) {
           throw *pipeline_error;

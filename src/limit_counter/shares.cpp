@@ -16,6 +16,7 @@
 #include "limit_counter/share_plan.hpp"
 #include "redis/key_slot.hpp"
 #include "shared/amount.hpp"
+#include "shared/batch.hpp"
 #include "shared/coalescer.hpp"
 
 namespace limitcounter {
@@ -29,14 +30,6 @@ std::string joined_lines(const std::vector<std::string>& lines) {
     text.append(text.empty() ? "" : "\n").append(line);
   }
   return text;
-}
-
-// The decision of `result`, or its error thrown.
-Decision decision_or_throw(BatchResult<Decision>&& result) {
-  if (auto* error = std::get_if<Error>(&result)) {
-    throw std::move(*error);
-  }
-  return std::move(std::get<Decision>(result));
 }
 
 } // namespace
@@ -110,7 +103,8 @@ Decision LimitCounter::decide_in_shares(std::string_view op, const Transaction& 
   if (op == "check") {
     return check_in_shares(transaction, prepared);
   }
-  return decision_or_throw(std::move(decide_many_in_shares(op, {&transaction}, {&prepared})[0]));
+  return detail::value_or_throw(
+      std::move(decide_many_in_shares(op, {&transaction}, {&prepared})[0]));
 }
 
 namespace {
@@ -162,8 +156,99 @@ Decision LimitCounter::consume_in_shares(const Transaction& transaction,
       }
     }
   });
-  return decision_or_throw(std::move(*job.result));
+  return detail::value_or_throw(std::move(*job.result));
 }
+
+namespace {
+
+// Every transaction's shares in one pipeline (one per node): `shares_of[k]` the k-th
+// transaction's; consumes' shares of one slot (`batch_consumes`) go in batch calls of
+// lua/limit.lua, each transaction decided on its own. Returns per transaction its shares'
+// replies in order, or the error that is its: a call not sent or lost keeps its error reply in
+// place (eval_pipeline with refusals); the pipeline thrown as a whole, or a batch call's reply
+// that cannot be split, is every transaction's in it.
+std::vector<BatchResult<std::vector<Reply>>>
+run_shares(Redis& redis, bool batch_consumes,
+           const std::vector<const std::vector<ScriptCall>*>& shares_of) {
+  using Member = std::pair<std::size_t, std::size_t>; // (transaction, share)
+  std::vector<BatchResult<std::vector<Reply>>> out;
+  out.reserve(shares_of.size());
+  std::vector<ScriptCall> calls;
+  std::vector<std::vector<Member>> call_members;
+  std::map<std::uint16_t, std::vector<Member>> by_slot;
+  // One transaction's shares are one per slot: alone, they are sent as they are, not copied.
+  const bool alone = shares_of.size() == 1;
+  for (std::size_t k = 0; k < shares_of.size(); ++k) {
+    const std::vector<ScriptCall>& shares = *shares_of[k];
+    out.emplace_back(std::vector<Reply>(shares.size()));
+    for (std::size_t s = 0; s < shares.size(); ++s) {
+      if (batch_consumes && !alone) {
+        by_slot[detail::key_slot(shares[s].keys.front())].emplace_back(k, s);
+        continue;
+      }
+      if (!alone) {
+        calls.push_back(shares[s]);
+      }
+      call_members.push_back({{k, s}});
+    }
+  }
+  const auto share = [&](const Member& member) -> const ScriptCall& {
+    return (*shares_of[member.first])[member.second];
+  };
+  for (const auto& [slot, members] : by_slot) {
+    for (std::size_t from = 0; from < members.size(); from += detail::max_decide_batch) {
+      const std::size_t upto = std::min(members.size(), from + detail::max_decide_batch);
+      call_members.emplace_back(members.begin() + from, members.begin() + upto);
+      if (upto - from == 1) {
+        calls.push_back(share(members[from]));
+        continue;
+      }
+      detail::DecideBatch batch;
+      for (std::size_t m = from; m < upto; ++m) {
+        ScriptCall copy = share(members[m]);
+        batch.add(std::move(copy.keys), std::move(copy.args));
+      }
+      auto [keys, args] = batch.take();
+      calls.push_back({&scripts::limit, std::move(keys), std::move(args)});
+    }
+  }
+  const std::vector<ScriptCall>& sent = alone ? *shares_of.front() : calls;
+  if (sent.empty()) {
+    return out;
+  }
+  std::vector<Reply> replies;
+  std::vector<std::optional<Error>> refusals; // (their error replies in place say so)
+  try {
+    replies = redis.eval_pipeline(sent, refusals);
+  } catch (const Error& e) {
+    std::fill(out.begin(), out.end(), BatchResult<std::vector<Reply>>(e));
+    return out;
+  }
+  for (std::size_t c = 0; c < replies.size(); ++c) {
+    const std::vector<Member>& members = call_members[c];
+    std::vector<Reply> own;
+    if (members.size() == 1 || replies[c].is_error()) {
+      own.assign(members.size(), replies[c]);
+    } else {
+      try {
+        own = detail::split_decide_replies(replies[c], members.size());
+      } catch (const Error& e) {
+        for (const Member& member : members) {
+          out[member.first] = e;
+        }
+        continue;
+      }
+    }
+    for (std::size_t m = 0; m < members.size(); ++m) {
+      if (auto* replies_of = std::get_if<std::vector<Reply>>(&out[members[m].first])) {
+        (*replies_of)[members[m].second] = std::move(own[m]);
+      }
+    }
+  }
+  return out;
+}
+
+} // namespace
 
 // Several transactions cost three round trips in all, not three each: a step's calls of every
 // transaction go in one pipeline (one per node), and a transaction takes the next step only
@@ -251,75 +336,20 @@ LimitCounter::decide_many_in_shares(std::string_view op,
       [](const Error& e, std::size_t) { return e; });
 
   // 2. Each begun transaction's shares.
-  std::vector<std::vector<Reply>> share_replies(n);
-  std::vector<ScriptCall> calls;
-  std::vector<std::vector<std::pair<std::size_t, std::size_t>>> call_shares; // (i, share)
-  std::map<std::uint16_t, std::vector<std::pair<std::size_t, std::size_t>>> by_slot;
+  std::vector<const std::vector<ScriptCall>*> shares_of;
+  shares_of.reserve(begun.size());
   for (const std::size_t i : begun) {
-    share_replies[i].resize(prepared[i]->shares.size());
-    for (std::size_t s = 0; s < prepared[i]->shares.size(); ++s) {
-      const ScriptCall& share = prepared[i]->shares[s];
-      if (op == "consume") {
-        by_slot[detail::key_slot(share.keys.front())].emplace_back(i, s);
-      } else {
-        calls.push_back(share);
-        call_shares.push_back({{i, s}});
-      }
-    }
+    shares_of.push_back(&prepared[i]->shares);
   }
-  for (const auto& [slot, shares] : by_slot) {
-    for (std::size_t from = 0; from < shares.size(); from += detail::max_decide_batch) {
-      const std::size_t upto = std::min(shares.size(), from + detail::max_decide_batch);
-      call_shares.emplace_back(shares.begin() + from, shares.begin() + upto);
-      if (upto - from == 1) {
-        calls.push_back(prepared[shares[from].first]->shares[shares[from].second]);
-        continue;
-      }
-      detail::DecideBatch batch;
-      for (std::size_t k = from; k < upto; ++k) {
-        ScriptCall share = prepared[shares[k].first]->shares[shares[k].second];
-        batch.add(std::move(share.keys), std::move(share.args));
-      }
-      auto [keys, args] = batch.take();
-      calls.push_back({&scripts::limit, std::move(keys), std::move(args)});
-    }
-  }
-  std::vector<Reply> replies;
-  std::vector<std::optional<Error>> refused_shares; // (their error replies in place say so)
-  try {
-    replies = calls.empty() ? std::vector<Reply>{} : redis_.eval_pipeline(calls, refused_shares);
-  } catch (const Error& e) {
-    for (const std::size_t i : begun) {
-      results[i] = half(e, i);
-    }
-  }
-  for (std::size_t c = 0; c < replies.size(); ++c) {
-    const auto& members = call_shares[c];
-    std::vector<Reply> own;
-    if (members.size() == 1 || replies[c].is_error()) {
-      own.assign(members.size(), replies[c]);
-    } else {
-      try {
-        own = detail::split_decide_replies(replies[c], members.size());
-      } catch (const Error& e) {
-        for (const auto& member : members) {
-          results[member.first] = half(e, member.first);
-        }
-        continue;
-      }
-    }
-    for (std::size_t k = 0; k < members.size(); ++k) {
-      share_replies[members[k].first][members[k].second] = std::move(own[k]);
-    }
-  }
+  std::vector<BatchResult<std::vector<Reply>>> share_replies =
+      run_shares(redis_, op == "consume", shares_of);
   std::vector<std::optional<SharesDecided>> decided(n);
   std::vector<std::size_t> deciding;
-  for (const std::size_t i : begun) {
-    if (results[i]) {
-      continue;
-    }
+  for (std::size_t k = 0; k < begun.size(); ++k) {
+    const std::size_t i = begun[k];
     try {
-      decided[i] = after_shares(op, *transactions[i], *prepared[i], share_replies[i]);
+      decided[i] = after_shares(op, *transactions[i], *prepared[i],
+                                detail::value_or_throw(std::move(share_replies[k])));
       deciding.push_back(i);
     } catch (const Error& e) {
       results[i] = half(e, i);

@@ -74,10 +74,12 @@ bool is_infrastructure_failure(const Error& e) {
 
 // A call of a pipeline that did not run and kept its refusal in place: refused until the
 // budget ran out, needing a node whose breaker opened, or whose node could not be reached (no
-// connection made, none free in the pool).
+// connection made, none free in the pool), or a slot no node serves (cluster_down is thrown only
+// before anything is sent).
 bool did_not_run(const Error& e) {
   return dynamic_cast<const ServerUnavailable*>(&e) != nullptr || e.code() == errc::circuit_open ||
-         e.code() == errc::connect_failed || e.code() == errc::pool_exhausted;
+         e.code() == errc::connect_failed || e.code() == errc::pool_exhausted ||
+         e.code() == errc::cluster_down;
 }
 
 } // namespace
@@ -201,12 +203,6 @@ public:
             connection, *calls[i].script, [&] { return connection.run(commands[i]); }, policy);
       });
     };
-    std::vector<detail::ConnectionPool*> node_of(calls.size());
-    std::map<detail::ConnectionPool*, std::vector<std::size_t>> by_node;
-    for (std::size_t i = 0; i < calls.size(); ++i) {
-      node_of[i] = &owner(slots[i], policy);
-      by_node[node_of[i]].push_back(i);
-    }
     // A call still refused when the budget ends keeps its error reply in place: it did not
     // run, and the calls that did run keep their replies. Only when none ran is the
     // pipeline refused as a whole (not sent; a failure for the breaker).
@@ -227,6 +223,22 @@ public:
         (*refusals)[i] = e;
       }
     };
+    // A call whose slot no node serves (the map read anew says so) is refused before anything
+    // is sent: with `refusals` in place, the other calls go on.
+    std::vector<detail::ConnectionPool*> node_of(calls.size());
+    std::map<detail::ConnectionPool*, std::vector<std::size_t>> by_node;
+    for (std::size_t i = 0; i < calls.size(); ++i) {
+      try {
+        node_of[i] = &owner(slots[i], policy);
+      } catch (const Error& e) {
+        if (refusals == nullptr || e.code() != errc::cluster_down) {
+          throw;
+        }
+        keep_refused(i, e);
+        continue;
+      }
+      by_node[node_of[i]].push_back(i);
+    }
     // With `refusals`, a call whose reply was lost (it may have run) keeps that error, and the
     // other nodes' calls go on (without, the whole call throws it).
     std::optional<Error> lost;

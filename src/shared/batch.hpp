@@ -3,12 +3,21 @@
 
 #include <cstddef>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include <limitcounter/batch.hpp>
 #include <limitcounter/redis.hpp>
 
 namespace limitcounter::detail {
+
+/// The value of `result`, or its error thrown (one result of a batch taken as a lone call's).
+template <typename T> T value_or_throw(BatchResult<T>&& result) {
+  if (auto* error = std::get_if<Error>(&result)) {
+    throw std::move(*error);
+  }
+  return std::move(std::get<T>(result));
+}
 
 /// `decode(i, replies[i])` per reply, in order. An error reply, or an Error thrown by
 /// `decode`, becomes that call's result alone.

@@ -106,3 +106,51 @@ TEST_CASE("a home record of the earlier format is not decided again", "[cluster]
   CHECK(redis.command({"HLEN", home}).as_integer() == 6);
   CHECK(limits.finish_interrupted(std::chrono::seconds{0}).empty());
 }
+
+// What a transaction keeps on a cluster in all: its home record and one share record per
+// counter slot (the plan's tags), each a key of its own. The figures docs/BENCHMARKS.md gives
+// ("Redis Cluster", item 1 of issue 14), measured with the 17-character ids of the test above.
+TEST_CASE("a cluster transaction's records in all: the home record and one share record per "
+          "counter slot",
+          "[cluster][limits][home]") {
+  Redis redis(shared_cluster().options());
+  LimitCounter limits(redis, Calendar("UTC"));
+  const std::string run = testing::unique_prefix().substr(0, 7);
+  const auto records_bytes = [&](const std::string& transaction_id, std::size_t shares) {
+    const std::string home = limits.keys().transaction(transaction_id);
+    std::int64_t bytes = redis.command({"MEMORY", "USAGE", home, "SAMPLES", "0"}).to_int64();
+    const std::string plan = redis.command({"HGET", home, "p"}).as_string();
+    std::size_t tags = 0;
+    for (std::size_t from = 0; from <= plan.size(); ++tags) {
+      const std::size_t end = std::min(plan.find('\n', from), plan.size());
+      const std::string share =
+          limits.keys().transaction_share(plan.substr(from, end - from), transaction_id);
+      REQUIRE(redis.command({"TYPE", share}).as_string() == "string");
+      bytes += redis.command({"MEMORY", "USAGE", share, "SAMPLES", "0"}).to_int64();
+      from = end + 1;
+    }
+    CHECK(tags == shares);
+    return bytes;
+  };
+  const auto payment = [&](const std::string& name) {
+    std::string id = "pay-" + run + "-" + name;
+    id.resize(17, '0');
+    return Transaction{
+        id,
+        {{"merchant", "m" + run}, {"dept", "cmb"}, {"channel", "Ali"}, {"card", "c" + run}},
+        100};
+  };
+  SECTION("1 rule: one share, 304 bytes") {
+    limits.set_rules(
+        RuleSet().add(Rule("merchant_day").where("merchant").per(Period::day).max_amount(1000)));
+    const Transaction one = payment("t1");
+    REQUIRE(limits.consume(one).allowed());
+    CHECK(records_bytes(one.id, 1) <= 304);
+  }
+  SECTION("4 rules of 4 shapes: four shares, 776 bytes") {
+    limits.set_rules(four_shapes(1'000'000'000));
+    const Transaction four = payment("t4");
+    REQUIRE(limits.consume(four).allowed());
+    CHECK(records_bytes(four.id, 4) <= 776);
+  }
+}
