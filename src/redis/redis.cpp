@@ -74,8 +74,9 @@ bool is_infrastructure_failure(const Error& e) {
 
 // A call of a pipeline that did not run and kept its refusal in place: refused until the
 // budget ran out, needing a node whose breaker opened, or whose node could not be reached (no
-// connection made, none free in the pool), or a slot no node serves (cluster_down is thrown only
-// before anything is sent).
+// connection made, none free in the pool), or a slot no node serves (cluster_down is thrown
+// only when nothing of that call ran: before it is sent, or after replies saying it did not
+// run).
 bool did_not_run(const Error& e) {
   return dynamic_cast<const ServerUnavailable*>(&e) != nullptr || e.code() == errc::circuit_open ||
          e.code() == errc::connect_failed || e.code() == errc::pool_exhausted ||
@@ -224,16 +225,19 @@ public:
       }
     };
     // A call whose slot no node serves (the map read anew says so) is refused before anything
-    // is sent: with `refusals` in place, the other calls go on.
+    // is sent: with `refusals` in place, the other calls go on. The map is read anew for that
+    // once a pipeline, not once per such call.
     std::vector<detail::ConnectionPool*> node_of(calls.size());
     std::map<detail::ConnectionPool*, std::vector<std::size_t>> by_node;
+    bool unserved_slot_seen = false;
     for (std::size_t i = 0; i < calls.size(); ++i) {
       try {
-        node_of[i] = &owner(slots[i], policy);
+        node_of[i] = &owner(slots[i], policy, !unserved_slot_seen);
       } catch (const Error& e) {
         if (refusals == nullptr || e.code() != errc::cluster_down) {
           throw;
         }
+        unserved_slot_seen = true;
         keep_refused(i, e);
         continue;
       }
@@ -663,23 +667,28 @@ private:
            std::to_string(budget_.count()) + " ms; nothing ran";
   }
 
-  // The pool of `slot`'s node; reads the slot map first when it is stale or lacks the slot.
-  detail::ConnectionPool& owner(int slot, const detail::RetryPolicy& policy) {
+  // The pool of `slot`'s node; reads the slot map first when it is stale or lacks the slot
+  // (unless not `may_read_map`: a pipeline that just read it). Throws cluster_down (not sent)
+  // when no node serves the slot.
+  detail::ConnectionPool& owner(int slot, const detail::RetryPolicy& policy,
+                                bool may_read_map = true) {
     if (sentinel_) {
       return sentinel_master(policy);
     }
     if (!cluster_) {
       return *standalone_;
     }
-    {
-      const std::lock_guard<std::mutex> lock(nodes_mutex_);
-      if (!slot_map_.stale(Clock::now())) {
-        if (const auto node = slot_map_.owner(slot)) {
-          return *pools_[*node];
+    if (may_read_map) {
+      {
+        const std::lock_guard<std::mutex> lock(nodes_mutex_);
+        if (!slot_map_.stale(Clock::now())) {
+          if (const auto node = slot_map_.owner(slot)) {
+            return *pools_[*node];
+          }
         }
       }
+      refresh_slots(policy);
     }
-    refresh_slots(policy);
     const std::lock_guard<std::mutex> lock(nodes_mutex_);
     const auto node = slot_map_.owner(slot);
     if (!node) {
