@@ -57,30 +57,11 @@ void load_script(detail::Connection& connection, const Script& script) {
   }
 }
 
-// Thrown when a server kept answering that it cannot run commands now (LOADING, BUSY,
-// MASTERDOWN, TRYAGAIN, CLUSTERDOWN) until the call's budget ran out. Nothing ran; the
-// node's breaker counts it as an infrastructure failure, as it counts a dead server.
-class ServerUnavailable : public Error {
-public:
-  using Error::Error;
-};
-
 // The failures a node's breaker counts: the node is unreachable, stalled or broke the
 // connection. (A node still refusing when the budget ran out is counted where that is seen.)
 bool is_infrastructure_failure(const Error& e) {
   return e.code() == errc::connect_failed || e.code() == errc::timeout ||
          e.code() == errc::io_error;
-}
-
-// A call of a pipeline that did not run and kept its refusal in place: refused until the
-// budget ran out, needing a node whose breaker opened, or whose node could not be reached (no
-// connection made, none free in the pool), or a slot no node serves (cluster_down is thrown
-// only when nothing of that call ran: before it is sent, or after replies saying it did not
-// run).
-bool did_not_run(const Error& e) {
-  return dynamic_cast<const ServerUnavailable*>(&e) != nullptr || e.code() == errc::circuit_open ||
-         e.code() == errc::connect_failed || e.code() == errc::pool_exhausted ||
-         e.code() == errc::cluster_down;
 }
 
 } // namespace
@@ -276,7 +257,7 @@ public:
         replies[i] = route_alone(i);
         return true;
       } catch (const Error& e) {
-        if (!did_not_run(e)) {
+        if (!detail::did_not_run(e)) {
           if (refusals == nullptr) {
             throw;
           }
@@ -294,7 +275,7 @@ public:
       try {
         run_on_node(*pool, commands, indexes, replies, call);
       } catch (const Error& e) {
-        if (!did_not_run(e)) {
+        if (!detail::did_not_run(e)) {
           if (refusals == nullptr) {
             throw;
           }
@@ -330,14 +311,14 @@ public:
         } catch (const Error& e) {
           // The other calls of this node (and of the nodes before) ran: only the calls that
           // were answered NOSCRIPT fail, as not run (nothing of the rerun was sent) or lost.
-          if (!did_not_run(e) && refusals == nullptr) {
+          if (!detail::did_not_run(e) && refusals == nullptr) {
             throw;
           }
           for (const std::size_t i : indexes) {
             if (detail::classify(replies[i], false) != detail::ReplyKind::noscript) {
               continue;
             }
-            if (did_not_run(e)) {
+            if (detail::did_not_run(e)) {
               keep_refused(i, e);
             } else {
               keep_lost(i, e);
@@ -356,9 +337,9 @@ public:
           demoted(replies[i])) {
         if (!policy.may_resend(Clock::now())) {
           call.breakers.failed(node_of[i]->breaker());
-          keep_refused(i,
-                       ServerUnavailable(cluster_ ? errc::cluster_down : errc::server_error,
-                                         refused_message(replies[i], policy), Outcome::not_sent));
+          keep_refused(
+              i, detail::ServerUnavailable(cluster_ ? errc::cluster_down : errc::server_error,
+                                           refused_message(replies[i], policy), Outcome::not_sent));
           continue;
         }
         if (!route_or_keep_refused(i)) {
@@ -627,8 +608,8 @@ private:
           }
         }
         call.breakers.failed(pool.breaker());
-        throw ServerUnavailable(errc::server_error, refused_message(reply, policy),
-                                Outcome::not_sent);
+        throw detail::ServerUnavailable(errc::server_error, refused_message(reply, policy),
+                                        Outcome::not_sent);
       }
       ask_target = nullptr;
       const detail::ReplyKind kind = detail::classify(reply, cluster_);
@@ -654,8 +635,8 @@ private:
       }
       if (kind == detail::ReplyKind::transient || kind == detail::ReplyKind::redirect) {
         call.breakers.failed(pool.breaker());
-        throw ServerUnavailable(cluster_ ? errc::cluster_down : errc::server_error,
-                                refused_message(reply, policy), Outcome::not_sent);
+        throw detail::ServerUnavailable(cluster_ ? errc::cluster_down : errc::server_error,
+                                        refused_message(reply, policy), Outcome::not_sent);
       }
       return reply;
     }

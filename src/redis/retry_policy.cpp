@@ -15,6 +15,12 @@ bool has_code(std::string_view error, std::string_view word) {
 
 } // namespace
 
+bool did_not_run(const Error& e) {
+  return dynamic_cast<const ServerUnavailable*>(&e) != nullptr || e.code() == errc::circuit_open ||
+         e.code() == errc::connect_failed || e.code() == errc::pool_exhausted ||
+         e.code() == errc::cluster_down;
+}
+
 bool is_transient_error(std::string_view error) {
   return has_code(error, "TRYAGAIN") || has_code(error, "CLUSTERDOWN") ||
          has_code(error, "LOADING") || has_code(error, "MASTERDOWN") || has_code(error, "BUSY");

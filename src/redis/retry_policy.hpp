@@ -7,6 +7,7 @@
 #include <optional>
 #include <string_view>
 
+#include <limitcounter/error.hpp>
 #include <limitcounter/reply.hpp>
 
 namespace limitcounter::detail {
@@ -30,6 +31,22 @@ ReplyKind classify(const Reply& reply, bool cluster);
 /// busy-reply-threshold; the server refuses other commands until it ends, so a refused write
 /// never ran). BUSYGROUP and BUSYKEY are final errors, not transient.
 bool is_transient_error(std::string_view error);
+
+/// Thrown when a server kept answering that it cannot run commands now (LOADING, BUSY,
+/// MASTERDOWN, TRYAGAIN, CLUSTERDOWN) until the call's budget ran out. Nothing ran; the
+/// node's breaker counts it as an infrastructure failure, as it counts a dead server.
+class ServerUnavailable : public Error {
+public:
+  using Error::Error;
+};
+
+/// Whether a call that failed with `e` certainly did not run, so that a pipeline keeps it as
+/// refused (Outcome::not_sent) and a failure policy may decide in Redis's place: refused until
+/// the budget ran out (ServerUnavailable), its node's breaker open, its node unreachable (no
+/// connection made, none free in the pool), or its slot served by no node (cluster_down is
+/// thrown only when nothing of that call ran: before it is sent, or after replies saying it
+/// did not run). Anything else (a timeout, a broken connection, an error reply) may have run.
+bool did_not_run(const Error& e);
 
 /// The retry budget of one call, started when the call starts. Nothing is sent again once
 /// `budget` has passed: a back-off sleep never runs past the deadline, and the retry it

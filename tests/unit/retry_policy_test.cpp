@@ -77,3 +77,25 @@ TEST_CASE("redirections and re-sends stop at the budget, redirections also at a 
   RetryPolicy late(10ms, t0);
   CHECK_FALSE(late.after_hop(t0 + 10ms));
 }
+
+// What a pipeline keeps as "not run" (the failure policy may then decide in Redis's place) and
+// what as "may have run" (Outcome::unknown): counting a call that ran as not run would let the
+// failure policy count a transaction Redis counted.
+TEST_CASE("the failures that prove a call did not run", "[retry]") {
+  using limitcounter::errc;
+  using limitcounter::Error;
+  using limitcounter::Outcome;
+  using limitcounter::detail::did_not_run;
+  using limitcounter::detail::ServerUnavailable;
+  CHECK(did_not_run(ServerUnavailable(errc::server_error, "LOADING until the budget ended")));
+  CHECK(did_not_run(ServerUnavailable(errc::cluster_down, "CLUSTERDOWN until the budget ended")));
+  CHECK(did_not_run(Error(errc::circuit_open, "breaker open")));
+  CHECK(did_not_run(Error(errc::connect_failed, "connection refused")));
+  CHECK(did_not_run(Error(errc::pool_exhausted, "all connections busy")));
+  CHECK(did_not_run(Error(errc::cluster_down, "no node serves slot 7")));
+  // sent, and then no reply: it may have run
+  CHECK_FALSE(did_not_run(Error(errc::timeout, "no reply within 300 ms", Outcome::unknown)));
+  CHECK_FALSE(did_not_run(Error(errc::io_error, "connection reset", Outcome::unknown)));
+  // a server error reply that is not a refusal: the script ran (or failed on its own)
+  CHECK_FALSE(did_not_run(Error(errc::server_error, "ERR script failed", Outcome::failed)));
+}
