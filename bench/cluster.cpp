@@ -390,6 +390,40 @@ void print_server_cost(Comparison& comparison, Target& target, const Scenario& s
   }
 }
 
+// Issue 14 item 1 on a cluster: what 100 consumed transactions keep in all, per transaction:
+// `MEMORY USAGE ... SAMPLES 0` of each home record and of every share record its plan names,
+// with the default key prefix and 17-character ids (as tests/cluster/home_record_format_test.cpp
+// asserts).
+double cluster_record_bytes(Target& target, const std::string& nonce, const lc::RuleSet& rules,
+                            const std::string& name) {
+  lc::LimitCounter limits(*target.redis, lc::Calendar("Asia/Shanghai"));
+  limits.set_rules(rules);
+  constexpr int transactions = 100;
+  const Scenario scenario{name, rules, 50, false};
+  double bytes = 0;
+  for (int i = 0; i < transactions; ++i) {
+    char number[8];
+    std::snprintf(number, sizeof number, "%07d", i);
+    const std::string id = "r" + nonce.substr(nonce.size() - 8) + name + number; // 17 characters
+    if (!limits.consume(transaction(scenario, id, static_cast<std::uint64_t>(i))).allowed()) {
+      throw std::runtime_error("cluster_record_bytes: a consume was denied");
+    }
+    const auto memory = [&](const std::string& key) {
+      return static_cast<double>(
+          target.redis->command({"MEMORY", "USAGE", key, "SAMPLES", "0"}).to_int64());
+    };
+    const std::string home = limits.keys().transaction(id);
+    bytes += memory(home);
+    const std::string plan = target.redis->command({"HGET", home, "p"}).as_string();
+    for (std::size_t from = 0; from <= plan.size();) {
+      const std::size_t end = std::min(plan.find('\n', from), plan.size());
+      bytes += memory(limits.keys().transaction_share(plan.substr(from, end - from), id));
+      from = end + 1;
+    }
+  }
+  return bytes / transactions;
+}
+
 } // namespace
 
 void run_cluster_comparison(const std::string& standalone_uri, const std::string& cluster_uri,
@@ -437,6 +471,12 @@ void run_cluster_comparison(const std::string& standalone_uri, const std::string
       print_server_cost(comparison, *target, scenario, 1, 64);
     }
   }
+
+  std::printf("\nrecord bytes per transaction on the cluster (home record + share records, "
+              "default prefix, 17-character ids, 100 consumes): consume_1_rule %.1f, "
+              "consume_4_shapes %.1f\n",
+              cluster_record_bytes(cluster, nonce, rules_of_one_rule(), "a"),
+              cluster_record_bytes(cluster, nonce, rules_of_four_shapes(), "b"));
 }
 
 } // namespace bench

@@ -9,7 +9,8 @@
 #
 # --cluster N also starts a private Redis Cluster of N masters (no replicas) on free loopback
 # ports and runs the consume scenarios on it next to the standalone server, then the server
-# cost of a decision on each master (see docs/BENCHMARKS.md, "Redis Cluster").
+# cost of a decision on each master, then the bytes a cluster transaction keeps (home record and
+# share records; see docs/BENCHMARKS.md, "Redis Cluster").
 #
 # --baseline REV builds bench/cost_probe.cpp of this tree twice, against the library of
 # revision REV (exported with git archive) and against this tree's, runs both probes against the
