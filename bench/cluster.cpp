@@ -391,7 +391,8 @@ void print_server_cost(Comparison& comparison, Target& target, const Scenario& s
 }
 
 // Issue 14 item 1 on a cluster: what 100 consumed transactions keep in all, per transaction:
-// `MEMORY USAGE ... SAMPLES 0` of each home record and of every share record its plan names,
+// `MEMORY USAGE ... SAMPLES 0` of each home record and of every share record its plan names
+// (`LimitCounter::transaction_record`'s `records`),
 // with the default key prefix and 17-character ids (as tests/cluster/home_record_format_test.cpp
 // asserts).
 double cluster_record_bytes(Target& target, const std::string& nonce, const lc::RuleSet& rules,
@@ -408,17 +409,10 @@ double cluster_record_bytes(Target& target, const std::string& nonce, const lc::
     if (!limits.consume(transaction(scenario, id, static_cast<std::uint64_t>(i))).allowed()) {
       throw std::runtime_error("cluster_record_bytes: a consume was denied");
     }
-    const auto memory = [&](const std::string& key) {
-      return static_cast<double>(
+    const lc::TransactionRecord record = limits.transaction_record(id).value();
+    for (const std::string& key : record.records) {
+      bytes += static_cast<double>(
           target.redis->command({"MEMORY", "USAGE", key, "SAMPLES", "0"}).to_int64());
-    };
-    const std::string home = limits.keys().transaction(id);
-    bytes += memory(home);
-    const std::string plan = target.redis->command({"HGET", home, "p"}).as_string();
-    for (std::size_t from = 0; from <= plan.size();) {
-      const std::size_t end = std::min(plan.find('\n', from), plan.size());
-      bytes += memory(limits.keys().transaction_share(plan.substr(from, end - from), id));
-      from = end + 1;
     }
   }
   return bytes / transactions;

@@ -116,20 +116,17 @@ TEST_CASE("a cluster transaction's records in all: the home record and one share
   Redis redis(shared_cluster().options());
   LimitCounter limits(redis, Calendar("UTC"));
   const std::string run = testing::unique_prefix().substr(0, 7);
+  // The home record first, then the share records of its plan (transaction_record reads them).
   const auto records_bytes = [&](const std::string& transaction_id, std::size_t shares) {
-    const std::string home = limits.keys().transaction(transaction_id);
-    std::int64_t bytes = redis.command({"MEMORY", "USAGE", home, "SAMPLES", "0"}).to_int64();
-    const std::string plan = redis.command({"HGET", home, "p"}).as_string();
-    std::size_t tags = 0;
-    for (std::size_t from = 0; from <= plan.size(); ++tags) {
-      const std::size_t end = std::min(plan.find('\n', from), plan.size());
-      const std::string share =
-          limits.keys().transaction_share(plan.substr(from, end - from), transaction_id);
-      REQUIRE(redis.command({"TYPE", share}).as_string() == "string");
-      bytes += redis.command({"MEMORY", "USAGE", share, "SAMPLES", "0"}).to_int64();
-      from = end + 1;
+    const std::optional<TransactionRecord> record = limits.transaction_record(transaction_id);
+    REQUIRE(record);
+    CHECK(record->records.size() == 1 + shares);
+    std::int64_t bytes = 0;
+    for (std::size_t i = 0; i < record->records.size(); ++i) {
+      const std::string& key = record->records[i];
+      REQUIRE(redis.command({"TYPE", key}).as_string() == (i == 0 ? "hash" : "string"));
+      bytes += redis.command({"MEMORY", "USAGE", key, "SAMPLES", "0"}).to_int64();
     }
-    CHECK(tags == shares);
     return bytes;
   };
   const auto payment = [&](const std::string& name) {

@@ -94,6 +94,11 @@ struct LimitsThroughProxy : LostReplyFixture {
     }
     return batch;
   }
+  // The second batch call of consume_many(batch) (batch calls of 64): its first key is
+  // transaction 64's record.
+  limitcounter::testing::CommandMatcher second_batch_call(const std::vector<Transaction>& batch) {
+    return evalsha_with_key_prefix(limits.keys().transaction(batch.at(64).id));
+  }
   Usage used() { return limits.usage("merchant", Dimension{"m1"}, Period::day); }
   std::string record_state(const std::string& id) {
     return ProxiedServer::record_state(options(), id);
@@ -267,10 +272,9 @@ TEST_CASE_METHOD(LimitsThroughProxy,
                  "[fault][limits][batch]") {
   limits.set_rules(day_limit(FailurePolicy::allow));
   const std::vector<Transaction> batch = payments("r-", 70, 10); // batch calls of 64 and 6
-  // the second batch call (its first key: transaction 64's record) is answered LOADING
-  // until the call's budget ends: it never runs
+  // the second batch call is answered LOADING until the call's budget ends: it never runs
   FaultRule loading;
-  loading.matches = evalsha_with_key_prefix(limits.keys().transaction(batch[64].id));
+  loading.matches = second_batch_call(batch);
   loading.fault = Fault::error_reply;
   loading.times = 100'000;
   proxy.add_rule(loading);
@@ -297,8 +301,7 @@ TEST_CASE_METHOD(LimitsThroughProxy,
   const std::vector<Transaction> batch = payments("n-", 70, 10); // batch calls of 64 and 6
   // the second batch call is answered NOSCRIPT (it did not run); its rerun runs, and its reply
   // is lost
-  const limitcounter::testing::CommandMatcher second_call =
-      evalsha_with_key_prefix(limits.keys().transaction(batch[64].id));
+  const limitcounter::testing::CommandMatcher second_call = second_batch_call(batch);
   proxy.add_rule({second_call, Fault::error_reply, 1, {}, "NOSCRIPT No matching script."});
   proxy.add_rule({second_call, Fault::drop_reply, 1});
   const auto first = limits.consume_many(batch);
