@@ -2,7 +2,7 @@
 // only, so that scripts/bench.sh --baseline REV builds this same file against an earlier
 // revision of the library and prints both in one run (issue 14: "before and after, in one run").
 //
-//   cost_probe <redis uri> <build label>
+//   cost_probe <redis uri> <build label> [--server-instructions]
 //
 // On an empty server of its own (bench.sh flushes it before each build's probe): every key
 // has the default prefix, as a host's would.
@@ -12,7 +12,12 @@
 // batches of 64 and of single consumes, the least of 3 rounds (a pause of the machine only adds
 // time). Exits non-zero if a decision that must be allowed is not: a probe of failing calls
 // measures nothing.
+// Each measured round starts with CONFIG RESETSTAT and ends with ECHO: with
+// --server-instructions (the server runs under callgrind, see bench.sh --server-instructions)
+// only the batch rounds run, and callgrind's dump at each ECHO holds what the server executed
+// for that round and nothing else.
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <stdexcept>
@@ -26,6 +31,7 @@ namespace lc = limitcounter;
 namespace {
 
 constexpr int batch_size = 64;
+constexpr int round_transactions = 30 * batch_size; // a measured round's decisions
 
 struct Probe {
   lc::Redis redis;
@@ -116,7 +122,7 @@ void decision_cost(Probe& probe, lc::LimitCounter& limits, bool batched, double&
   cpu = script = 1e9;
   for (int round = 0; round < 3; ++round) {
     std::vector<lc::Transaction> transactions;
-    for (int i = 0; i < 30 * batch_size; ++i) {
+    for (int i = 0; i < round_transactions; ++i) {
       transactions.push_back(probe.payment(100));
     }
     probe.redis.command({"CONFIG", "RESETSTAT"});
@@ -139,6 +145,7 @@ void decision_cost(Probe& probe, lc::LimitCounter& limits, bool batched, double&
       }
     }
     const double used = probe.cpu_usec() - before;
+    probe.redis.command({"ECHO", "round end"});
     const double decisions = static_cast<double>(transactions.size());
     cpu = std::min(cpu, used / decisions);
     script = std::min(script, probe.script_usec() / decisions);
@@ -148,18 +155,33 @@ void decision_cost(Probe& probe, lc::LimitCounter& limits, bool batched, double&
 } // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: %s <redis uri> <build label>\n", argv[0]);
+  const bool instructions = argc == 4 && std::strcmp(argv[3], "--server-instructions") == 0;
+  if (argc != 3 && !instructions) {
+    std::fprintf(stderr, "usage: %s <redis uri> <build label> [--server-instructions]\n", argv[0]);
     return 2;
   }
   const std::string label = argv[2];
   try {
-    Probe probe{lc::Redis(lc::RedisOptions::from_uri(argv[1]))};
+    lc::RedisOptions options = lc::RedisOptions::from_uri(argv[1]);
+    if (instructions) { // (a batch under callgrind takes ~100 times as long)
+      options.command_timeout = std::chrono::seconds(30);
+    }
+    Probe probe{lc::Redis(options)};
     const lc::Calendar calendar("Asia/Shanghai");
     lc::LimitCounter one_rule(probe.redis, calendar, lc::LimitCounterOptions{});
     one_rule.set_rules(Probe::rules(1));
     lc::LimitCounter four_rules(probe.redis, calendar, lc::LimitCounterOptions{});
     four_rules.set_rules(Probe::rules(4));
+    if (instructions) {
+      double cpu[2];
+      double script[2];
+      decision_cost(probe, one_rule, true, cpu[0], script[0]);
+      decision_cost(probe, four_rules, true, cpu[1], script[1]);
+      std::printf("{\"build\": \"%s\", \"row\": \"server_instructions_batch64\", "
+                  "\"rounds\": 6, \"decisions_per_round\": %d}\n",
+                  label.c_str(), round_transactions);
+      return 0;
+    }
     // 3 of the rules and a 4th that denies 100 (a user's 50 a day), as bench.cpp's record_bytes
     lc::LimitCounter tight(probe.redis, calendar, lc::LimitCounterOptions{});
     tight.set_rules(

@@ -110,6 +110,9 @@
 --   denial, keys (the counters it moved, "<key> <field>" a line) and r:<refund id> (rf: the full
 --   refund) = "<asked>:<given>".
 
+-- (Locals of the globals used per transaction: an upvalue is cheaper to reach than a global,
+-- measured ~0.9 % of a 1-rule batch's server instructions.)
+local KEYS, ARGV, redis, string = KEYS, ARGV, redis, string
 local op = ARGV[1]
 local max_exact = 9007199254740991 -- 2^53 - 1: the largest integer a Lua number holds exactly
 local state_names = {c = 'consumed', r = 'reserved', f = 'confirmed', x = 'cancelled',
@@ -140,22 +143,29 @@ local function counter_entry(key)
   return entry
 end
 
--- A counter field's value as a cache cell: {count, amount, changed}.
+-- A counter field's value as a cache cell: {count, amount, changed}. (`text + 0` converts as
+-- tonumber does, with one strtod where tonumber takes two: this runs per counter read.)
 local function parse_counter(value)
   if not value then
     return {0, 0, false}
   end
   local colon = string.find(value, ':', 1, true) -- (cheaper than a pattern, per counter)
-  return {tonumber(string.sub(value, 1, colon - 1)), tonumber(string.sub(value, colon + 1)), false}
+  return {string.sub(value, 1, colon - 1) + 0, string.sub(value, colon + 1) + 0, false}
 end
 
--- The count and amount of `field` of the counter key `entry` stands for.
-local function read_cell(entry, field)
+-- The cache cell of `field` of the counter key `entry` stands for (read if not yet).
+local function cell_of(entry, field)
   local cell = entry.fields[field]
   if not cell then
     cell = parse_counter(redis.call('HGET', entry.key, field))
     entry.fields[field] = cell
   end
+  return cell
+end
+
+-- The count and amount of `field` of the counter key `entry` stands for.
+local function read_cell(entry, field)
+  local cell = cell_of(entry, field)
   return cell[1], cell[2]
 end
 
@@ -555,11 +565,13 @@ local function emit_totals(code, c, totals)
   out_n = out_n + 2 * c
 end
 
--- Fills totals[2j - 1], totals[2j] with counter j's count and amount.
-local function read_counters(totals, set, fields)
+-- Fills totals[2j - 1], totals[2j] with counter j's count and amount, and cells[j] with its
+-- cache cell (where a decision writes it back).
+local function read_counters(totals, cells, set, fields)
   local entries, field = set.entries, set.program.field
   for j = 1, set.program.c do
-    totals[2 * j - 1], totals[2 * j] = read_cell(entries[j], fields[field[j]])
+    local cell = cell_of(entries[j], fields[field[j]])
+    cells[j], totals[2 * j - 1], totals[2 * j] = cell, cell[1], cell[2]
   end
 end
 
@@ -664,12 +676,15 @@ end
 -- Creates the record unless the id has one: returns the one it has (nil if created). One
 -- command: a first decision reads no record, and the check that no record exists is the write.
 local function create_record(record, text, record_expiry)
-  return parse(redis.pcall('SET', record, text, 'NX', 'GET', 'PXAT', record_expiry))
+  local earlier = redis.pcall('SET', record, text, 'NX', 'GET', 'PXAT', record_expiry)
+  if earlier then -- (a first decision, nil, is not parsed: a call less per transaction)
+    return parse(earlier)
+  end
 end
 
--- Scratch of `decide`, reused by every transaction of a call: the counters' totals, and the
--- fields of a transaction with one counter (its fields word is its one field).
-local totals, one_field = {}, {}
+-- Scratch of `decide`, reused by every transaction of a call: the counters' totals and cache
+-- cells, and the fields of a transaction with one counter (its fields word is its one field).
+local totals, cells, one_field = {}, {}, {}
 
 -- The fields of a transaction with c counters whose record keeps `word`: split once per word a
 -- call, or with one counter the word itself (in the scratch `one_field`, no table made).
@@ -685,12 +700,12 @@ end
 local function decide(record, set, fingerprint, amount_text, fields_word, kind, now, record_expiry,
                       hold_expiry)
   local program = set.program
-  local c, amount = program.c, tonumber(amount_text)
+  local c, amount = program.c, amount_text + 0 -- (one strtod; tonumber takes two)
   local fields = fields_of(c, fields_word)
 
   if kind == 'check' then -- writes nothing, so reads the record first
     local first = load(record)
-    read_counters(totals, set, fields)
+    read_counters(totals, cells, set, fields)
     if first then
       return replay(first, c, totals, fingerprint, amount)
     end
@@ -700,7 +715,7 @@ local function decide(record, set, fingerprint, amount_text, fields_word, kind, 
     if kind == 'reserve' then
       release_all_expired(hold_sets(set), now, false)
     end
-    read_counters(totals, set, fields)
+    read_counters(totals, cells, set, fields)
   end
 
   -- Every counter read, then decide, then write: nothing of this id is written before every
@@ -708,7 +723,7 @@ local function decide(record, set, fingerprint, amount_text, fields_word, kind, 
   local denied, metric = first_denial(totals, program, amount)
   if denied ~= 0 and kind ~= 'check' then
     if release_all_expired(hold_sets(set), now, true) > 0 then
-      read_counters(totals, set, fields)
+      read_counters(totals, cells, set, fields)
       denied, metric = first_denial(totals, program, amount)
     end
   end
@@ -745,7 +760,7 @@ local function decide(record, set, fingerprint, amount_text, fields_word, kind, 
   -- set lives until its windows end, as its hold may be released after its record is gone)
   local set_life = kind == 'reserve' and math.max(tonumber(record_expiry), program.windows_end) or
     record_expiry
-  local kept = c > 0 and kept_counter_set(set, set_life)
+  local kept = c > 0 and (set.kept or kept_counter_set(set, set_life))
   local first
   if kind == 'reserve' then
     -- (with counters, the hold expiry is its members' score in the hold sets)
@@ -760,11 +775,13 @@ local function decide(record, set, fingerprint, amount_text, fields_word, kind, 
   if first then
     return replay(first, c, totals, fingerprint, amount)
   end
-  local entries, field, expiries = set.entries, program.field, program.expiries
+  local entries, expiries = set.entries, program.expiries
   for j = 1, c do
     local count, total = totals[2 * j - 1] + 1, totals[2 * j] + amount
     totals[2 * j - 1], totals[2 * j] = count, total
-    write_cell(entries[j], fields[field[j]], count, total, expiries[j])
+    local cell = cells[j]
+    cell[1], cell[2], cell[3] = count, total, true
+    entries[j].expiry = expiries[j]
   end
   emit_totals(codes.allowed, c, totals)
   if kind == 'reserve' then

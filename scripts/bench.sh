@@ -6,6 +6,7 @@
 #   scripts/bench.sh --cluster N [--millis N]
 #   scripts/bench.sh --callgrind [--only consume_N_rules]
 #   scripts/bench.sh --baseline REV
+#   scripts/bench.sh --server-instructions [--baseline REV]
 #
 # --cluster N also starts a private Redis Cluster of N masters (no replicas) on free loopback
 # ports and runs the consume scenarios on it next to the standalone server, then the server
@@ -17,6 +18,14 @@
 # same private redis-server (flushed before each), and prints what Redis spends per limits
 # transaction under each (record bytes, used_memory per transaction, CPU and script time per
 # decision), then the two side by side (see docs/BENCHMARKS.md, "Before and after in one run").
+#
+# --server-instructions runs the cost probe's batch rounds (consume_many of 64, 1 and 4 rules)
+# against a private redis-server running under valgrind's callgrind, and prints the instructions
+# the server executed per decision: everything it ran between each round's CONFIG RESETSTAT and
+# its ECHO (reading the calls, the scripts and their commands, the replies), ÷ the round's
+# decisions, the least of 3 rounds. Unlike CPU time, this count does not depend on what else the
+# machine is doing. With --baseline REV, for REV's library too, each on a server of its own (see
+# docs/BENCHMARKS.md, "Server instructions per decision").
 #
 # --callgrind runs one consume scenario (consume_4_rules unless --only names another) under
 # valgrind's callgrind, counting only what runs inside LimitCounter::consume (not the bench's
@@ -30,10 +39,14 @@ cd "$LIMITCOUNTER_ROOT"
 MASTERS=""
 CALLGRIND=""
 BASELINE=""
+SERVER_INSTRUCTIONS=""
 ARGS=()
 while [ $# -gt 0 ]; do
   if [ "$1" = --callgrind ]; then
     CALLGRIND=yes
+    shift
+  elif [ "$1" = --server-instructions ]; then
+    SERVER_INSTRUCTIONS=yes
     shift
   elif [ "$1" = --baseline ]; then
     [ $# -ge 2 ] || die "--baseline needs a git revision"
@@ -219,18 +232,79 @@ side_by_side() {
   }'
 }
 
-# run_baseline REV: the probe of REV's library, then of this tree's, on one private server.
-run_baseline() {
-  local rev short source baseline_probe current_probe
+# baseline_source REV: exports revision REV of this repository (once) into build-probe/src-SHORT;
+# sets BASELINE_SHORT and BASELINE_SOURCE.
+baseline_source() {
+  local rev
   rev="$(git -C "$LIMITCOUNTER_ROOT" rev-parse --verify --quiet "$1^{commit}")" ||
     die "--baseline: \"$1\" is not a revision of this repository"
-  short="$(git -C "$LIMITCOUNTER_ROOT" rev-parse --short "$rev")"
-  source="$LIMITCOUNTER_ROOT/build-probe/src-$short"
-  if [ ! -f "$source/CMakeLists.txt" ]; then
-    rm -rf "$source"
-    mkdir -p "$source"
-    git -C "$LIMITCOUNTER_ROOT" archive "$rev" | tar -x -C "$source"
+  BASELINE_SHORT="$(git -C "$LIMITCOUNTER_ROOT" rev-parse --short "$rev")"
+  BASELINE_SOURCE="$LIMITCOUNTER_ROOT/build-probe/src-$BASELINE_SHORT"
+  if [ ! -f "$BASELINE_SOURCE/CMakeLists.txt" ]; then
+    rm -rf "$BASELINE_SOURCE"
+    mkdir -p "$BASELINE_SOURCE"
+    git -C "$LIMITCOUNTER_ROOT" archive "$rev" | tar -x -C "$BASELINE_SOURCE"
   fi
+}
+
+# server_instructions PROBE LABEL DIR: runs PROBE's batch rounds against a private redis-server
+# under callgrind (its dumps in DIR) and prints the least instructions per decision of the
+# 1-rule rounds and of the 4-rule rounds.
+server_instructions() {
+  local probe="$1" label="$2" dir="$3" decisions
+  start_private_redis valgrind --tool=callgrind --callgrind-out-file="$dir/server" \
+    --zero-before=configResetStatCommand --dump-before=echoCommand
+  decisions="$("$probe" "redis://127.0.0.1:$REDIS_PORT" "$label" --server-instructions |
+    sed -n 's/.*"decisions_per_round": \([0-9]*\).*/\1/p')"
+  stop_private_redis
+  [[ "$decisions" =~ ^[1-9][0-9]*$ ]] || die "the cost probe ($label) failed under callgrind"
+  # dumps 1-3: the 1-rule rounds, 4-6: the 4-rule rounds (the final dump, at exit, is not one)
+  local part totals=()
+  for part in 1 2 3 4 5 6; do
+    [ -f "$dir/server.$part" ] || die "callgrind wrote no dump $part of the probe's rounds ($label)"
+    totals+=("$(awk '/^totals:/ { print $2 }' "$dir/server.$part")")
+  done
+  rm -f "$dir"/server*
+  printf '%s\n' "${totals[@]}" | awk -v label="$label" -v decisions="$decisions" '
+    { ir[NR] = $1 }
+    END {
+      one = ir[1]; for (i = 2; i <= 3; i++) if (ir[i] < one) one = ir[i]
+      four = ir[4]; for (i = 5; i <= 6; i++) if (ir[i] < four) four = ir[i]
+      printf "{\"build\": \"%s\", \"row\": \"server_instructions_batch64\", " \
+        "\"instructions_1_rule\": %.0f, \"instructions_4_rules\": %.0f}\n",
+        label, one / decisions, four / decisions
+    }'
+}
+
+# run_server_instructions [REV]: server_instructions of this tree's probe (and of REV's first).
+run_server_instructions() {
+  local current_probe baseline_probe=""
+  if [ -n "$1" ]; then
+    baseline_source "$1"
+    section "building the cost probe against $BASELINE_SHORT (Release)" >&2
+    baseline_probe="$(probe_build "baseline-$BASELINE_SHORT" "$BASELINE_SOURCE")"
+  fi
+  section "building the cost probe against this tree (Release)" >&2
+  current_probe="$(probe_build current "$LIMITCOUNTER_ROOT")"
+  CALLGRIND_DIR="$(mktemp -d "${TMPDIR:-/tmp}/limitcounter-server-callgrind.XXXXXX")"
+  PROBE_OUT="$CALLGRIND_DIR/rows"
+  trap 'rm -rf "$CALLGRIND_DIR"; stop_all' EXIT
+  section "Redis's instructions per decision (callgrind), batches of 64"
+  # (not in a pipeline: a subshell would not stop the server on failure, the EXIT trap does)
+  if [ -n "$baseline_probe" ]; then
+    server_instructions "$baseline_probe" "baseline $BASELINE_SHORT" "$CALLGRIND_DIR" >>"$PROBE_OUT"
+  fi
+  server_instructions "$current_probe" current "$CALLGRIND_DIR" >>"$PROBE_OUT"
+  cat "$PROBE_OUT"
+  [ -z "$baseline_probe" ] || side_by_side <"$PROBE_OUT"
+}
+
+# run_baseline REV: the probe of REV's library, then of this tree's, on one private server.
+run_baseline() {
+  local short source baseline_probe current_probe
+  baseline_source "$1"
+  short="$BASELINE_SHORT"
+  source="$BASELINE_SOURCE"
   section "building the cost probe against $short and against this tree (Release)" >&2
   baseline_probe="$(probe_build "baseline-$short" "$source")"
   current_probe="$(probe_build current "$LIMITCOUNTER_ROOT")"
@@ -246,7 +320,11 @@ run_baseline() {
 }
 
 ensure_packages "${BUILD_PACKAGES[@]}"
-[ -z "$CALLGRIND" ] || ensure_packages "${PROFILE_PACKAGES[@]}"
+[ -z "$CALLGRIND$SERVER_INSTRUCTIONS" ] || ensure_packages "${PROFILE_PACKAGES[@]}"
+if [ -n "$SERVER_INSTRUCTIONS" ]; then
+  run_server_instructions "$BASELINE"
+  exit 0
+fi
 if [ -n "$BASELINE" ]; then
   run_baseline "$BASELINE"
   exit 0

@@ -76,16 +76,17 @@ free_port() {
   return 1
 }
 
-# start_private_redis: starts a throw-away redis-server (no persistence) on a free loopback
-# port in the background and waits until it answers. Sets REDIS_PORT, REDIS_PID and
-# REDIS_LOG. Pair it with `trap stop_private_redis EXIT`.
+# start_private_redis [LAUNCHER...]: starts a throw-away redis-server (no persistence) on a free
+# loopback port in the background, under LAUNCHER if given (e.g. valgrind and its options), and
+# waits until it answers. Sets REDIS_PORT, REDIS_PID and REDIS_LOG. Pair it with
+# `trap stop_private_redis EXIT`.
 start_private_redis() {
   command -v redis-server >/dev/null 2>&1 || die "redis-server is not installed"
   local attempt i
   for attempt in 1 2 3 4 5; do
     REDIS_PORT="$(free_port)" || return 1
     REDIS_LOG="$(mktemp "${TMPDIR:-/tmp}/limitcounter-redis.XXXXXX")"
-    redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save "" --appendonly no \
+    "$@" redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save "" --appendonly no \
       --daemonize no --protected-mode yes --logfile "" >"$REDIS_LOG" 2>&1 &
     REDIS_PID=$!
     for i in $(seq 1 200); do
