@@ -62,7 +62,17 @@ public:
     }
     redisAppendCommandArgv(context_, static_cast<int>(argv_.size()), argv_.data(), lengths_.data());
   }
-  void read(int replies) {
+  void append(const std::vector<std::string>& argv) {
+    argv_.clear();
+    lengths_.clear();
+    for (const auto& arg : argv) {
+      push(arg.data(), arg.size());
+    }
+    redisAppendCommandArgv(context_, static_cast<int>(argv_.size()), argv_.data(), lengths_.data());
+  }
+  // Reads `replies` replies; returns how many are arrays whose first element is the integer 1.
+  int read(int replies) {
+    int first_one = 0;
     for (int i = 0; i < replies; ++i) {
       void* reply = nullptr;
       if (redisGetReply(context_, &reply) != REDIS_OK) {
@@ -72,8 +82,14 @@ public:
         throw std::runtime_error(std::string("raw hiredis error: ") +
                                  static_cast<redisReply*>(reply)->str);
       }
+      const auto* array = static_cast<redisReply*>(reply);
+      if (array->type == REDIS_REPLY_ARRAY && array->elements > 0 &&
+          array->element[0]->type == REDIS_REPLY_INTEGER && array->element[0]->integer == 1) {
+        ++first_one;
+      }
       freeReplyObject(reply);
     }
+    return first_one;
   }
 
 private:
@@ -711,14 +727,20 @@ std::pair<double, double> least_per_decision(Bench& bench, const char* command, 
 // Redis commands a 1-rule consume cannot do without (the record's SET ... NX GET PXAT per
 // transaction, one HMGET and one HSET of the counter per call), with keys, record text and fields
 // shaped as the library's, in the same batches. What the library spends above it is its own.
-std::pair<double, double> decision_floor(Bench& bench, lc::LimitCounter& limits) {
-  std::ifstream file(LIMITCOUNTER_BENCH_LUA_DIR "/decision_floor.lua");
+// The SHA1 of bench/lua/`name`, loaded into the bench's server.
+std::string load_bench_script(Bench& bench, const std::string& name) {
+  const std::string path = LIMITCOUNTER_BENCH_LUA_DIR "/" + name;
+  std::ifstream file(path);
   const std::string source((std::istreambuf_iterator<char>(file)),
                            std::istreambuf_iterator<char>());
   if (source.empty()) {
-    throw std::runtime_error("cannot read " LIMITCOUNTER_BENCH_LUA_DIR "/decision_floor.lua");
+    throw std::runtime_error("cannot read " + path);
   }
-  const std::string sha = bench.redis.command({"SCRIPT", "LOAD", source}).as_string();
+  return bench.redis.command({"SCRIPT", "LOAD", source}).as_string();
+}
+
+std::pair<double, double> decision_floor(Bench& bench, lc::LimitCounter& limits) {
+  const std::string sha = load_bench_script(bench, "decision_floor.lua");
   const std::string counter =
       limits.keys().window(limits.keys().tag("merchant", "m0"), lc::Period::day,
                            limits.calendar().window(lc::Period::day, lc::Clock::now()).id);
@@ -746,9 +768,32 @@ std::pair<double, double> decision_floor(Bench& bench, lc::LimitCounter& limits)
   });
 }
 
+// A rate limiter that keeps no record, on this server: bench/lua/reference_gcra.lua decides one
+// request per call, one of 50 subjects (as the rows' 50 merchants), 64 calls in flight on one
+// connection (pipelined), as many batches as the library's rows. Every request is allowed.
+std::pair<double, double> record_less_limiter(Bench& bench) {
+  const std::string sha = load_bench_script(bench, "reference_gcra.lua");
+  RawClient raw(bench.options);
+  std::uint64_t next = 0;
+  return least_per_decision(bench, "evalsha", 50.0 * batch, [&](int) {
+    for (int call = 0; call < 50; ++call) {
+      for (int k = 0; k < batch; ++k, ++next) {
+        // 1 ms apart, a burst of 10^12 ms: never denied
+        raw.append({"EVALSHA", sha, "1",
+                    "bench:" + bench.nonce + ":gcra:m" + std::to_string(next % 50), "1",
+                    "1000000000000"});
+      }
+      if (raw.read(batch) != batch) {
+        throw std::runtime_error("reference_gcra: a request was not allowed");
+      }
+    }
+  });
+}
+
 // Redis CPU and script time per decision of consume_many in batches of 64 (each batch one
-// script call), with 1, 4 and 16 rules: the least of 3 rounds of 50 batches each; and the floor
-// under a 1-rule decision (decision_floor) in the same run.
+// script call), with 1, 4 and 16 rules: the least of 3 rounds of 50 batches each; the floor
+// under a 1-rule decision (decision_floor) and a record-less limiter's decision
+// (record_less_limiter) in the same run.
 void server_cpu_batch64(Bench& bench, bool json) {
   std::uint64_t next = 0;
   const auto measure = [&](int rule_count) {
@@ -789,22 +834,26 @@ void server_cpu_batch64(Bench& bench, bool json) {
   floor_options.key_prefix = "bench:" + bench.nonce + ":floor:";
   lc::LimitCounter floor_keys(bench.redis, lc::Calendar("Asia/Shanghai"), floor_options);
   const auto [floor_cpu, floor_script] = decision_floor(bench, floor_keys);
+  const auto [gcra_cpu, gcra_script] = record_less_limiter(bench);
   const double per_rule = (script[2] - script[0]) / 15;
   if (json) {
     std::printf("{\"scenario\": \"consume_server_cpu_batch64\", \"cpu_usec_1_rule\": %.2f, "
                 "\"cpu_usec_4_rules\": %.2f, \"cpu_usec_16_rules\": %.2f, "
                 "\"script_usec_1_rule\": %.2f, \"script_usec_4_rules\": %.2f, "
                 "\"script_usec_16_rules\": %.2f, \"script_usec_per_extra_rule\": %.3f, "
-                "\"floor_cpu_usec_1_rule\": %.2f, \"floor_script_usec_1_rule\": %.2f}\n",
+                "\"floor_cpu_usec_1_rule\": %.2f, \"floor_script_usec_1_rule\": %.2f, "
+                "\"record_less_limiter_cpu_usec\": %.2f, "
+                "\"record_less_limiter_script_usec\": %.2f}\n",
                 cpu[0], cpu[1], cpu[2], script[0], script[1], script[2], per_rule, floor_cpu,
-                floor_script);
+                floor_script, gcra_cpu, gcra_script);
   } else {
     std::printf("Redis per decision, consume_many in batches of 64: CPU %.2f / %.2f / %.2f us, "
                 "script %.2f / %.2f / %.2f us with 1 / 4 / 16 rules; %.3f us of script per extra "
                 "rule; the floor under a 1-rule decision (its record's and counter's commands "
-                "alone): CPU %.2f us, script %.2f us\n",
+                "alone): CPU %.2f us, script %.2f us; a record-less limiter (GCRA, one call a "
+                "decision, 64 in flight): CPU %.2f us, script %.2f us\n",
                 cpu[0], cpu[1], cpu[2], script[0], script[1], script[2], per_rule, floor_cpu,
-                floor_script);
+                floor_script, gcra_cpu, gcra_script);
   }
 }
 

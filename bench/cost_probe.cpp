@@ -2,7 +2,7 @@
 // only, so that scripts/bench.sh --baseline REV builds this same file against an earlier
 // revision of the library and prints both in one run (issue 14: "before and after, in one run").
 //
-//   cost_probe <redis uri> <build label> [--server-instructions]
+//   cost_probe <redis uri> <build label> [--server-instructions [<reference script>]]
 //
 // On an empty server of its own (bench.sh flushes it before each build's probe): every key
 // has the default prefix, as a host's would.
@@ -15,11 +15,14 @@
 // Each measured round starts with CONFIG RESETSTAT and ends with ECHO: with
 // --server-instructions (the server runs under callgrind, see bench.sh --server-instructions)
 // only the batch rounds run, and callgrind's dump at each ECHO holds what the server executed
-// for that round and nothing else.
+// for that round and nothing else. A reference script (bench/lua/reference_gcra.lua: a
+// record-less limiter) adds 3 rounds of as many decisions, one call each, after them.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -152,12 +155,41 @@ void decision_cost(Probe& probe, lc::LimitCounter& limits, bool batched, double&
   }
 }
 
+// Rounds of `round_transactions` decisions of the record-less limiter in `path` (its contract:
+// bench/lua/reference_gcra.lua), one call each, over 50 subjects as the probe's 50 merchants;
+// each round between CONFIG RESETSTAT and ECHO, as decision_cost's.
+void reference_rounds(Probe& probe, const char* path) {
+  std::ifstream file(path);
+  const std::string source((std::istreambuf_iterator<char>(file)),
+                           std::istreambuf_iterator<char>());
+  if (source.empty()) {
+    throw std::runtime_error(std::string("cannot read ") + path);
+  }
+  const std::string sha = probe.redis.command({"SCRIPT", "LOAD", source}).as_string();
+  for (int round = 0; round < 3; ++round) {
+    probe.redis.command({"CONFIG", "RESETSTAT"});
+    for (int i = 0; i < round_transactions; ++i) {
+      // 1 ms apart, a burst of 10^12 ms: never denied
+      const lc::Reply reply = probe.redis.command(
+          {"EVALSHA", sha, "1", "gcra:m" + std::to_string(i % 50), "1", "1000000000000"});
+      if (reply.as_array().at(0).as_integer() != 1) {
+        throw std::runtime_error("reference limiter: a request was not allowed");
+      }
+    }
+    probe.redis.command({"ECHO", "round end"});
+  }
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
-  const bool instructions = argc == 4 && std::strcmp(argv[3], "--server-instructions") == 0;
+  const bool instructions =
+      (argc == 4 || argc == 5) && std::strcmp(argv[3], "--server-instructions") == 0;
   if (argc != 3 && !instructions) {
-    std::fprintf(stderr, "usage: %s <redis uri> <build label> [--server-instructions]\n", argv[0]);
+    std::fprintf(
+        stderr,
+        "usage: %s <redis uri> <build label> [--server-instructions [<reference script>]]\n",
+        argv[0]);
     return 2;
   }
   const std::string label = argv[2];
@@ -177,9 +209,12 @@ int main(int argc, char** argv) {
       double script[2];
       decision_cost(probe, one_rule, true, cpu[0], script[0]);
       decision_cost(probe, four_rules, true, cpu[1], script[1]);
+      if (argc == 5) {
+        reference_rounds(probe, argv[4]);
+      }
       std::printf("{\"build\": \"%s\", \"row\": \"server_instructions_batch64\", "
-                  "\"rounds\": 6, \"decisions_per_round\": %d}\n",
-                  label.c_str(), round_transactions);
+                  "\"rounds\": %d, \"decisions_per_round\": %d}\n",
+                  label.c_str(), argc == 5 ? 9 : 6, round_transactions);
       return 0;
     }
     // 3 of the rules and a 4th that denies 100 (a user's 50 a day), as bench.cpp's record_bytes

@@ -143,8 +143,10 @@ local function counter_entry(key)
   return entry
 end
 
--- A counter field's value as a cache cell: {count, amount, changed}. (`text + 0` converts as
--- tonumber does, with one strtod where tonumber takes two: this runs per counter read.)
+-- A counter field's value as a cache cell: {count, amount, changed}. (`text + 0` converts
+-- numeric text as tonumber does, with one strtod where tonumber takes two: this runs per counter
+-- read. Text that is not a number, which only a hand edit leaves, raises an error here, where
+-- tonumber's nil failed later.)
 local function parse_counter(value)
   if not value then
     return {0, 0, false}
@@ -680,6 +682,7 @@ local function create_record(record, text, record_expiry)
   if earlier then -- (a first decision, nil, is not parsed: a call less per transaction)
     return parse(earlier)
   end
+  return nil
 end
 
 -- Scratch of `decide`, reused by every transaction of a call: the counters' totals and cache

@@ -23,9 +23,10 @@
 # against a private redis-server running under valgrind's callgrind, and prints the instructions
 # the server executed per decision: everything it ran between each round's CONFIG RESETSTAT and
 # its ECHO (reading the calls, the scripts and their commands, the replies), ÷ the round's
-# decisions, the least of 3 rounds. Unlike CPU time, this count does not depend on what else the
-# machine is doing. With --baseline REV, for REV's library too, each on a server of its own (see
-# docs/BENCHMARKS.md, "Server instructions per decision").
+# decisions, the least of 3 rounds; then the same for a record-less limiter
+# (bench/lua/reference_gcra.lua, one call a decision). Unlike CPU time, this count does not
+# depend on what else the machine is doing. With --baseline REV, for REV's library too, each on a
+# server of its own (see docs/BENCHMARKS.md, "Server instructions per decision").
 #
 # --callgrind runs one consume scenario (consume_4_rules unless --only names another) under
 # valgrind's callgrind, counting only what runs inside LimitCounter::consume (not the bench's
@@ -247,32 +248,37 @@ baseline_source() {
   fi
 }
 
-# server_instructions PROBE LABEL DIR: runs PROBE's batch rounds against a private redis-server
-# under callgrind (its dumps in DIR) and prints the least instructions per decision of the
-# 1-rule rounds and of the 4-rule rounds.
+# server_instructions PROBE LABEL DIR [REFERENCE]: runs PROBE's batch rounds (and, given a
+# REFERENCE script, its record-less limiter's rounds) against a private redis-server under
+# callgrind (its dumps in DIR) and prints the least instructions per decision of the 1-rule
+# rounds, of the 4-rule rounds (and of the reference's).
 server_instructions() {
   local probe="$1" label="$2" dir="$3" decisions
   start_private_redis valgrind --tool=callgrind --callgrind-out-file="$dir/server" \
     --zero-before=configResetStatCommand --dump-before=echoCommand
-  decisions="$("$probe" "redis://127.0.0.1:$REDIS_PORT" "$label" --server-instructions |
+  decisions="$("$probe" "redis://127.0.0.1:$REDIS_PORT" "$label" --server-instructions ${4:+"$4"} |
     sed -n 's/.*"decisions_per_round": \([0-9]*\).*/\1/p')"
   stop_private_redis
   [[ "$decisions" =~ ^[1-9][0-9]*$ ]] || die "the cost probe ($label) failed under callgrind"
-  # dumps 1-3: the 1-rule rounds, 4-6: the 4-rule rounds (the final dump, at exit, is not one)
+  # dumps 1-3: the 1-rule rounds, 4-6: the 4-rule rounds, 7-9: the reference's (the final
+  # dump, at exit, is not one)
   local part totals=()
-  for part in 1 2 3 4 5 6; do
+  for part in $(seq 1 $([ -n "${4:-}" ] && echo 9 || echo 6)); do
     [ -f "$dir/server.$part" ] || die "callgrind wrote no dump $part of the probe's rounds ($label)"
     totals+=("$(awk '/^totals:/ { print $2 }' "$dir/server.$part")")
   done
   rm -f "$dir"/server*
   printf '%s\n' "${totals[@]}" | awk -v label="$label" -v decisions="$decisions" '
     { ir[NR] = $1 }
+    function least(from,   i, low) {
+      low = ir[from]; for (i = from + 1; i < from + 3; i++) if (ir[i] < low) low = ir[i]
+      return low / decisions
+    }
     END {
-      one = ir[1]; for (i = 2; i <= 3; i++) if (ir[i] < one) one = ir[i]
-      four = ir[4]; for (i = 5; i <= 6; i++) if (ir[i] < four) four = ir[i]
       printf "{\"build\": \"%s\", \"row\": \"server_instructions_batch64\", " \
-        "\"instructions_1_rule\": %.0f, \"instructions_4_rules\": %.0f}\n",
-        label, one / decisions, four / decisions
+        "\"instructions_1_rule\": %.0f, \"instructions_4_rules\": %.0f", label, least(1), least(4)
+      if (NR == 9) printf ", \"record_less_limiter\": %.0f", least(7)
+      printf "}\n"
     }'
 }
 
@@ -294,7 +300,8 @@ run_server_instructions() {
   if [ -n "$baseline_probe" ]; then
     server_instructions "$baseline_probe" "baseline $BASELINE_SHORT" "$CALLGRIND_DIR" >>"$PROBE_OUT"
   fi
-  server_instructions "$current_probe" current "$CALLGRIND_DIR" >>"$PROBE_OUT"
+  server_instructions "$current_probe" current "$CALLGRIND_DIR" \
+    "$LIMITCOUNTER_ROOT/bench/lua/reference_gcra.lua" >>"$PROBE_OUT"
   cat "$PROBE_OUT"
   [ -z "$baseline_probe" ] || side_by_side <"$PROBE_OUT"
 }
