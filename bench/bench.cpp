@@ -723,10 +723,6 @@ std::pair<double, double> least_per_decision(Bench& bench, const char* command, 
   return {cpu, script};
 }
 
-// The floor under a 1-rule decision on this server: bench/lua/decision_floor.lua sends only the
-// Redis commands a 1-rule consume cannot do without (the record's SET ... NX GET PXAT per
-// transaction, one HMGET and one HSET of the counter per call), with keys, record text and fields
-// shaped as the library's, in the same batches. What the library spends above it is its own.
 // The SHA1 of bench/lua/`name`, loaded into the bench's server.
 std::string load_bench_script(Bench& bench, const std::string& name) {
   const std::string path = LIMITCOUNTER_BENCH_LUA_DIR "/" + name;
@@ -739,6 +735,10 @@ std::string load_bench_script(Bench& bench, const std::string& name) {
   return bench.redis.command({"SCRIPT", "LOAD", source}).as_string();
 }
 
+// The floor under a 1-rule decision on this server: bench/lua/decision_floor.lua sends only the
+// Redis commands a 1-rule consume cannot do without (the record's SET ... NX GET PXAT per
+// transaction, one HMGET and one HSET of the counter per call), with keys, record text and fields
+// shaped as the library's, in the same batches. What the library spends above it is its own.
 std::pair<double, double> decision_floor(Bench& bench, lc::LimitCounter& limits) {
   const std::string sha = load_bench_script(bench, "decision_floor.lua");
   const std::string counter =

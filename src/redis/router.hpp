@@ -53,8 +53,10 @@ public:
   /// `refresh_every`, or contradicted by a MOVED.
   bool stale(Clock::time_point now) const { return now >= fresh_until_; }
 
-  /// Replaces the map with a CLUSTER SLOTS reply read at `now`. An empty reply changes
-  /// nothing and returns false.
+  /// Writes the owners of the slot ranges a CLUSTER SLOTS reply read at `now` lists. A slot it
+  /// does not list keeps the owner known before (its node then answers CLUSTERDOWN or MOVED, and
+  /// the call is retried or refused within its budget). An empty reply changes nothing and
+  /// returns false.
   bool assign(const std::vector<SlotRange>& ranges, Clock::time_point now);
   /// MOVED: the slot now lives on the redirect's node, and the rest of the map may be out of
   /// date too, so it is read again on the next call. Returns the node's index.

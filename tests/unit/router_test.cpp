@@ -45,6 +45,11 @@ TEST_CASE("the slot map routes by CLUSTER SLOTS and follows MOVED", "[router]") 
   CHECK_FALSE(map.stale(t0 + 29s));
   CHECK(map.stale(t0 + SlotMap::refresh_every));
 
+  // A reply that no longer lists slots 0-99 leaves them with the owner known before.
+  REQUIRE(map.assign({{100, 16383, "127.0.0.1", 7001}}, t0));
+  CHECK(map.owner(50) == seed);
+  CHECK(map.node(*map.owner(100)) == Endpoint{"127.0.0.1", 7001});
+
   Redirect moved;
   moved.slot = 100;
   moved.host = "127.0.0.1";
