@@ -60,7 +60,7 @@ public:
     for (const auto& arg : call.args) {
       push(arg.data(), arg.size());
     }
-    redisAppendCommandArgv(context_, static_cast<int>(argv_.size()), argv_.data(), lengths_.data());
+    append_pushed();
   }
   void append(const std::vector<std::string>& argv) {
     argv_.clear();
@@ -68,7 +68,7 @@ public:
     for (const auto& arg : argv) {
       push(arg.data(), arg.size());
     }
-    redisAppendCommandArgv(context_, static_cast<int>(argv_.size()), argv_.data(), lengths_.data());
+    append_pushed();
   }
   // Reads `replies` replies; returns how many are arrays whose first element is the integer 1.
   int read(int replies) {
@@ -96,6 +96,9 @@ private:
   void push(const char* data, std::size_t size) {
     argv_.push_back(data);
     lengths_.push_back(size);
+  }
+  void append_pushed() {
+    redisAppendCommandArgv(context_, static_cast<int>(argv_.size()), argv_.data(), lengths_.data());
   }
   redisContext* context_;
   std::vector<const char*> argv_;
