@@ -513,13 +513,32 @@ local function read_programs()
       expiries[j], field[j] = w[2 + j], w[2 + c + j]
       windows_end = math.max(windows_end, expiries[j])
     end
-    local rules = {}
+    -- Rule i: its counter, max count and max amount (no such limit: math.huge), one array each
+    -- (decide reads them per transaction: no table per rule). The counts and amounts a decision
+    -- checks against 2^53: those of counters no rule limits below it (a limited one cannot pass).
+    local rule_counter, max_counts, max_amounts = {}, {}, {}
+    local count_bounded, amount_bounded, unbounded_counts, unbounded_amounts = {}, {}, {}, {}
     for i = 1, w[3 + 2 * c] do
       local base = 1 + 3 + 2 * c + 3 * (i - 1)
-      rules[i] = {w[base], w[base + 1], w[base + 2]}
+      local j, max_count, max_amount = w[base], w[base + 1], w[base + 2]
+      rule_counter[i] = j
+      max_counts[i] = max_count >= 0 and max_count or math.huge
+      max_amounts[i] = max_amount >= 0 and max_amount or math.huge
+      count_bounded[j] = count_bounded[j] or max_counts[i] <= max_exact
+      amount_bounded[j] = amount_bounded[j] or max_amounts[i] <= max_exact
+    end
+    for j = 1, c do
+      if not count_bounded[j] then
+        unbounded_counts[#unbounded_counts + 1] = j
+      end
+      if not amount_bounded[j] then
+        unbounded_amounts[#unbounded_amounts + 1] = j
+      end
     end
     programs[p] = {h = h, c = c, expiries = expiries, windows_end = windows_end, field = field,
-                   names = ARGV[at + 1], rules = rules}
+                   names = ARGV[at + 1], rule_counter = rule_counter,
+                   max_counts = max_counts, max_amounts = max_amounts,
+                   unbounded_counts = unbounded_counts, unbounded_amounts = unbounded_amounts}
     at = at + 2
   end
   return programs, at
@@ -548,6 +567,9 @@ end
 -- The replies of a decide call, one flat array (see the contract): a table per transaction,
 -- and strings for its verdict, cost Redis more to send than the decision itself.
 local out, out_n = {}, 0
+-- Scratch of `decide`, reused by every transaction of a call: its counters' counts, amounts and
+-- cache cells (where a decision writes them back).
+local counts, amounts, cells = {}, {}, {}
 local codes = {allowed = 1, denied = 2, would_allow = 3, would_deny = 4, replay = 5,
                conflict = 6, cancelled = 7, overflow = 8}
 local metric_numbers = {count = 1, amount = 2, single_amount = 3}
@@ -557,54 +579,24 @@ local function emit(value)
   out[out_n] = value
 end
 
--- Emits `code`, c and the c counters' totals.
-local function emit_totals(code, c, totals)
-  out[out_n + 1], out[out_n + 2] = code, c
-  out_n = out_n + 2
-  for i = 1, 2 * c do
-    out[out_n + i] = totals[i]
+-- Emits `code`, c and the c counters' totals (`counts`, `amounts`).
+local function emit_totals(code, c)
+  local at = out_n + 2
+  out[out_n + 1], out[at] = code, c
+  for j = 1, c do
+    out[at + 1], out[at + 2] = counts[j], amounts[j]
+    at = at + 2
   end
-  out_n = out_n + 2 * c
-end
-
--- Fills totals[2j - 1], totals[2j] with counter j's count and amount, and cells[j] with its
--- cache cell (where a decision writes it back).
-local function read_counters(totals, cells, set, fields)
-  local entries, field = set.entries, set.program.field
-  for j = 1, set.program.c do
-    local cell = cell_of(entries[j], fields[field[j]])
-    cells[j], totals[2 * j - 1], totals[2 * j] = cell, cell[1], cell[2]
-  end
-end
-
--- The first rule without room for one more transaction of `amount` over `totals`: its number
--- and metric, or 0, ''. A rule of counter 0 limits the transaction's own amount (no counter).
-local function first_denial(totals, program, amount)
-  local rules = program.rules
-  for i = 1, #rules do
-    local rule = rules[i]
-    local j, max_count, max_amount = rule[1], rule[2], rule[3]
-    if j == 0 then
-      if max_amount >= 0 and amount > max_amount then
-        return i, 'single_amount'
-      end
-    elseif max_count >= 0 and totals[2 * j - 1] + 1 > max_count then
-      return i, 'count'
-    elseif max_amount >= 0 and totals[2 * j] + amount > max_amount then
-      return i, 'amount'
-    end
-  end
-  return 0, ''
+  out_n = at
 end
 
 -- The denial a record keeps: "<rule> <metric> <limit> <used>" (rule names have no spaces).
-local function denial_text(totals, program, denied, metric)
-  local rule = program.rules[denied]
-  local limit, used = rule[3], 0
+local function denial_text(program, denied, metric)
+  local j, limit, used = program.rule_counter[denied], program.max_amounts[denied], 0
   if metric == 'count' then
-    limit, used = rule[2], totals[2 * rule[1] - 1]
+    limit, used = program.max_counts[denied], counts[j]
   elseif metric == 'amount' then
-    used = totals[2 * rule[1]]
+    used = amounts[j]
   end
   return words(program.names)[denied] .. ' ' .. metric_codes[metric] .. ' ' ..
     string.format('%d', limit) .. ' ' .. string.format('%d', used)
@@ -649,14 +641,14 @@ local function kept_counter_set(set, record_expiry)
 end
 
 -- Emits what a call of an id decided before answers now: the replay of `first` (with the
--- counters as read, in `totals`), or why the call is not a retry of it.
-local function replay(first, c, totals, fingerprint, amount)
+-- counters as read, in `counts` and `amounts`), or why the call is not a retry of it.
+local function replay(first, c, fingerprint, amount)
   if first.fp == '-' then
     emit(codes.cancelled) -- a tombstone: cancel came first
   elseif first.fp ~= fingerprint or (first.requested or first.amount) ~= amount then
     emit(codes.conflict)
   else
-    emit_totals(codes.replay, c, totals)
+    emit_totals(codes.replay, c)
     emit(first.state)
     emit(first.denial or '')
   end
@@ -675,118 +667,129 @@ local function refuse_past_expiry(expiry)
   end
 end
 
--- Creates the record unless the id has one: returns the one it has (nil if created). One
--- command: a first decision reads no record, and the check that no record exists is the write.
-local function create_record(record, text, record_expiry)
-  local earlier = redis.pcall('SET', record, text, 'NX', 'GET', 'PXAT', record_expiry)
-  if earlier then -- (a first decision, nil, is not parsed: a call less per transaction)
-    return parse(earlier)
+-- The reply of a transaction that would take counter j past 2^53 - 1 (nothing written).
+local function overflow(record, c, fingerprint, amount, j)
+  local first = load(record)
+  if first then
+    return replay(first, c, fingerprint, amount)
   end
-  return nil
-end
-
--- Scratch of `decide`, reused by every transaction of a call: the counters' totals and cache
--- cells, and the fields of a transaction with one counter (its fields word is its one field).
-local totals, cells, one_field = {}, {}, {}
-
--- The fields of a transaction with c counters whose record keeps `word`: split once per word a
--- call, or with one counter the word itself (in the scratch `one_field`, no table made).
-local function fields_of(c, word)
-  if c > 1 then
-    return split_word(word)
-  end
-  one_field[1] = word
-  return one_field
+  emit(codes.overflow)
+  return emit(j)
 end
 
 -- Decides one transaction and emits its reply.
 local function decide(record, set, fingerprint, amount_text, fields_word, kind, now, record_expiry,
-                      hold_expiry)
+                      hold_expiry, swept)
   local program = set.program
   local c, amount = program.c, amount_text + 0 -- (one strtod; tonumber takes two)
-  local fields = fields_of(c, fields_word)
-
+  local first
   if kind == 'check' then -- writes nothing, so reads the record first
-    local first = load(record)
-    read_counters(totals, cells, set, fields)
-    if first then
-      return replay(first, c, totals, fingerprint, amount)
-    end
-  else
+    first = load(record)
+  elseif kind == 'reserve' and not swept then
     -- A reserve adds to the hold sets, so it sweeps them (at most 64 each): they stay small.
     -- (For an id decided before, that is housekeeping of other records; nothing of its own.)
-    if kind == 'reserve' then
-      release_all_expired(hold_sets(set), now, false)
-    end
-    read_counters(totals, cells, set, fields)
+    release_all_expired(hold_sets(set), now, false)
   end
-
-  -- Every counter read, then decide, then write: nothing of this id is written before every
-  -- check. A consume sweeps expired holds only when they could be what stands in its way.
-  local denied, metric = first_denial(totals, program, amount)
-  if denied ~= 0 and kind ~= 'check' then
-    if release_all_expired(hold_sets(set), now, true) > 0 then
-      read_counters(totals, cells, set, fields)
-      denied, metric = first_denial(totals, program, amount)
-    end
-  end
-
-  if kind == 'check' then
-    if denied == 0 then
-      return emit_totals(codes.would_allow, c, totals)
-    end
-    emit_totals(codes.would_deny, c, totals)
-    emit(denied)
-    return emit(metric_numbers[metric])
-  end
-  if denied ~= 0 then
-    local first = create_record(record, 'd ' .. fingerprint .. ' ' .. amount_text .. ' ' ..
-      denial_text(totals, program, denied, metric), record_expiry)
-    if first then
-      return replay(first, c, totals, fingerprint, amount)
-    end
-    emit_totals(codes.denied, c, totals)
-    emit(denied)
-    return emit(metric_numbers[metric])
-  end
+  -- its counters (read_ahead cached every cell)
+  local fields = c > 1 and split_word(fields_word)
+  local entries, field = set.entries, program.field
   for j = 1, c do
-    if totals[2 * j - 1] + 1 > max_exact or totals[2 * j] + amount > max_exact then
-      local first = load(record)
-      if first then
-        return replay(first, c, totals, fingerprint, amount)
-      end
-      emit(codes.overflow)
-      return emit(j)
-    end
-  end
-  -- (its only failure, names colliding, must come before the record is written; a reservation's
-  -- set lives until its windows end, as its hold may be released after its record is gone)
-  local set_life = kind == 'reserve' and math.max(tonumber(record_expiry), program.windows_end) or
-    record_expiry
-  local kept = c > 0 and (set.kept or kept_counter_set(set, set_life))
-  local first
-  if kind == 'reserve' then
-    -- (with counters, the hold expiry is its members' score in the hold sets)
-    first = create_record(record, 'r ' .. fingerprint .. ' ' .. amount_text .. ' ' ..
-      (kept and kept .. ' ' .. fields_word or '- ' .. base36(tonumber(hold_expiry))), record_expiry)
-  elseif kept then
-    first = create_record(record, 'c ' .. fingerprint .. ' ' .. amount_text .. ' ' .. kept .. ' ' ..
-      fields_word, record_expiry)
-  else
-    first = create_record(record, 'c ' .. fingerprint .. ' ' .. amount_text .. ' -', record_expiry)
+    local cell = entries[j].fields[fields and fields[field[j]] or fields_word]
+    cells[j], counts[j], amounts[j] = cell, cell[1], cell[2]
   end
   if first then
-    return replay(first, c, totals, fingerprint, amount)
+    return replay(first, c, fingerprint, amount)
   end
-  local entries, expiries = set.entries, program.expiries
+  -- the first rule without room for one more transaction of `amount` (counter 0: the
+  -- transaction's own amount; no such limit: math.huge)
+  local rule_counter, max_counts, max_amounts = program.rule_counter, program.max_counts,
+    program.max_amounts
+  local denied, metric = 0, nil
+  for i = 1, #rule_counter do
+    local j = rule_counter[i]
+    if j == 0 then
+      if amount > max_amounts[i] then
+        denied, metric = i, 'single_amount'
+        break
+      end
+    elseif counts[j] + 1 > max_counts[i] then
+      denied, metric = i, 'count'
+      break
+    elseif amounts[j] + amount > max_amounts[i] then
+      denied, metric = i, 'amount'
+      break
+    end
+  end
+  if kind == 'check' then
+    if denied == 0 then
+      return emit_totals(codes.would_allow, c)
+    end
+    emit_totals(codes.would_deny, c)
+    emit(denied)
+    return emit(metric_numbers[metric])
+  end
+  -- A consume sweeps expired holds only when they could be what stands in its way, then decides
+  -- again (an expired hold never denies).
+  if denied ~= 0 and not swept and release_all_expired(hold_sets(set), now, true) > 0 then
+    return decide(record, set, fingerprint, amount_text, fields_word, kind, now, record_expiry,
+      hold_expiry, true)
+  end
+  local text, kept
+  if denied ~= 0 then
+    text = 'd ' .. fingerprint .. ' ' .. amount_text .. ' ' ..
+      denial_text(program, denied, metric)
+  else
+    -- (a total some rule limits cannot pass 2^53: only the others are checked)
+    local unbounded_counts, unbounded_amounts = program.unbounded_counts, program.unbounded_amounts
+    for k = 1, #unbounded_counts do
+      local j = unbounded_counts[k]
+      if counts[j] + 1 > max_exact then
+        return overflow(record, c, fingerprint, amount, j)
+      end
+    end
+    for k = 1, #unbounded_amounts do
+      local j = unbounded_amounts[k]
+      if amounts[j] + amount > max_exact then
+        return overflow(record, c, fingerprint, amount, j)
+      end
+    end
+    -- (its only failure, names colliding, must come before the record is written; a reservation's
+    -- set lives until its windows end, as its hold may be released after its record is gone)
+    kept = c > 0 and (set.kept or kept_counter_set(set, kind == 'reserve' and
+      math.max(tonumber(record_expiry), program.windows_end) or record_expiry))
+    if kind == 'reserve' then
+      -- (with counters, the hold expiry is its members' score in the hold sets)
+      text = 'r ' .. fingerprint .. ' ' .. amount_text .. ' ' ..
+        (kept and kept .. ' ' .. fields_word or '- ' .. base36(tonumber(hold_expiry)))
+    elseif kept then
+      text = 'c ' .. fingerprint .. ' ' .. amount_text .. ' ' .. kept .. ' ' .. fields_word
+    else
+      text = 'c ' .. fingerprint .. ' ' .. amount_text .. ' -'
+    end
+  end
+  -- One command creates the record unless the id has one (then answers it): a first decision
+  -- reads no record, the check that none exists is the write.
+  local earlier = redis.pcall('SET', record, text, 'NX', 'GET', 'PXAT', record_expiry)
+  if earlier then
+    return replay(parse(earlier), c, fingerprint, amount)
+  end
+  if denied ~= 0 then
+    emit_totals(codes.denied, c)
+    emit(denied)
+    return emit(metric_numbers[metric])
+  end
+  -- allowed: the counters' new totals, written back and emitted
+  local expiries, at = program.expiries, out_n + 2
+  out[out_n + 1], out[at] = codes.allowed, c
   for j = 1, c do
-    local count, total = totals[2 * j - 1] + 1, totals[2 * j] + amount
-    totals[2 * j - 1], totals[2 * j] = count, total
+    local count, total = counts[j] + 1, amounts[j] + amount
     local cell = cells[j]
     cell[1], cell[2], cell[3] = count, total, true
     entries[j].expiry = expiries[j]
+    out[at + 1], out[at + 2] = count, total
+    at = at + 2
   end
-  emit_totals(codes.allowed, c, totals)
+  out_n = at
   if kind == 'reserve' then
     local member = record .. ' ' .. amount_text .. ' ' .. (kept and kept .. ' ' .. fields_word or '-')
     for _, hold_set in ipairs(hold_sets(set)) do
@@ -801,20 +804,26 @@ local function decide(record, set, fingerprint, amount_text, fields_word, kind, 
 end
 
 -- Reads, with one HMGET per counter key (up to 256 fields each), every counter field the n
--- transactions from ARGV[a] on move that this call has not read: a batch's transactions
--- would otherwise read their fields one HGET each.
+-- transactions from ARGV[a] on move, before the first of them is decided: `decide` then finds
+-- every cell it needs cached (a batch's transactions would otherwise read one HGET each).
 local function read_ahead(sets, only_set, a, n)
   local asked, asked_entries = {}, {} -- entry -> the fields to read; the entries in order
+  -- (the set's counters and fields are looked up once for a call with one set)
+  local entries, c, field_of
+  if only_set then
+    entries, c, field_of = only_set.entries, only_set.program.c, only_set.program.field
+  end
   for _ = 1, n do
-    local set, f = only_set, a
-    if not set then
-      set, f = sets[ARGV[a]], a + 1
+    local f = a
+    if not only_set then
+      local set = sets[ARGV[a]]
+      entries, c, field_of = set.entries, set.program.c, set.program.field
+      f = a + 1
     end
-    local program = set.program
-    local c = program.c
-    local fields = fields_of(c, ARGV[f + 2])
+    local word = ARGV[f + 2]
+    local fields = c > 1 and split_word(word)
     for j = 1, c do
-      local entry, field = set.entries[j], fields[program.field[j]]
+      local entry, field = entries[j], fields and fields[field_of[j]] or word
       local cells = entry.fields
       if cells[field] == nil then
         cells[field] = false -- (asked; the HMGET below fills it)
@@ -850,9 +859,7 @@ local function decide_all(kind)
   if kind ~= 'check' then
     refuse_past_expiry(record_expiry)
   end
-  if n > 1 then
-    read_ahead(sets, only_set, a, n)
-  end
+  read_ahead(sets, only_set, a, n)
   for i = 1, n do
     local set, f = only_set, a
     if not set then

@@ -418,6 +418,17 @@ TEST_CASE_METHOD(LimitsFixture, "a count-only rule still refuses totals past 2^5
   CHECK(used("merchant", Dimension{"m1"}, Period::day, at) == Usage{0, near_top});
 }
 
+TEST_CASE_METHOD(LimitsFixture, "an amount-only rule still refuses a count past 2^53 - 1",
+                 "[limits][redis][overflow]") {
+  limits.set_rules(
+      RuleSet().add(Rule("day").where("merchant").per(Period::day).max_amount(1'000'000)));
+  const std::int64_t top = limitcounter::max_exact_integer;
+  limits.add("merchant", Dimension{"m1"}, {Period::day}, top, 0, at);
+  const Error error = error_of([&] { limits.consume(tx(20)); });
+  CHECK(error.code() == errc::precision_overflow);
+  CHECK(used("merchant", Dimension{"m1"}, Period::day, at) == Usage{top, 0});
+}
+
 TEST_CASE_METHOD(LimitsFixture, "no rules set is an error; an empty rule set is a choice",
                  "[limits][redis]") {
   const Transaction first = tx(10);
