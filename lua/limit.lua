@@ -57,7 +57,8 @@
 --   counter set name ('' for a check, which keeps none), the counter set's text;
 --   then n transactions: counter set number (only when S > 1; else the one set), fingerprint,
 --   amount, fields (as its record keeps them: each distinct field once, ':'-joined; '' without
---   counters).
+--   counters); op batch sends them, in that order, as one argument: a MessagePack array of
+--   strings (Redis makes an object of each argument it reads; cmsgpack makes only the strings).
 --   KEYS: the n transactions' records, then per counter set: its key (with no counters, any key
 --   of the call's slot), its c counter window hashes. The hold sets are the last h lines of the
 --   counter set's text (one per counter shape).
@@ -804,9 +805,9 @@ local function decide(record, set, fingerprint, amount_text, fields_word, kind, 
 end
 
 -- Reads, with one HMGET per counter key (up to 256 fields each), every counter field the n
--- transactions from ARGV[a] on move, before the first of them is decided: `decide` then finds
+-- transactions from tx[a] on move, before the first of them is decided: `decide` then finds
 -- every cell it needs cached (a batch's transactions would otherwise read one HGET each).
-local function read_ahead(sets, only_set, a, n)
+local function read_ahead(sets, only_set, tx, a, n)
   local asked, asked_entries = {}, {} -- entry -> the fields to read; the entries in order
   -- (the set's counters and fields are looked up once for a call with one set)
   local entries, c, field_of
@@ -816,11 +817,11 @@ local function read_ahead(sets, only_set, a, n)
   for _ = 1, n do
     local f = a
     if not only_set then
-      local set = sets[ARGV[a]]
+      local set = sets[tx[a]]
       entries, c, field_of = set.entries, set.program.c, set.program.field
       f = a + 1
     end
-    local word = ARGV[f + 2]
+    local word = tx[f + 2]
     local fields = c > 1 and split_word(word)
     for j = 1, c do
       local entry, field = entries[j], fields and fields[field_of[j]] or word
@@ -859,13 +860,17 @@ local function decide_all(kind)
   if kind ~= 'check' then
     refuse_past_expiry(record_expiry)
   end
-  read_ahead(sets, only_set, a, n)
+  local tx = ARGV -- the transactions' arguments, from tx[a] on
+  if op == 'batch' then
+    tx, a = cmsgpack.unpack(ARGV[a]), 1
+  end
+  read_ahead(sets, only_set, tx, a, n)
   for i = 1, n do
     local set, f = only_set, a
     if not set then
-      set, f = sets[ARGV[a]], a + 1
+      set, f = sets[tx[a]], a + 1
     end
-    decide(KEYS[i], set, ARGV[f], ARGV[f + 1], ARGV[f + 2], kind, now, record_expiry, hold_expiry)
+    decide(KEYS[i], set, tx[f], tx[f + 1], tx[f + 2], kind, now, record_expiry, hold_expiry)
     a = f + 3
   end
   return out

@@ -134,7 +134,7 @@ constexpr std::size_t max_decide_batch = 64;
 /// its own time or later, so a hold that expired before it was made never denies it, and every
 /// record keeps at least its own replay horizon), each distinct rule program and each distinct
 /// counter set once, then every transaction's own values (counter set number when there are
-/// several sets, fingerprint, amount, fields).
+/// several sets, fingerprint, amount, fields) as one MessagePack array of strings.
 class DecideBatch {
 public:
   /// Adds the call `keys`, `args` (as `build_decide` made them, op consume).

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace limitcounter::detail {
 
@@ -33,6 +34,22 @@ inline void append_msgpack_array(std::string& out, std::size_t size) {
   for (int shift = small ? 8 : 24; shift >= 0; shift -= 8) {
     out.push_back(static_cast<char>((size >> shift) & 0xff));
   }
+}
+
+/// Appends `text` as a MessagePack string (fixstr, str 8, str 16 or str 32), which cmsgpack
+/// decodes to a Lua string.
+inline void append_msgpack_string(std::string& out, std::string_view text) {
+  const std::size_t size = text.size();
+  if (size <= 31) {
+    out.push_back(static_cast<char>(0xa0 | size));
+  } else {
+    const int bytes = size <= 0xff ? 1 : size <= 0xffff ? 2 : 4;
+    out.push_back(static_cast<char>(bytes == 1 ? 0xd9 : bytes == 2 ? 0xda : 0xdb));
+    for (int shift = 8 * (bytes - 1); shift >= 0; shift -= 8) {
+      out.push_back(static_cast<char>((size >> shift) & 0xff));
+    }
+  }
+  out.append(text);
 }
 
 } // namespace limitcounter::detail

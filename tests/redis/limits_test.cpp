@@ -726,3 +726,48 @@ TEST_CASE_METHOD(LimitsFixture, "consume_many pipelines independent decisions",
   CHECK_THROWS_AS(limits.consume_many(bad), Error);
   CHECK(used("merchant", Dimension{"m1"}, Period::day, at) == Usage{50, 500});
 }
+
+TEST_CASE_METHOD(LimitsFixture, "consume_many decides transactions with values of every length",
+                 "[limits][redis][batch]") {
+  // A batch sends its transactions' values as one MessagePack array of strings: a record's fields
+  // of every length class (up to 31 characters, up to 255, longer) arrive whole.
+  limits.set_rules(
+      RuleSet()
+          .add(Rule("day").where("merchant").per(Period::day).max_count(2))
+          .add(Rule("dept").where("dept").per(Period::day).max_amount(1000))
+          .add(Rule("pair").where("merchant").where("dept").per(Period::day).max_count(10)));
+  const std::string long_merchant(40, 'm'); // fields: 40 + 1 + 3 + 1 + the pair's
+  const std::string longest_merchant(64, 'n');
+  const std::string longest_dept(64, 'd'); // fields: 64 + 1 + 64 + 1 + the pair's (129 or more)
+  std::vector<Transaction> batch{
+      tx(10), tx(20, long_merchant), tx(30, longest_merchant, longest_dept),
+      tx(40, longest_merchant, longest_dept), tx(50, longest_merchant, longest_dept)};
+  const auto results = limits.consume_many(batch);
+  REQUIRE(results.size() == 5);
+  for (std::size_t i = 0; i < 4; ++i) {
+    REQUIRE(std::holds_alternative<Decision>(results[i]));
+    CHECK(std::get<Decision>(results[i]).allowed());
+  }
+  REQUIRE(std::holds_alternative<Decision>(results[4]));
+  CHECK(std::get<Decision>(results[4]).denial->rule == "day");
+  CHECK(used("merchant", Dimension{"m1"}, Period::day, at) == Usage{1, 10});
+  CHECK(used("merchant", Dimension{long_merchant}, Period::day, at) == Usage{1, 20});
+  CHECK(used("merchant", Dimension{longest_merchant}, Period::day, at) == Usage{2, 70});
+  CHECK(used("dept", Dimension{longest_dept}, Period::day, at) == Usage{2, 70});
+  CHECK(used("dept", Dimension{"cmb"}, Period::day, at) == Usage{2, 30});
+  if (!limitcounter::testing::on_cluster()) {
+    // (the longest record's fields took a 16-bit length: more than 255 characters)
+    const std::string record =
+        redis.command({"GET", prefix + "tx:{" + batch[2].id + "}"}).as_string();
+    const std::size_t fields_at = record.find(' ' + longest_merchant);
+    REQUIRE(fields_at != std::string::npos);
+    CHECK(record.size() - fields_at > 256);
+  }
+  // a retry of the batch replays every decision
+  const auto again = limits.consume_many(batch);
+  for (std::size_t i = 0; i < 5; ++i) {
+    REQUIRE(std::holds_alternative<Decision>(again[i]));
+    CHECK(std::get<Decision>(again[i]).replayed);
+    CHECK(std::get<Decision>(again[i]).allowed() == (i < 4));
+  }
+}
