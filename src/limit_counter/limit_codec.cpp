@@ -511,7 +511,8 @@ std::pair<std::vector<std::string>, std::vector<std::string>> DecideBatch::take(
   // 4) per transaction, each of which Redis would parse and make an object of (~1,100 of its
   // instructions per transaction, measured; docs/BENCHMARKS.md).
   const bool several_sets = sets_.size() > 1;
-  std::size_t bytes = 5 + (several_sets ? 5 * size_ : 0); // (heads: 1 byte up to 31 characters)
+  // (a string's head takes 1 byte up to 31 characters, 2 up to 255; a longer one may regrow it)
+  std::size_t bytes = 5 + (several_sets ? 2 * size_ : 0);
   for (const std::string& value : transactions_) {
     bytes += 2 + value.size();
   }
