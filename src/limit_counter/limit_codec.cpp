@@ -508,7 +508,7 @@ std::pair<std::vector<std::string>, std::vector<std::string>> DecideBatch::take(
                 std::make_move_iterator(set.keys.end()));
   }
   // The transactions' values as one MessagePack array of strings: one argument instead of 3 (or
-  // 4) per transaction, each of which Redis would parse and make an object of (~1,100 of its
+  // 4) per transaction, each of which Redis would parse and make an object of (~1,000 of its
   // instructions per transaction, measured; docs/BENCHMARKS.md).
   const bool several_sets = sets_.size() > 1;
   // (a string's head takes 1 byte up to 31 characters, 2 up to 255; a longer one may regrow it)
