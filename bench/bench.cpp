@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <iterator>
 #include <memory>
@@ -706,24 +707,39 @@ double server_cpu_usec(Bench& bench) {
   return (value("used_cpu_sys:") + value("used_cpu_user:")) * 1e6;
 }
 
-// The least Redis CPU and script time (cmdstat `command`) per decision, in µs, over 3 rounds:
-// `round(number)` sends one round of `decisions` decisions.
-template <typename Round>
-std::pair<double, double> least_per_decision(Bench& bench, const char* command, double decisions,
-                                             const Round& round) {
-  double cpu = 1e9;
-  double script = 1e9;
-  for (int number = 0; number < 3; ++number) {
-    bench.redis.command({"CONFIG", "RESETSTAT"});
-    const double before = server_cpu_usec(bench);
-    round(number);
-    const double used = server_cpu_usec(bench) - before;
-    const std::string stats = bench.redis.command({"INFO", "commandstats"}).as_string();
-    const auto at = stats.find("usec=", stats.find(std::string("cmdstat_") + command + ":"));
-    cpu = std::min(cpu, used / decisions);
-    script = std::min(script, std::stod(stats.substr(at + 5)) / decisions);
+// One kind of round whose Redis cost per decision is measured: `run()` sends `decisions` more
+// decisions.
+struct CostRound {
+  double decisions;
+  std::function<void()> run;
+};
+
+// How many turns least_per_decision takes (each a round of every kind). This VM's host noise
+// comes and goes within seconds and moves a round's CPU by half or more: the least of 9 rounds
+// of each kind, taken in turns, gives every kind its share of the quiet moments.
+constexpr int cost_turns = 9;
+
+// The least Redis CPU and script time (cmdstat `command`) per decision, in µs, of each kind in
+// `kinds`: `cost_turns` turns, each one round of every kind in order. Taking turns gives every
+// kind the same host moments and the same keyspace (records accumulate as rounds go), so their
+// figures compare; the least round of a kind is the one the host disturbed least.
+std::vector<std::pair<double, double>> least_per_decision(Bench& bench, const char* command,
+                                                          const std::vector<CostRound>& kinds) {
+  std::vector<std::pair<double, double>> least(kinds.size(), {1e9, 1e9});
+  for (int turn = 0; turn < cost_turns; ++turn) {
+    for (std::size_t kind = 0; kind < kinds.size(); ++kind) {
+      bench.redis.command({"CONFIG", "RESETSTAT"});
+      const double before = server_cpu_usec(bench);
+      kinds[kind].run();
+      const double used = server_cpu_usec(bench) - before;
+      const std::string stats = bench.redis.command({"INFO", "commandstats"}).as_string();
+      const auto at = stats.find("usec=", stats.find(std::string("cmdstat_") + command + ":"));
+      least[kind].first = std::min(least[kind].first, used / kinds[kind].decisions);
+      least[kind].second =
+          std::min(least[kind].second, std::stod(stats.substr(at + 5)) / kinds[kind].decisions);
+    }
   }
-  return {cpu, script};
+  return least;
 }
 
 // The SHA1 of bench/lua/`name`, loaded into the bench's server.
@@ -742,7 +758,8 @@ std::string load_bench_script(Bench& bench, const std::string& name) {
 // Redis commands a 1-rule consume cannot do without (the record's SET ... NX GET PXAT per
 // transaction, one HMGET and one HSET of the counter per call), with keys, record text and fields
 // shaped as the library's, in the same batches. What the library spends above it is its own.
-std::pair<double, double> decision_floor(Bench& bench, lc::LimitCounter& limits) {
+// (`limits` names the keys; it must outlive the round.)
+CostRound decision_floor(Bench& bench, const lc::LimitCounter& limits) {
   const std::string sha = load_bench_script(bench, "decision_floor.lua");
   const std::string counter =
       limits.keys().window(limits.keys().tag("merchant", "m0"), lc::Period::day,
@@ -751,93 +768,101 @@ std::pair<double, double> decision_floor(Bench& bench, lc::LimitCounter& limits)
       std::chrono::duration_cast<std::chrono::milliseconds>(
           (std::chrono::system_clock::now() + std::chrono::hours(24)).time_since_epoch())
           .count());
-  std::uint64_t next = 0;
-  return least_per_decision(bench, "evalsha", 50.0 * batch, [&](int) {
-    for (int call = 0; call < 50; ++call) {
-      std::vector<std::string> argv{"EVALSHA", sha, std::to_string(batch + 1)};
-      std::vector<std::string> fields;
-      for (int k = 0; k < batch; ++k, ++next) {
-        argv.push_back(limits.keys().transaction(id("f", bench.nonce, 1, next)));
-        fields.push_back("m" + std::to_string(next % 50));
-      }
-      argv.push_back(counter);
-      argv.push_back(expiry);
-      argv.push_back("c AbCdEfGhIjK 100 AbCdEfGhIjK m7");
-      argv.insert(argv.end(), fields.begin(), fields.end());
-      if (bench.redis.command(argv).as_array().size() != batch) {
-        throw std::runtime_error("decision_floor: not one reply per transaction");
-      }
-    }
-  });
+  auto next = std::make_shared<std::uint64_t>(0);
+  return {50.0 * batch, [&bench, &limits, sha, counter, expiry, next]() {
+            for (int call = 0; call < 50; ++call) {
+              std::vector<std::string> argv{"EVALSHA", sha, std::to_string(batch + 1)};
+              std::vector<std::string> fields;
+              for (int k = 0; k < batch; ++k, ++*next) {
+                argv.push_back(limits.keys().transaction(id("f", bench.nonce, 1, *next)));
+                fields.push_back("m" + std::to_string(*next % 50));
+              }
+              argv.push_back(counter);
+              argv.push_back(expiry);
+              argv.push_back("c AbCdEfGhIjK 100 AbCdEfGhIjK m7");
+              argv.insert(argv.end(), fields.begin(), fields.end());
+              if (bench.redis.command(argv).as_array().size() != batch) {
+                throw std::runtime_error("decision_floor: not one reply per transaction");
+              }
+            }
+          }};
 }
 
 // A rate limiter that keeps no record, on this server: bench/lua/reference_gcra.lua decides one
 // request per call, one of 50 subjects (as the rows' 50 merchants), 64 calls in flight on one
 // connection (pipelined), as many batches as the library's rows. Every request is allowed.
-std::pair<double, double> record_less_limiter(Bench& bench) {
+CostRound record_less_limiter(Bench& bench) {
   const std::string sha = load_bench_script(bench, "reference_gcra.lua");
-  RawClient raw(bench.options);
-  std::uint64_t next = 0;
-  return least_per_decision(bench, "evalsha", 50.0 * batch, [&](int) {
-    for (int call = 0; call < 50; ++call) {
-      for (int k = 0; k < batch; ++k, ++next) {
-        // 1 ms apart, a burst of 10^12 ms: never denied
-        raw.append({"EVALSHA", sha, "1",
-                    "bench:" + bench.nonce + ":gcra:m" + std::to_string(next % 50), "1",
-                    "1000000000000"});
-      }
-      if (raw.read(batch) != batch) {
-        throw std::runtime_error("reference_gcra: a request was not allowed");
-      }
-    }
-  });
+  auto raw = std::make_shared<RawClient>(bench.options);
+  auto next = std::make_shared<std::uint64_t>(0);
+  return {50.0 * batch, [&bench, sha, raw, next]() {
+            for (int call = 0; call < 50; ++call) {
+              for (int k = 0; k < batch; ++k, ++*next) {
+                // 1 ms apart, a burst of 10^12 ms: never denied
+                raw->append({"EVALSHA", sha, "1",
+                             "bench:" + bench.nonce + ":gcra:m" + std::to_string(*next % 50), "1",
+                             "1000000000000"});
+              }
+              if (raw->read(batch) != batch) {
+                throw std::runtime_error("reference_gcra: a request was not allowed");
+              }
+            }
+          }};
 }
 
 // Redis CPU and script time per decision of consume_many in batches of 64 (each batch one
-// script call), with 1, 4 and 16 rules: the least of 3 rounds of 50 batches each; the floor
-// under a 1-rule decision (decision_floor) and a record-less limiter's decision
-// (record_less_limiter) in the same run.
+// script call), with 1, 4 and 16 rules, the floor under a 1-rule decision (decision_floor) and a
+// record-less limiter's decision (record_less_limiter): rounds of 50 batches each, taken in
+// turns (least_per_decision), the least round of each.
 void server_cpu_batch64(Bench& bench, bool json) {
-  std::uint64_t next = 0;
-  const auto measure = [&](int rule_count) {
+  const int rule_counts[3] = {1, 4, 16};
+  std::vector<std::unique_ptr<lc::LimitCounter>> counters;
+  std::vector<CostRound> kinds;
+  auto next = std::make_shared<std::uint64_t>(0);
+  for (const int rule_count : rule_counts) {
     lc::LimitCounterOptions options;
     options.key_prefix = "bench:" + bench.nonce + ":cpu" + std::to_string(rule_count) + ":";
-    lc::LimitCounter limits(bench.redis, lc::Calendar("Asia/Shanghai"), options);
+    counters.push_back(
+        std::make_unique<lc::LimitCounter>(bench.redis, lc::Calendar("Asia/Shanghai"), options));
+    lc::LimitCounter& limits = *counters.back();
     limits.set_rules(consume_rules(rule_count));
-    return least_per_decision(bench, "evalsha", 50.0 * batch, [&](int) {
-      std::vector<std::vector<lc::Transaction>> batches(50);
-      for (auto& transactions : batches) {
-        for (int k = 0; k < batch; ++k, ++next) {
-          transactions.push_back(
-              bench_transaction(id("c", bench.nonce, rule_count, next), 100, next % 50));
-        }
-      }
-      std::size_t allowed = 0;
-      for (const auto& transactions : batches) {
-        for (const auto& result : limits.consume_many(transactions)) {
-          if (const auto* error = std::get_if<lc::Error>(&result)) {
-            throw *error; // a measurement of failing calls measures nothing
-          }
-          allowed += std::get<lc::Decision>(result).allowed() ? 1 : 0;
-        }
-      }
-      if (allowed != batches.size() * batch) {
-        throw std::runtime_error("consume_server_cpu_batch64: " + std::to_string(allowed) + " of " +
-                                 std::to_string(batches.size() * batch) + " allowed");
-      }
-    });
-  };
-  double cpu[3];
-  double script[3];
-  const int rule_counts[3] = {1, 4, 16};
-  for (int k = 0; k < 3; ++k) {
-    std::tie(cpu[k], script[k]) = measure(rule_counts[k]);
+    kinds.push_back(
+        {50.0 * batch, [&bench, &limits, rule_count, next]() {
+           std::vector<std::vector<lc::Transaction>> batches(50);
+           for (auto& transactions : batches) {
+             for (int k = 0; k < batch; ++k, ++*next) {
+               transactions.push_back(
+                   bench_transaction(id("c", bench.nonce, rule_count, *next), 100, *next % 50));
+             }
+           }
+           std::size_t allowed = 0;
+           for (const auto& transactions : batches) {
+             for (const auto& result : limits.consume_many(transactions)) {
+               if (const auto* error = std::get_if<lc::Error>(&result)) {
+                 throw *error; // a measurement of failing calls measures nothing
+               }
+               allowed += std::get<lc::Decision>(result).allowed() ? 1 : 0;
+             }
+           }
+           if (allowed != batches.size() * batch) {
+             throw std::runtime_error("consume_server_cpu_batch64: " + std::to_string(allowed) +
+                                      " of " + std::to_string(batches.size() * batch) + " allowed");
+           }
+         }});
   }
   lc::LimitCounterOptions floor_options;
   floor_options.key_prefix = "bench:" + bench.nonce + ":floor:";
-  lc::LimitCounter floor_keys(bench.redis, lc::Calendar("Asia/Shanghai"), floor_options);
-  const auto [floor_cpu, floor_script] = decision_floor(bench, floor_keys);
-  const auto [gcra_cpu, gcra_script] = record_less_limiter(bench);
+  const lc::LimitCounter floor_keys(bench.redis, lc::Calendar("Asia/Shanghai"), floor_options);
+  kinds.push_back(decision_floor(bench, floor_keys));
+  kinds.push_back(record_less_limiter(bench));
+  const auto least = least_per_decision(bench, "evalsha", kinds);
+  double cpu[3];
+  double script[3];
+  for (int k = 0; k < 3; ++k) {
+    std::tie(cpu[k], script[k]) = least[k];
+  }
+  const auto [floor_cpu, floor_script] = least[3];
+  const auto [gcra_cpu, gcra_script] = least[4];
   const double per_rule = (script[2] - script[0]) / 15;
   if (json) {
     std::printf("{\"scenario\": \"consume_server_cpu_batch64\", \"cpu_usec_1_rule\": %.2f, "

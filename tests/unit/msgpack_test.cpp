@@ -55,10 +55,12 @@ TEST_CASE("MessagePack strings announce their length in the fewest bytes", "[msg
   const std::string s32(32, 'b');
   const std::string s255(255, 'c');
   const std::string s256(256, 'd');
+  const std::string s65535(65535, 'f');
   const std::string s65536(65536, 'e');
   CHECK(string_bytes(s31) == "\xbf" + s31);
   CHECK(string_bytes(s32) == "\xd9\x20" + s32);
   CHECK(string_bytes(s255) == "\xd9\xff" + s255);
   CHECK(string_bytes(s256) == std::string("\xda\x01\x00", 3) + s256);
+  CHECK(string_bytes(s65535) == std::string("\xda\xff\xff", 3) + s65535);
   CHECK(string_bytes(s65536) == std::string("\xdb\x00\x01\x00\x00", 5) + s65536);
 }
