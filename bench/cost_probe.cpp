@@ -14,9 +14,10 @@
 // measures nothing.
 // Each measured round starts with CONFIG RESETSTAT and ends with ECHO: with
 // --server-instructions (the server runs under callgrind, see bench.sh --server-instructions)
-// only the batch rounds run, and callgrind's dump at each ECHO holds what the server executed
-// for that round and nothing else. A reference script (bench/lua/reference_gcra.lua: a
-// record-less limiter) adds 3 rounds of as many decisions, one call each, after them.
+// only the decision rounds run (batches of 1 and 4 rules, then single 1-rule consumes, 3 rounds
+// each), and callgrind's dump at each ECHO holds what the server executed for that round and
+// nothing else. A reference script (bench/lua/reference_gcra.lua: a record-less limiter) adds
+// 3 rounds of as many decisions, one call each, after them.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -209,12 +210,13 @@ int main(int argc, char** argv) {
       double script[2];
       decision_cost(probe, one_rule, true, cpu[0], script[0]);
       decision_cost(probe, four_rules, true, cpu[1], script[1]);
+      decision_cost(probe, one_rule, false, cpu[0], script[0]);
       if (argc == 5) {
         reference_rounds(probe, argv[4]);
       }
-      std::printf("{\"build\": \"%s\", \"row\": \"server_instructions_batch64\", "
+      std::printf("{\"build\": \"%s\", \"row\": \"server_instructions\", "
                   "\"rounds\": %d, \"decisions_per_round\": %d}\n",
-                  label.c_str(), argc == 5 ? 9 : 6, round_transactions);
+                  label.c_str(), argc == 5 ? 12 : 9, round_transactions);
       return 0;
     }
     // 3 of the rules and a 4th that denies 100 (a user's 50 a day), as bench.cpp's record_bytes

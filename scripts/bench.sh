@@ -19,8 +19,8 @@
 # transaction under each (record bytes, used_memory per transaction, CPU and script time per
 # decision), then the two side by side (see docs/BENCHMARKS.md, "Before and after in one run").
 #
-# --server-instructions runs the cost probe's batch rounds (consume_many of 64, 1 and 4 rules)
-# against a private redis-server running under valgrind's callgrind, and prints the instructions
+# --server-instructions runs the cost probe's decision rounds (consume_many of 64, 1 and 4 rules;
+# single 1-rule consumes) against a private redis-server running under valgrind's callgrind, and prints the instructions
 # the server executed per decision: everything it ran between each round's CONFIG RESETSTAT and
 # its ECHO (reading the calls, the scripts and their commands, the replies), ÷ the round's
 # decisions, the least of 3 rounds; then the same for a record-less limiter
@@ -248,10 +248,10 @@ baseline_source() {
   fi
 }
 
-# server_instructions PROBE LABEL DIR [REFERENCE]: runs PROBE's batch rounds (and, given a
+# server_instructions PROBE LABEL DIR [REFERENCE]: runs PROBE's decision rounds (and, given a
 # REFERENCE script, its record-less limiter's rounds) against a private redis-server under
 # callgrind (its dumps in DIR) and prints the least instructions per decision of the 1-rule
-# rounds, of the 4-rule rounds (and of the reference's).
+# batch rounds, of the 4-rule batch rounds, of the single consumes (and of the reference's).
 server_instructions() {
   local probe="$1" label="$2" dir="$3" decisions
   start_private_redis valgrind --tool=callgrind --callgrind-out-file="$dir/server" \
@@ -260,10 +260,10 @@ server_instructions() {
     sed -n 's/.*"decisions_per_round": \([0-9]*\).*/\1/p')"
   stop_private_redis
   [[ "$decisions" =~ ^[1-9][0-9]*$ ]] || die "the cost probe ($label) failed under callgrind"
-  # dumps 1-3: the 1-rule rounds, 4-6: the 4-rule rounds, 7-9: the reference's (the final
-  # dump, at exit, is not one)
+  # dumps 1-3: the 1-rule batch rounds, 4-6: the 4-rule batch rounds, 7-9: the single 1-rule
+  # consumes, 10-12: the reference's (the final dump, at exit, is not one)
   local part totals=()
-  for part in $(seq 1 $([ -n "${4:-}" ] && echo 9 || echo 6)); do
+  for part in $(seq 1 $([ -n "${4:-}" ] && echo 12 || echo 9)); do
     [ -f "$dir/server.$part" ] || die "callgrind wrote no dump $part of the probe's rounds ($label)"
     totals+=("$(awk '/^totals:/ { print $2 }' "$dir/server.$part")")
   done
@@ -275,9 +275,10 @@ server_instructions() {
       return low / decisions
     }
     END {
-      printf "{\"build\": \"%s\", \"row\": \"server_instructions_batch64\", " \
-        "\"instructions_1_rule\": %.0f, \"instructions_4_rules\": %.0f", label, least(1), least(4)
-      if (NR == 9) printf ", \"record_less_limiter\": %.0f", least(7)
+      printf "{\"build\": \"%s\", \"row\": \"server_instructions\", " \
+        "\"instructions_1_rule\": %.0f, \"instructions_4_rules\": %.0f, " \
+        "\"instructions_single_consume_1_rule\": %.0f", label, least(1), least(4), least(7)
+      if (NR == 12) printf ", \"record_less_limiter\": %.0f", least(10)
       printf "}\n"
     }'
 }
