@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds and runs every test. Installs the Debian packages it needs when they are missing.
 #
-#   main  RelWithDebInfo build in build/, every CTest label (unit, redis, cluster, fault, sentinel,
-#         simulation, packaging); prints the simulation's seeds and figures
+#   main  RelWithDebInfo build in build/ (the benchmark drivers too, not run), every CTest label
+#         (unit, redis, cluster, fault, sentinel, simulation, packaging); prints the simulation's
+#         seeds and figures
 #   docs  the API reference (scripts/docs.sh: Doxygen into build-docs/api/); fails on any warning
 #   asan  ASan+UBSan build in build-asan/, every label but packaging
 #   tsan  TSan build in build-tsan/, every label but packaging
@@ -77,8 +78,9 @@ sanitizer_sim_seconds=$((LIMITCOUNTER_SIM_SECONDS < 15 ? LIMITCOUNTER_SIM_SECOND
 run_stage() {
   case "$1" in
     main)
-      section "main build: RelWithDebInfo in build/, all labels"
-      configure_build build -DCMAKE_BUILD_TYPE=RelWithDebInfo
+      section "main build: RelWithDebInfo in build/, all labels (and the benchmarks, built only)"
+      # (scripts/bench.sh builds and runs them; built here, they keep compiling warning-free)
+      configure_build build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLIMITCOUNTER_BUILD_BENCH=ON
       run_ctest build
       print_simulation build
       ;;
