@@ -20,10 +20,10 @@
 # decision), then the two side by side (see docs/BENCHMARKS.md, "Before and after in one run").
 #
 # --server-instructions runs the cost probe's decision rounds (consume_many of 64, 1 and 4 rules;
-# single 1-rule consumes) against a private redis-server running under valgrind's callgrind, and prints the instructions
-# the server executed per decision: everything it ran between each round's CONFIG RESETSTAT and
-# its ECHO (reading the calls, the scripts and their commands, the replies), ÷ the round's
-# decisions, the least of 3 rounds; then the same for a record-less limiter
+# single 1-rule consumes) against a private redis-server running under valgrind's callgrind, and
+# prints the instructions the server executed per decision: everything it ran between each
+# round's CONFIG RESETSTAT and its ECHO (reading the calls, the scripts and their commands, the
+# replies), ÷ the round's decisions, the least of 3 rounds; then the same for a record-less limiter
 # (bench/lua/reference_gcra.lua, one call a decision). Unlike CPU time, this count does not
 # depend on what else the machine is doing. With --baseline REV, for REV's library too, each on a
 # server of its own (see docs/BENCHMARKS.md, "Server instructions per decision").
@@ -296,7 +296,7 @@ run_server_instructions() {
   CALLGRIND_DIR="$(mktemp -d "${TMPDIR:-/tmp}/limitcounter-server-callgrind.XXXXXX")"
   PROBE_OUT="$CALLGRIND_DIR/rows"
   trap 'rm -rf "$CALLGRIND_DIR"; stop_all' EXIT
-  section "Redis's instructions per decision (callgrind), batches of 64"
+  section "Redis's instructions per decision (callgrind), batches of 64 and single consumes"
   # (not in a pipeline: a subshell would not stop the server on failure, the EXIT trap does)
   if [ -n "$baseline_probe" ]; then
     server_instructions "$baseline_probe" "baseline $BASELINE_SHORT" "$CALLGRIND_DIR" >>"$PROBE_OUT"
