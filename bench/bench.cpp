@@ -772,14 +772,13 @@ CostRound decision_floor(Bench& bench, const lc::LimitCounter& limits) {
       std::chrono::duration_cast<std::chrono::milliseconds>(
           (std::chrono::system_clock::now() + std::chrono::hours(24)).time_since_epoch())
           .count());
-  auto next = std::make_shared<std::uint64_t>(0);
-  return {50.0 * batch, [&bench, &limits, sha, counter, expiry, next]() {
+  return {50.0 * batch, [&bench, &limits, sha, counter, expiry, next = std::uint64_t{0}]() mutable {
             for (int call = 0; call < 50; ++call) {
               std::vector<std::string> argv{"EVALSHA", sha, std::to_string(batch + 1)};
               std::vector<std::string> fields;
-              for (int k = 0; k < batch; ++k, ++*next) {
-                argv.push_back(limits.keys().transaction(id("f", bench.nonce, 1, *next)));
-                fields.push_back("m" + std::to_string(*next % 50));
+              for (int k = 0; k < batch; ++k, ++next) {
+                argv.push_back(limits.keys().transaction(id("f", bench.nonce, 1, next)));
+                fields.push_back("m" + std::to_string(next % 50));
               }
               argv.push_back(counter);
               argv.push_back(expiry);
@@ -797,14 +796,14 @@ CostRound decision_floor(Bench& bench, const lc::LimitCounter& limits) {
 // connection (pipelined), as many batches as the library's rows. Every request is allowed.
 CostRound record_less_limiter(Bench& bench) {
   const std::string sha = load_bench_script(bench, "reference_gcra.lua");
+  // (shared: std::function copies what it holds, and a connection cannot be copied)
   auto raw = std::make_shared<RawClient>(bench.options);
-  auto next = std::make_shared<std::uint64_t>(0);
-  return {50.0 * batch, [&bench, sha, raw, next]() {
+  return {50.0 * batch, [&bench, sha, raw, next = std::uint64_t{0}]() mutable {
             for (int call = 0; call < 50; ++call) {
-              for (int k = 0; k < batch; ++k, ++*next) {
+              for (int k = 0; k < batch; ++k, ++next) {
                 // 1 ms apart, a burst of 10^12 ms: never denied
                 raw->append({"EVALSHA", sha, "1",
-                             "bench:" + bench.nonce + ":gcra:m" + std::to_string(*next % 50), "1",
+                             "bench:" + bench.nonce + ":gcra:m" + std::to_string(next % 50), "1",
                              "1000000000000"});
               }
               if (raw->read(batch) != batch) {
@@ -822,7 +821,7 @@ void server_cpu_batch64(Bench& bench, bool json) {
   const int rule_counts[3] = {1, 4, 16};
   std::vector<std::unique_ptr<lc::LimitCounter>> counters;
   std::vector<CostRound> kinds;
-  auto next = std::make_shared<std::uint64_t>(0);
+  std::uint64_t next = 0; // (the kinds run only within this function)
   for (const int rule_count : rule_counts) {
     lc::LimitCounterOptions options;
     options.key_prefix = "bench:" + bench.nonce + ":cpu" + std::to_string(rule_count) + ":";
@@ -831,12 +830,12 @@ void server_cpu_batch64(Bench& bench, bool json) {
     lc::LimitCounter& limits = *counters.back();
     limits.set_rules(consume_rules(rule_count));
     kinds.push_back(
-        {50.0 * batch, [&bench, &limits, rule_count, next]() {
+        {50.0 * batch, [&bench, &limits, rule_count, &next]() {
            std::vector<std::vector<lc::Transaction>> batches(50);
            for (auto& transactions : batches) {
-             for (int k = 0; k < batch; ++k, ++*next) {
+             for (int k = 0; k < batch; ++k, ++next) {
                transactions.push_back(
-                   bench_transaction(id("c", bench.nonce, rule_count, *next), 100, *next % 50));
+                   bench_transaction(id("c", bench.nonce, rule_count, next), 100, next % 50));
              }
            }
            std::size_t allowed = 0;
