@@ -35,14 +35,19 @@
 -- "missing" (sweep: "none").
 --
 -- ARGV[1] = op.
--- op begin:    ARGV[2] fingerprint, ARGV[3] plan, ARGV[4] expiry (ms)
+-- op begin:    ARGV[2] fingerprint, ARGV[3] plan, ARGV[4] expiry (ms), ARGV[5] hold expiry (ms;
+--              a reserve's; kept from the first begin: see finish)
 --   Reply: {"go", plan} the transaction is pending: run its shares (plan: the first caller's;
 --          only a begin with that plan refreshes `b`)
 --          | {"final", state, denial ('' for none), plan} | {"conflict"} | {"cancelled"}
 --          (cancelled before it began)
 -- op finish:   ARGV[2] fingerprint, ARGV[3] state (consumed | reserved | denied), ARGV[4] denial
 --              ('' unless denied), ARGV[5] hold expiry (ms; reserved only; the shares' holds
---              last a grace longer, so that a confirm taken here reaches them before they expire)
+--              last a grace longer, so that a confirm taken here reaches them before they expire).
+--              A reservation keeps the hold expiry of its first begin: a caller that finishes
+--              for a first caller that died (the same id again, later) replays shares whose holds
+--              that first caller set, and may have been released already; a later expiry here
+--              would confirm holds that are gone.
 --   Reply: {"first"} (this call ended the pending state) | {"final", state, denial, plan}
 --          | {"conflict"} | {"missing"}
 -- op read:    (no more arguments) the decision, for a share record that says "voided"
@@ -120,7 +125,11 @@ end
 local function begin()
   local found = redis.call('HMGET', record, 'f', 'p', 's', 'd')
   if kind == 'none' then
-    redis.call('HSET', record, 'f', ARGV[2], 'p', ARGV[3], 's', 'p', 'b', fmt(now_ms()))
+    local fields = {'f', ARGV[2], 'p', ARGV[3], 's', 'p', 'b', fmt(now_ms())}
+    if ARGV[5] then
+      fields[9], fields[10] = 'h', ARGV[5]
+    end
+    redis.call('HSET', record, unpack(fields))
     redis.call('PEXPIREAT', record, ARGV[4])
     return {'go', ARGV[3]}
   end
@@ -143,7 +152,7 @@ local function finish()
   if code ~= 'c' and code ~= 'r' and code ~= 'd' then
     return redis.error_reply('transaction_home finish: not a decided state ' .. tostring(ARGV[3]))
   end
-  local found = redis.call('HMGET', record, 'f', 'p', 's', 'd')
+  local found = redis.call('HMGET', record, 'f', 'p', 's', 'd', 'h')
   if not found[2] then
     return {'missing'}
   end
@@ -158,7 +167,7 @@ local function finish()
   if code == 'd' then
     redis.call('HSET', record, 'd', ARGV[4])
     open_fan_out() -- the shares that counted are voided next
-  elseif code == 'r' then
+  elseif code == 'r' and not found[5] then -- (a record begun by an earlier version has none)
     redis.call('HSET', record, 'h', ARGV[5])
   end
   return {'first'}

@@ -326,9 +326,13 @@ LimitCounter::decide_many_in_shares(std::string_view op,
           latest = std::max(latest, std::stoll(detail::decide_record_expiry(share.args)));
         }
         const auto margin = std::chrono::milliseconds(detail::share_record_margin).count();
-        return std::vector<std::string>{"begin", home_fingerprint(*prepared[i]),
-                                        joined_lines(prepared[i]->share_tags),
-                                        std::to_string(latest - margin)};
+        std::vector<std::string> args{"begin", home_fingerprint(*prepared[i]),
+                                      joined_lines(prepared[i]->share_tags),
+                                      std::to_string(latest - margin)};
+        if (op == "reserve") {
+          args.push_back(prepared[i]->home_hold_expiry); // (kept from the first begin)
+        }
+        return args;
       },
       [&](std::size_t i, const Reply& begun_reply) {
         return after_begin(*transactions[i], *prepared[i], begun_reply);

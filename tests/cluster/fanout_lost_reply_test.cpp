@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <variant>
 #include <vector>
@@ -208,6 +209,60 @@ TEST_CASE_METHOD(FanOut, "a lost reply of a void: the retry replays the denial a
   CHECK(retry.denial->rule == "merchant-day");
   CHECK(dept() == Usage{0, 0});
   CHECK(merchant() == Usage{0, 0});
+}
+
+// A reserve whose caller died after its shares and before its finish (the home record stays
+// pending), sent again after the shares' holds ran out and another reserve released them: the
+// retry replays shares that hold nothing. The home record keeps the first caller's hold expiry,
+// so a confirm answers "expired" and the limit holds; with the retry's own (later) expiry the
+// confirm was taken at the home record while no share counted it (review of 2026-11-26).
+TEST_CASE_METHOD(FanOut,
+                 "a reserve finished late for a caller that died keeps its first hold: the "
+                 "confirm answers expired and nothing is counted twice",
+                 "[cluster][proxy][home][reserve]") {
+  LimitCounterOptions options;
+  options.key_prefix = prefix;
+  options.reservation_timeout = 300ms;
+  options.cluster_hold_grace = 100ms;
+  LimitCounter short_holds(through, Calendar("UTC"), options);
+  short_holds.set_rules(
+      RuleSet()
+          .add(Rule("dept-day").where("dept").per(Period::day).max_amount(150))
+          .add(Rule("merchant-day").where("merchant").per(Period::day).max_amount(150)));
+  // the begin runs, then the connection closes before the finish is sent: it never runs
+  FaultProxy& proxy = proxies.proxy_of(cluster.owner_of(detail::key_slot(home("late"))));
+  proxy.add_rule({evalsha_with_key_prefix(home("late")), Fault::forward, 1});
+  proxy.add_rule({evalsha_with_key_prefix(home("late")), Fault::close_before_forward});
+  CHECK(error_of([&] { short_holds.reserve(tx("late")); }).outcome() == Outcome::unknown);
+  CHECK(proxy.injected(Fault::close_before_forward) == 1);
+  CHECK(direct.command({"HGET", home("late"), "s"}).as_string() == "p");
+  // a reserve's begin records its hold expiry
+  const std::string first_hold = direct.command({"HGET", home("late"), "h"}).debug_string();
+  CHECK(first_hold != Reply().debug_string());
+  CHECK(dept() == Usage{1, 100}); // both shares hold it
+  CHECK(merchant() == Usage{1, 100});
+
+  std::this_thread::sleep_for(600ms);                  // past the hold and its grace
+  REQUIRE(short_holds.reserve(tx("other")).allowed()); // releases the expired holds
+  CHECK(testing::record_field(direct, share("dept", "late"), "state") == "expired");
+  CHECK(testing::record_field(direct, share("merchant", "late"), "state") == "expired");
+  CHECK(dept() == Usage{1, 100}); // "other" alone
+  CHECK(merchant() == Usage{1, 100});
+
+  short_holds.reserve(tx("late")); // finishes the pending home record
+  CHECK(direct.command({"HGET", home("late"), "s"}).as_string() == "r");
+  CHECK(direct.command({"HGET", home("late"), "h"}).debug_string() == first_hold);
+  const Error expired = error_of([&] { short_holds.confirm("late"); });
+  CHECK(expired.code() == errc::conflict);
+  CHECK(expired.outcome() == Outcome::failed);
+  CHECK(std::string(expired.what()).find("expired") != std::string::npos);
+  CHECK(direct.command({"HGET", home("late"), "s"}).as_string() == "e");
+
+  CHECK(dept() == Usage{1, 100}); // "other" alone, still
+  CHECK(merchant() == Usage{1, 100});
+  // the limit of 150 holds: another 100 would be denied (a check releases no hold, so this does
+  // not depend on whether "other" has expired by now)
+  CHECK_FALSE(short_holds.check(tx("third")).allowed());
 }
 
 TEST_CASE_METHOD(FanOut,
