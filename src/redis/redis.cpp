@@ -18,7 +18,7 @@
 #include "redis/key_slot.hpp"
 #include "redis/retry_policy.hpp"
 #include "redis/router.hpp"
-#include "redis/sentinel.hpp"
+#include "redis/sentinel_master.hpp"
 
 namespace limitcounter {
 namespace {
@@ -112,7 +112,7 @@ public:
       }
       peer_ = "cluster " + options_.cluster_seeds.front();
     } else if (!options_.sentinels.empty()) {
-      sentinel_ = std::make_unique<detail::SentinelClient>(options_);
+      sentinel_ = std::make_unique<detail::SentinelMaster>(options_);
       peer_ = sentinel_->description();
     } else {
       peer_ = options_.unix_socket.empty() ? options_.host + ":" + std::to_string(options_.port)
@@ -402,7 +402,7 @@ private:
         call.breakers.answered(pool.breaker());
       }
       if (sentinel_ && detail::calls_for_rediscovery(e)) {
-        suspect_.store(&pool); // the next call asks the sentinels first (a failover?)
+        sentinel_->suspect(pool); // the next call asks the sentinels first (a failover?)
       }
       throw;
     }
@@ -589,7 +589,7 @@ private:
         // Not sent either: the master may have moved (failover). If the sentinels name
         // another one, send it there.
         if (sentinel_ && e.code() == errc::connect_failed && policy.after_hop(Clock::now()) &&
-            rediscover(&pool, policy)) {
+            sentinel_->rediscover(&pool, policy)) {
           continue;
         }
         throw;
@@ -599,7 +599,7 @@ private:
         // master the sentinels name now; while they still name this one, back off and ask
         // again, within the budget.
         if (policy.may_resend(Clock::now())) {
-          if (rediscover(&pool, policy) && policy.after_hop(Clock::now())) {
+          if (sentinel_->rediscover(&pool, policy) && policy.after_hop(Clock::now())) {
             continue;
           }
           if (const auto pause = policy.after_transient(Clock::now())) {
@@ -654,7 +654,7 @@ private:
   detail::ConnectionPool& owner(int slot, const detail::RetryPolicy& policy,
                                 bool may_read_map = true) {
     if (sentinel_) {
-      return sentinel_master(policy);
+      return sentinel_->pool(policy);
     }
     if (!cluster_) {
       return *standalone_;
@@ -741,85 +741,6 @@ private:
   // A READONLY reply from a server found through the sentinels: it was demoted, nothing ran.
   bool demoted(const Reply& reply) const { return sentinel_ && detail::is_readonly_reply(reply); }
 
-  // The pool of the master the sentinels name: asked on first use, and again before this
-  // call when a failure made the current one a suspect.
-  detail::ConnectionPool& sentinel_master(const detail::RetryPolicy& policy) {
-    detail::ConnectionPool* master = master_.load();
-    if (master == nullptr || suspect_.load() == master) {
-      rediscover(master, policy);
-      master = master_.load();
-    }
-    return *master;
-  }
-
-  // Asks the sentinels where the master is, unless another call moved away from `failed`
-  // already or they were asked less than sentinel_recheck ago; moves to the master they name
-  // once it answers ROLE master, and retires the old pool (its connections close). Returns
-  // whether the master is now another than `failed`. Throws only when no master is known yet
-  // (the first call): otherwise a failed question keeps the master it has.
-  bool rediscover(detail::ConnectionPool* failed, const detail::RetryPolicy& policy) {
-    const std::lock_guard<std::mutex> lock(discover_mutex_);
-    detail::ConnectionPool* current = master_.load();
-    if (current != failed) {
-      return true;
-    }
-    const auto now = Clock::now();
-    if (current != nullptr && now - last_asked_ < options_.sentinel_recheck) {
-      return false;
-    }
-    last_asked_ = now;
-    suspect_.store(nullptr);
-    try {
-      const detail::Endpoint address =
-          sentinel_->master(policy, [&](const detail::Endpoint& endpoint) {
-            return refusal_as_master(master_pool_locked(endpoint));
-          });
-      detail::ConnectionPool& chosen = master_pool_locked(address);
-      if (&chosen == current) {
-        return false;
-      }
-      chosen.reinstate();
-      master_.store(&chosen);
-      if (current != nullptr) {
-        current->retire();
-      }
-      return true;
-    } catch (const Error&) {
-      if (current == nullptr) {
-        throw;
-      }
-      return false;
-    }
-  }
-
-  // Why the server of `pool` is not a master the library can use (it answers ROLE slave, it
-  // cannot be connected or checked), or nullopt.
-  static std::optional<std::string> refusal_as_master(detail::ConnectionPool& pool) {
-    try {
-      auto lease = pool.acquire();
-      const Reply role = lease->run({"ROLE"});
-      if (detail::role_is_master(role)) {
-        return std::nullopt;
-      }
-      return "answers ROLE " + detail::role_name(role);
-    } catch (const Error& e) {
-      return std::string("cannot be used: ") + e.what();
-    }
-  }
-
-  // The pool of a master address, made when first needed and kept (a call may still hold it).
-  // Needs discover_mutex_.
-  detail::ConnectionPool& master_pool_locked(const detail::Endpoint& endpoint) {
-    for (const auto& [known, pool] : masters_) {
-      if (known == endpoint) {
-        return *pool;
-      }
-    }
-    masters_.emplace_back(
-        endpoint, std::make_unique<detail::ConnectionPool>(options_, endpoint.host, endpoint.port));
-    return *masters_.back().second;
-  }
-
   RedisOptions options_;
   bool cluster_;
   std::chrono::milliseconds budget_;
@@ -828,14 +749,8 @@ private:
   std::mutex nodes_mutex_;
   detail::SlotMap slot_map_;
   std::vector<std::unique_ptr<detail::ConnectionPool>> pools_; // indexed like slot_map_'s nodes
-  // Sentinel: the client that asks them, the current master's pool, and the master a failure
-  // made doubtful (set by any call, so atomic).
-  std::unique_ptr<detail::SentinelClient> sentinel_;
-  std::atomic<detail::ConnectionPool*> master_{nullptr};
-  mutable std::atomic<detail::ConnectionPool*> suspect_{nullptr};
-  std::mutex discover_mutex_;    // one question to the sentinels at a time
-  Clock::time_point last_asked_; // needs discover_mutex_
-  std::vector<std::pair<detail::Endpoint, std::unique_ptr<detail::ConnectionPool>>> masters_;
+  // Sentinel: the master the sentinels name (null without Sentinel).
+  std::unique_ptr<detail::SentinelMaster> sentinel_;
 };
 
 Redis::Redis(RedisOptions options) : impl_(std::make_shared<Impl>(std::move(options))) {}

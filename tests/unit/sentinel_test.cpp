@@ -1,10 +1,11 @@
 // The pure parts of Redis Sentinel support: reading the sentinels' and the servers' replies,
-// and which failures make the library ask the sentinels again.
+// which failures make the library ask the sentinels again, and when it asks them.
 #include <catch2/catch.hpp>
 
 #include <limitcounter/error.hpp>
 
 #include "redis/sentinel.hpp"
+#include "redis/sentinel_master.hpp"
 
 using limitcounter::errc;
 using limitcounter::Error;
@@ -75,4 +76,19 @@ TEST_CASE("a demoted master's READONLY and a lost master make the library ask th
   CHECK_FALSE(calls_for_rediscovery(Error(errc::server_error, "ERR", Outcome::failed)));
   CHECK_FALSE(calls_for_rediscovery(Error(errc::invalid_argument, "bad")));
   CHECK_FALSE(calls_for_rediscovery(Error(errc::circuit_open, "open")));
+}
+
+TEST_CASE("the sentinels are asked on the first call, then at most once per sentinel_recheck",
+          "[sentinel]") {
+  using std::chrono::milliseconds;
+  const milliseconds recheck(1000);
+  // the first call: no master yet, whatever the clock says
+  CHECK(rediscovery_step(false, true, milliseconds(0), recheck) == Rediscovery::ask);
+  // a failure on the master in use: asked again once the last answer is recheck old
+  CHECK(rediscovery_step(true, true, milliseconds(999), recheck) == Rediscovery::too_soon);
+  CHECK(rediscovery_step(true, true, milliseconds(1000), recheck) == Rediscovery::ask);
+  CHECK(rediscovery_step(true, true, milliseconds(0), milliseconds(0)) == Rediscovery::ask);
+  // a failure on a master another call has left already: sent to the new one, nobody asked
+  CHECK(rediscovery_step(true, false, milliseconds(0), recheck) == Rediscovery::moved_already);
+  CHECK(rediscovery_step(true, false, milliseconds(5000), recheck) == Rediscovery::moved_already);
 }
