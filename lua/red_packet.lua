@@ -13,9 +13,13 @@
 --
 -- op begin: KEYS meta, list, packets
 --   ARGV[2] packet id, ARGV[3] total, ARGV[4] count, ARGV[5] expires (ms), ARGV[6] max
---   attempts, ARGV[7] keys expire at (ms), ARGV[8] content digest, ARGV[9] chunks
---   Reply: {"begun", 0, 0} | {"exists", next chunk, ready 0/1} | {"conflict"}
---   A packet with the same id and another digest, total or count is a conflict.
+--   attempts, ARGV[7] keys expire at (ms), ARGV[8] content digest, ARGV[9] chunks, ARGV[10]
+--   now (ms, the client's clock)
+--   Reply: {"begun", 0, 0} | {"exists", next chunk, ready 0/1} | {"conflict"} | {"past"} (a
+--          new packet that would expire at once: nothing written)
+--   A packet with the same id and another digest, total or count is a conflict. One with the
+--   same content exists also past its expiry: a create retried late (its reply was lost) is
+--   told so, and finishes the packet if it was cut off, so that a close returns its leftover.
 -- op chunk: KEYS meta, list, packets
 --   ARGV[2] packet id, ARGV[3] content digest, ARGV[4] chunk index (0-based), ARGV[5..] amounts
 --   Reply: {"stored", next chunk, ready} | {"have", next chunk, ready} (stored before: nothing
@@ -51,6 +55,9 @@ local function begin()
       return {'conflict'}
     end
     return {'exists', tonumber(before[4] or ARGV[9]), tonumber(before[5] or '1')}
+  end
+  if tonumber(ARGV[5]) <= tonumber(ARGV[10]) then
+    return {'past'}
   end
   redis.call('HSET', meta, 'total', ARGV[3], 'count', ARGV[4], 'expires', ARGV[5], 'max_attempts', ARGV[6],
     'ttl_at', ARGV[7], 'digest', ARGV[8], 'chunks', ARGV[9], 'next_chunk', 0, 'stored', 0, 'filled', 0, 'ready', 0,

@@ -27,7 +27,8 @@ struct RedPacketOptions {
   /// Payout-queue partitions; a packet's keys live with its partition (one cluster slot).
   /// Every process of the host must use the same number.
   std::uint32_t partitions = 16;
-  /// How long a packet's keys (and its draws) are kept after it expires.
+  /// How long a packet's keys (and its draws) are kept after it expires; positive. Run
+  /// `close_expired` well within it: a packet whose keys are gone has no leftover to return.
   std::chrono::milliseconds retention{std::chrono::hours{24 * 7}};
   /// How long a worker may hold a payout task before it is handed to another worker.
   std::chrono::milliseconds visibility_timeout{std::chrono::seconds{30}};
@@ -154,7 +155,8 @@ public:
   static constexpr std::size_t max_display_bytes = 256;
 
   /// Sends nothing. Throws `Error` (invalid_argument) for a bad prefix, partitions outside
-  /// 1..1024 or max_payout_attempts below 1.
+  /// 1..1024, max_payout_attempts below 1, or a retention or visibility_timeout that is not
+  /// positive.
   RedPacketPool(Redis redis, RedPacketOptions options = {});
 
   /// Stores the packet `packet_id` holding `amounts` (from `split`), in chunks of at most
@@ -164,10 +166,14 @@ public:
   /// a 64-bit digest computed here and stored with the packet. The same id with the same content
   /// is success (`replayed`); a retry of a create that was cut off (a lost reply, a timeout)
   /// stores the chunks still missing, never one twice (each chunk is pushed with its index in
-  /// one script). Throws invalid_argument for a bad id, no amounts, an amount < 1 or an expiry
-  /// in the past, precision_overflow for a sum past 2^53 - 1 (all before sending); conflict if
-  /// the id exists with other content (nothing is changed then); not_found if the packet's
-  /// keys expired while it was being created.
+  /// one script). Throws invalid_argument for a bad id, no amounts or an amount < 1, and
+  /// precision_overflow for a sum past 2^53 - 1 (all before sending); invalid_argument
+  /// (Outcome::failed, nothing written) for a new packet whose `expires_at` is not after now;
+  /// conflict if the id exists with other content (nothing is changed then); not_found if the
+  /// packet's keys expired while it was being created. A create retried after `expires_at`
+  /// (its reply was lost) is still `replayed`, and stores the chunks a cut-off create left out,
+  /// so that `close` returns the whole leftover: an expiry past is never taken for "not
+  /// created".
   CreateResult create(const std::string& packet_id, const std::vector<std::int64_t>& amounts,
                       const PacketOptions& options = {});
 

@@ -89,6 +89,14 @@ RedPacketPool::RedPacketPool(Redis redis, RedPacketOptions options)
                                             std::to_string(options_.max_payout_attempts) +
                                             " must be at least 1");
   }
+  // (a retention of 0 expires a packet's keys at its expiry, before close could return the
+  // leftover; a visibility timeout of 0 hands a task being paid to the next worker at once)
+  if (options_.retention.count() <= 0 || options_.visibility_timeout.count() <= 0) {
+    throw Error(errc::invalid_argument,
+                "red packet retention and visibility_timeout must be positive (got " +
+                    std::to_string(options_.retention.count()) + " ms and " +
+                    std::to_string(options_.visibility_timeout.count()) + " ms)");
+  }
 }
 
 std::vector<std::string> RedPacketPool::packet_keys(const std::string& packet_id) const {
@@ -116,9 +124,6 @@ CreateResult RedPacketPool::run_create(const std::string& packet_id,
     total += amount;
     detail::check_quantity("red packet " + packet_id + " total", total, true);
   }
-  if (options.expires_at <= Clock::now()) {
-    throw Error(errc::invalid_argument, "red packet " + packet_id + " would expire in the past");
-  }
   if (options.max_attempts_per_user < 1) {
     throw Error(errc::invalid_argument, "max_attempts_per_user " +
                                             std::to_string(options.max_attempts_per_user) +
@@ -142,14 +147,23 @@ CreateResult RedPacketPool::run_create(const std::string& packet_id,
 
   // The meta (with the digest) first, without amounts: a retry learns here which chunks are
   // stored, so it sends only the missing ones, and a complete packet costs one round trip.
+  // A past expiry is refused by the script, not here: only a new packet is refused, while a
+  // create retried after its expiry (its reply was lost) replays, and finishes what was cut off.
+  const std::string now = millis(Clock::now());
   const Reply begun = redis_.eval(
       scripts::red_packet, keys,
       {"begin", packet_id, std::to_string(total), std::to_string(amounts.size()), expires,
        std::to_string(options.max_attempts_per_user),
-       millis(options.expires_at + options_.retention), digest, std::to_string(chunks)});
+       millis(options.expires_at + options_.retention), digest, std::to_string(chunks), now});
   const std::string& begin_status = begun.at(0).as_string();
   if (begin_status == "conflict") {
     throw conflict();
+  }
+  if (begin_status == "past") {
+    throw Error(errc::invalid_argument,
+                "red packet " + packet_id + " would expire in the past (expires_at " + expires +
+                    " ms, now " + now + " ms); nothing was written",
+                Outcome::failed);
   }
   if (begin_status != "begun" && begin_status != "exists") {
     throw unexpected(begun);

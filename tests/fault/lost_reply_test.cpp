@@ -463,6 +463,40 @@ TEST_CASE_METHOD(PacketsThroughProxy,
   CHECK(retried[0].attempt == 2); // one failed attempt, not two
 }
 
+// A create whose reply was lost, retried after the packet's expiry (a short packet, a slow
+// retry): the retry must not be told "expires in the past" as if nothing had been created, or
+// the host refunds the sender while the packet's leftover is refunded by close too.
+TEST_CASE_METHOD(PacketsThroughProxy,
+                 "red packets: a create whose reply was lost, retried after its expiry, replays "
+                 "and finishes the packet",
+                 "[fault][lost_reply][red_packet]") {
+  limitcounter::PacketOptions packet_options;
+  packet_options.expires_at = limitcounter::Clock::now() + 500ms;
+  const std::vector<std::int64_t> amounts{30, 20, 50};
+  const std::string meta = pool.keys().packet("late", "meta");
+  // the begin runs and its reply is lost: the chunk is never sent
+  run_with_lost_reply([&] { pool.create("late", amounts, packet_options); });
+  CHECK(direct.command({"HGET", meta, "ready"}).as_string() == "0");
+
+  std::this_thread::sleep_for(700ms); // past expires_at
+  const auto retried = pool.create("late", amounts, packet_options);
+  CHECK(retried.replayed);
+  CHECK(retried.created_now); // the missing chunk is stored now
+  CHECK(direct.command({"HGET", meta, "ready"}).as_string() == "1");
+  CHECK(pool.grab("late", "alice").status == limitcounter::GrabResult::Status::expired);
+  const auto closed = pool.close("late");
+  CHECK(closed.leftover == 100); // the sender gets it back once, here
+  CHECK(closed.packets_left == 3);
+
+  // a new packet that would expire at once is refused, and nothing is written
+  packet_options.expires_at = limitcounter::Clock::now() - 1ms;
+  const Error past = error_of([&] { pool.create("never", amounts, packet_options); });
+  CHECK(past.code() == errc::invalid_argument);
+  CHECK(past.outcome() == Outcome::failed);
+  CHECK_THAT(past.what(), Catch::Contains("never") && Catch::Contains("in the past"));
+  CHECK(direct.command({"EXISTS", pool.keys().packet("never", "meta")}).as_integer() == 0);
+}
+
 TEST_CASE_METHOD(LostReplyFixture,
                  "consumes merged into one script call: its reply lost, each caller gets "
                  "unknown and its retry replays once",

@@ -61,6 +61,23 @@ struct PoolFixture {
 
 } // namespace
 
+TEST_CASE_METHOD(PoolFixture, "pool options out of range are refused, naming the value",
+                 "[redpacket][redis]") {
+  const auto refused = [&](const std::function<void(RedPacketOptions&)>& change,
+                           const std::string& needle) {
+    RedPacketOptions bad = options();
+    change(bad);
+    const Error e = limitcounter::testing::error_of([&] { RedPacketPool(redis, bad); });
+    CHECK(e.code() == errc::invalid_argument);
+    CHECK(e.outcome() == limitcounter::Outcome::not_sent);
+    CHECK_THAT(e.what(), Catch::Contains(needle));
+  };
+  refused([](RedPacketOptions& o) { o.max_payout_attempts = 0; }, "max_payout_attempts 0");
+  refused([](RedPacketOptions& o) { o.retention = 0ms; }, "got 0 ms and 300 ms");
+  refused([](RedPacketOptions& o) { o.retention = -5ms; }, "got -5 ms");
+  refused([](RedPacketOptions& o) { o.visibility_timeout = 0ms; }, "and 0 ms");
+}
+
 TEST_CASE_METHOD(PoolFixture, "3N grabbers for N packets: exactly N granted, the sum exact",
                  "[redpacket][redis][concurrency]") {
   constexpr int packets = 200;
@@ -297,7 +314,8 @@ TEST_CASE_METHOD(PoolFixture,
               .eval(limitcounter::scripts::red_packet, keys,
                     {"begin", id, "20000000", std::to_string(count), expires,
                      std::to_string(options.max_attempts_per_user),
-                     std::to_string(std::stoll(expires) + 3'600'000), digest, "20"})
+                     std::to_string(std::stoll(expires) + 3'600'000), digest, "20",
+                     std::to_string(std::stoll(expires) - 3'600'000)})
               .at(0)
               .as_string() == "begun");
   CHECK(chunk(0) == "stored");
