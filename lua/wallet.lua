@@ -11,11 +11,16 @@
 --   and a reason.
 --
 -- op load: ARGV[2] balance, ARGV[3] version, ARGV[4] threshold, ARGV[5] now (ms),
---   ARGV[6] freeze reason ("" if the system of record has the account not frozen)
---   Sets the account if absent or if `version` is newer than the cached one. A load can
---   freeze (reason, freeze_time now) but never unfreezes: only op unfreeze does, so a loader
---   that does not know the flag cannot lift a freeze.
---   Reply: {"loaded", version} | {"stale", cached version}
+--   ARGV[6] freeze reason ("" if the system of record has the account not frozen); KEYS[2] the
+--   record key of order "-" (the user's order records are that key without its last byte, then
+--   the order id)
+--   Sets the account if absent or if `version` is newer than the cached one, and if `version` is
+--   at least that of every order of the user not yet persisted (the pending zset): a snapshot
+--   without them would give back what they took, to be spent again. A load can freeze (reason,
+--   freeze_time now) but never unfreezes: only op unfreeze does, so a loader that does not know
+--   the flag cannot lift a freeze.
+--   Reply: {"loaded", version} | {"stale", cached version} | {"behind", order id, its version
+--   (-1: its record is gone)} (nothing written)
 -- op deduct | credit: ARGV[2] user, ARGV[3] order, ARGV[4] amount (> 0), ARGV[5] now (ms),
 --   ARGV[6] order record TTL (ms)
 --   deduct succeeds only if balance - amount >= threshold; credit always (below 2^53).
@@ -61,6 +66,13 @@ if op == 'load' then
   local cached = redis.call('HGET', account, 'version')
   if cached and tonumber(cached) >= tonumber(ARGV[3]) then
     return {'stale', tonumber(cached)}
+  end
+  local records = string.sub(order, 1, -2)
+  for _, order_id in ipairs(redis.call('ZRANGE', user_pending, 0, -1)) do
+    local version = tonumber(redis.call('HGET', records .. order_id, 'version'))
+    if not version or version > tonumber(ARGV[3]) then
+      return {'behind', order_id, version or -1}
+    end
   end
   redis.call('HSET', account, 'balance', ARGV[2], 'version', ARGV[3], 'threshold', ARGV[4], 'updated', ARGV[5])
   if ARGV[6] ~= '' and redis.call('HGET', account, 'frozen') ~= '1' then

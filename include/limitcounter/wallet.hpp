@@ -116,7 +116,10 @@ public:
   explicit Wallet(Redis redis, WalletOptions options = {}, Loader loader = {});
 
   /// Caches `snapshot` unless a newer or equal version is cached: a stale load never
-  /// overwrites a newer balance. Returns true if it was stored.
+  /// overwrites a newer balance. Returns true if it was stored. Throws conflict
+  /// (Outcome::failed, nothing written) if the snapshot's version is below that of an order of
+  /// the user not yet persisted (`pending_orders`): a balance from before that order would give
+  /// back what it took, to be spent again. Retry once the persister has written it.
   bool load(const std::string& user, const AccountSnapshot& snapshot);
 
   /// Takes `amount` from the user's balance if `balance - amount >= threshold`, and in the
@@ -125,9 +128,10 @@ public:
   /// (e.g. after Outcome::unknown, a lost reply) returns the first result with `replayed`
   /// set and deducts nothing (an insufficient attempt is not recorded, so its retry decides
   /// again). A missing user is loaded through the loader (once per miss across threads) and
-  /// the deduction proceeds. Throws conflict if the order id was used for another type or
-  /// amount, or was rolled back; if the loader throws, an Error (its own, or not_found with
-  /// Outcome::not_sent naming the user and the loader's message: nothing was deducted).
+  /// the deduction proceeds; a snapshot older than an order not yet persisted is refused as by
+  /// `load` (conflict, nothing deducted). Throws conflict if the order id was used for another
+  /// type or amount, or was rolled back; if the loader throws, an Error (its own, or not_found
+  /// with Outcome::not_sent naming the user and the loader's message: nothing was deducted).
   WalletResult deduct(const std::string& user, const std::string& order, std::int64_t amount,
                       TimePoint at = Clock::now());
 

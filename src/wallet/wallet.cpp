@@ -89,11 +89,21 @@ bool Wallet::load(const std::string& user, const AccountSnapshot& snapshot) {
   if (!snapshot.freeze_reason.empty()) {
     validate_freeze_reason(user, snapshot.freeze_reason);
   }
-  // The order key is unused by load, but every call names the same keys (one slot).
+  // (the record key of order "-" tells the script where the user's order records are)
   const Reply reply = redis_.eval(
       scripts::wallet, user_keys(user, "-"),
       {"load", std::to_string(snapshot.balance), std::to_string(snapshot.version),
        std::to_string(snapshot.threshold), millis(Clock::now()), snapshot.freeze_reason});
+  if (reply.at(0).as_string() == "behind") {
+    const std::int64_t version = reply.at(2).to_int64();
+    throw Error(
+        errc::conflict,
+        "wallet " + user + ": the snapshot of version " + std::to_string(snapshot.version) +
+            " lacks order " + reply.at(1).as_string() +
+            (version < 0 ? " (its record is gone)" : " of version " + std::to_string(version)) +
+            ", not yet persisted; nothing loaded: retry once the persister has written it",
+        Outcome::failed);
+  }
   return reply.at(0).as_string() == "loaded";
 }
 

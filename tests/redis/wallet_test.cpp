@@ -13,6 +13,7 @@
 #include <limitcounter/usage.hpp>
 #include <limitcounter/wallet.hpp>
 
+#include "support/probe.hpp"
 #include "support/redis_server.hpp"
 #include "support/topology.hpp"
 
@@ -28,6 +29,7 @@ using limitcounter::RollbackResult;
 using limitcounter::Wallet;
 using limitcounter::WalletOptions;
 using limitcounter::WalletResult;
+using limitcounter::testing::error_of;
 using limitcounter::testing::test_options;
 using limitcounter::testing::unique_prefix;
 
@@ -458,6 +460,46 @@ TEST_CASE_METHOD(WalletFixture, "rollback refuses a balance past 2^53 - 1 before
   CHECK(wallet.account("rich")->balance == max);
 }
 
+// The account hash lost (deleted, or evicted on a server that allows it) while a deduct is not
+// yet persisted: the system of record still has the balance before it. Loading that snapshot
+// would give the deducted money back to be spent again; the load is refused until the persister
+// has written the deduct.
+TEST_CASE_METHOD(WalletFixture,
+                 "a reload never goes back before a deduct the persister has not written",
+                 "[wallet][redis]") {
+  AccountSnapshot in_database{1'000, 1, 0};
+  Wallet loading(redis, options,
+                 [&](const std::string&) -> std::optional<AccountSnapshot> { return in_database; });
+  REQUIRE(loading.deduct("nell", "d-1", 300).balance == 700);
+  REQUIRE(redis.command({"DEL", loading.keys().account("nell")}).as_integer() == 1);
+
+  const auto before = all_keys();
+  const Error refused = error_of([&] { loading.deduct("nell", "d-2", 1'000); });
+  CHECK(refused.code() == errc::conflict);
+  CHECK(refused.outcome() == limitcounter::Outcome::failed);
+  CHECK_THAT(refused.what(), Catch::Contains("version 1") && Catch::Contains("d-1") &&
+                                 Catch::Contains("version 2"));
+  CHECK(all_keys() == before); // nothing loaded, nothing deducted
+  CHECK_FALSE(loading.account("nell"));
+  CHECK(journal_length("nell") == 1);
+  // the host's own load of that snapshot is refused the same way
+  CHECK(error_of([&] { loading.load("nell", in_database); }).code() == errc::conflict);
+
+  // the persister writes the deduct (balance 700, version 2) and acknowledges it
+  JournalConsumer persister(redis, options);
+  std::size_t persisted = 0;
+  persister.poll([&](const std::vector<JournalEvent>& events) {
+    persisted += events.size();
+    in_database = AccountSnapshot{700, 2, 0};
+  });
+  REQUIRE(persisted == 1);
+  CHECK(loading.pending_orders("nell", 0ms).empty());
+  const WalletResult retried = loading.deduct("nell", "d-2", 1'000);
+  CHECK(retried.status == WalletResult::Status::insufficient);
+  CHECK(retried.balance == 700);
+  CHECK(loading.deduct("nell", "d-3", 700).balance == 0);
+}
+
 TEST_CASE_METHOD(WalletFixture, "rollback of a user that is not cached", "[wallet][redis]") {
   AccountSnapshot in_database{1'000, 1, 0};
   Wallet loading(redis, options, [&](const std::string& user) -> std::optional<AccountSnapshot> {
@@ -483,9 +525,9 @@ TEST_CASE_METHOD(WalletFixture, "rollback of a user that is not cached", "[walle
                        }));
   CHECK(redis.command({"HGET", loading.keys().order("gone", "d-1"), "state"}).as_string() ==
         "done");
+  CHECK_FALSE(loading.account("gone")); // the older snapshot was not cached either
 
   // Once the persister wrote the deduct (balance 700, version 2), the reload reverses it.
-  redis.command({"DEL", loading.keys().account("gone")});
   in_database = AccountSnapshot{700, 2, 0};
   CHECK(loading.rollback("gone", "d-1") == RollbackResult::rolled_back);
   CHECK(loading.account("gone")->balance == 1'000);
