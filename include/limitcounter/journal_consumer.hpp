@@ -100,7 +100,10 @@ public:
   std::vector<JournalEvent> read(std::uint32_t partition);
   /// Acknowledges events read from one partition, clears their pending entries and trims
   /// the journal stream to the oldest entry some consumer group still needs (unread or
-  /// unacknowledged): nothing another group has not acknowledged is ever trimmed.
+  /// unacknowledged): nothing another group has not acknowledged is ever trimmed. A group is
+  /// created when it first reads: one created after others have acknowledged and trimmed
+  /// starts at what is left, so start every group (e.g. an auditor's) before the first
+  /// acknowledgement.
   void acknowledge(std::uint32_t partition, const std::vector<JournalEvent>& events);
   /// Records a failed attempt of events read from one partition, with `error` (cut to 1,000
   /// bytes). Each is retried after `claim_idle`; at `max_attempts` it is copied to the

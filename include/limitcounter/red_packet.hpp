@@ -166,7 +166,8 @@ public:
   /// a 64-bit digest computed here and stored with the packet. The same id with the same content
   /// is success (`replayed`); a retry of a create that was cut off (a lost reply, a timeout)
   /// stores the chunks still missing, never one twice (each chunk is pushed with its index in
-  /// one script). Throws invalid_argument for a bad id, no amounts or an amount < 1, and
+  /// one script). Throws invalid_argument for a bad id, no amounts, more than
+  /// `max_red_packet_amounts` or an amount < 1, and
   /// precision_overflow for a sum past 2^53 - 1 (all before sending); invalid_argument
   /// (Outcome::failed, nothing written) for a new packet whose `expires_at` is not after now;
   /// conflict if the id exists with other content (nothing is changed then); not_found if the

@@ -98,7 +98,10 @@ enum class RollbackResult {
   already,         ///< reversed before (by another call, or by this same call whose reply was
                    ///< lost: the retry gets `already`); nothing changed
   recorded_unknown ///< the order was unknown: a rolled-back marker is recorded (TTL `order_ttl`),
-                   ///< so a late deduct or credit of it is refused (conflict)
+                   ///< so a late deduct or credit of it is refused (conflict). Unknown means
+                   ///< never done, or done more than `order_ttl` ago (its record expired):
+                   ///< then nothing was given back; reverse such an old order in your system
+                   ///< of record
 };
 
 /// Balances in Redis. Thread-safe; share one instance.
@@ -138,7 +141,10 @@ public:
   /// Runs many independent `deduct`s pipelined on one connection (one round trip) and
   /// returns one result per order, in order (a conflict or overflow is that order's Error).
   /// Each deduction is atomic and idempotent by its order on its own; the batch is not:
-  /// deductions of one user apply in the order given. Users that are not cached are loaded
+  /// deductions of one user apply in the order given, except for a user that is not cached
+  /// while another thread loads it: a deduction answered not_loaded is sent again after a later
+  /// one of the same user that found the account loaded (each still checks the balance; which
+  /// of them is refused as insufficient may then differ). Users that are not cached are loaded
   /// through the loader (once per user) and just their deductions sent again in a second
   /// pipeline; a loader that throws makes that user's deductions its Error (any other
   /// exception becomes not_found, Outcome::not_sent, naming the user and its message). Bad input

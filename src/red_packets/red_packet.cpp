@@ -118,6 +118,11 @@ CreateResult RedPacketPool::run_create(const std::string& packet_id,
   if (amounts.empty()) {
     throw Error(errc::invalid_argument, "red packet " + packet_id + " has no amounts");
   }
+  if (amounts.size() > static_cast<std::size_t>(max_red_packet_amounts)) {
+    throw Error(errc::invalid_argument,
+                "red packet " + packet_id + " has " + std::to_string(amounts.size()) +
+                    " amounts, more than " + std::to_string(max_red_packet_amounts));
+  }
   std::int64_t total = 0;
   for (const std::int64_t amount : amounts) {
     detail::check_quantity("red packet " + packet_id + " amount", amount, true);

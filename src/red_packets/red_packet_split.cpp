@@ -11,8 +11,6 @@
 namespace limitcounter {
 namespace {
 
-constexpr std::int64_t max_packets = 1'000'000;
-
 [[noreturn]] void refuse(const std::string& message) {
   throw Error(errc::invalid_argument, "split: " + message);
 }
@@ -47,8 +45,9 @@ void draw(std::int64_t total, std::int64_t count, std::int64_t min, std::int64_t
 std::vector<std::int64_t> split(std::int64_t total, std::int64_t count,
                                 const SplitOptions& options) {
   detail::check_quantity("split total", total, true);
-  if (count < 1 || count > max_packets) {
-    refuse("count " + std::to_string(count) + " must be from 1 to " + std::to_string(max_packets));
+  if (count < 1 || count > max_red_packet_amounts) {
+    refuse("count " + std::to_string(count) + " must be from 1 to " +
+           std::to_string(max_red_packet_amounts));
   }
   const std::int64_t min = options.min_amount;
   if (min < 1) {

@@ -164,6 +164,16 @@ TEST_CASE("hostile input to every public function: a clear error, Redis untouche
       {"red packet: close unknown", [&] { pool.close("nope"); }, errc::not_found, "nope"},
       {"red packet: huge id", [&] { pool.create(huge, {1}); }, errc::invalid_argument,
        "100000 bytes"},
+      {"red packet: too many amounts",
+       [&] { pool.create("p3", std::vector<std::int64_t>(1'000'001, 1)); }, errc::invalid_argument,
+       "1000001 amounts"},
+      {"red packet: past expiry",
+       [&] {
+         limitcounter::PacketOptions past;
+         past.expires_at = limitcounter::Clock::now() - 1s;
+         pool.create("p4", {1, 2}, past);
+       },
+       errc::invalid_argument, "p4 would expire in the past"},
       {"split: impossible", [&] { split(1, 3); }, errc::invalid_argument, "total 1"},
       {"calendar: unknown zone", [&] { Calendar("Nowhere/City"); }, errc::unknown_time_zone,
        "Nowhere/City"},

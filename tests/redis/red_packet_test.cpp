@@ -78,6 +78,32 @@ TEST_CASE_METHOD(PoolFixture, "pool options out of range are refused, naming the
   refused([](RedPacketOptions& o) { o.visibility_timeout = 0ms; }, "and 0 ms");
 }
 
+TEST_CASE_METHOD(PoolFixture, "a payout's back-off stops doubling at 2^42 ms",
+                 "[redpacket][redis][payout]") {
+  RedPacketOptions many = options();
+  many.max_payout_attempts = 100;
+  many.payout_backoff = 1s;
+  RedPacketPool patient(redis, many);
+  patient.create("pk-bo", {5});
+  REQUIRE(patient.grab("pk-bo", "u1").status == GrabResult::Status::granted);
+  const std::uint32_t partition = patient.keys().partition_of("pk-bo");
+  const auto tasks = patient.take_payouts(partition, 1);
+  REQUIRE(tasks.size() == 1);
+  // the task as it is after 60 failed attempts: 1 s x 2^59 is no integer a script formats
+  const std::string task_key = patient.keys().payout(partition, "tasks");
+  const std::string entry = redis.command({"HGET", task_key, "pk-bo:u1"}).as_string();
+  const auto first = entry.find(':');
+  const auto second = entry.find(':', first + 1);
+  redis.command(
+      {"HSET", task_key, "pk-bo:u1", entry.substr(0, first + 1) + "60" + entry.substr(second)});
+  const auto now = Clock::now();
+  CHECK_FALSE(patient.fail_payout(tasks[0], now)); // retried, not dead
+  const std::int64_t now_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count();
+  CHECK(redis.command({"ZSCORE", patient.keys().payout(partition, "ready"), "pk-bo:u1"})
+            .as_string() == std::to_string(now_ms + (std::int64_t{1} << 42)));
+}
+
 TEST_CASE_METHOD(PoolFixture, "3N grabbers for N packets: exactly N granted, the sum exact",
                  "[redpacket][redis][concurrency]") {
   constexpr int packets = 200;
