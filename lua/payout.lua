@@ -74,7 +74,7 @@ local function failed(ready, inflight, tasks, dead, task, now, max_attempts, bac
   redis.call('HSET', tasks, task, encode(amount, attempts, lease, display))
   -- (the wait doubles per failure, at most 2^42 ms: a due time stays an exact integer that %d
   -- formats, also with a max_payout_attempts in the hundreds)
-  local due = now + math.min(backoff * 2 ^ (attempts - 1), 2 ^ 42)
+  local due = now + math.min(backoff * 2 ^ math.min(attempts - 1, 42), 2 ^ 42)
   redis.call('ZADD', ready, string.format('%d', due), task)
   return {'retry', due}
 end

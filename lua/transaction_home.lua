@@ -18,7 +18,8 @@
 --   d  the first decision's denial "<rule> <metric> <limit> <used>" (state denied only): the
 --      decision is its state (denied: the denial; voided: cancelled; else allowed)
 --   a  the amount, once a confirm set it (before: the amount in f)
---   h  the hold expiry (ms), reserved transactions only
+--   h  the hold expiry (ms), reserved transactions only (written by a reserve's begin, while
+--      pending)
 --   r  the amount refunded so far, from the first refund on; per refund r:<refund id> (rf for
 --      the full refund) = "<asked>:<given>"
 --   o  while the shares may not all have followed a change of this record (a denial's voids, a
@@ -44,10 +45,13 @@
 -- op finish:   ARGV[2] fingerprint, ARGV[3] state (consumed | reserved | denied), ARGV[4] denial
 --              ('' unless denied), ARGV[5] hold expiry (ms; reserved only; the shares' holds
 --              last a grace longer, so that a confirm taken here reaches them before they expire).
---              A reservation keeps the hold expiry of its first begin: a caller that finishes
---              for a first caller that died (the same id again, later) replays shares whose holds
---              that first caller set, and may have been released already; a later expiry here
---              would confirm holds that are gone.
+--              ARGV[6] '1' when a share replayed (an earlier caller of the id decided it).
+--              A reservation then keeps the hold expiry of its first begin: a caller that
+--              finishes for one that died (the same id again, later) replays shares holding from
+--              an earlier time, which may be released already; a later expiry here would confirm
+--              holds that are gone. (Any share's hold runs from its own caller's begin, never
+--              from before the first: the kept expiry may end early, never late.) Else this
+--              call decided every share and its own hold expiry is taken.
 --   Reply: {"first"} (this call ended the pending state) | {"final", state, denial, plan}
 --          | {"conflict"} | {"missing"}
 -- op read:    (no more arguments) the decision, for a share record that says "voided"
@@ -166,8 +170,11 @@ local function finish()
   redis.call('HSET', record, 's', code)
   if code == 'd' then
     redis.call('HSET', record, 'd', ARGV[4])
+    if found[5] then
+      redis.call('HDEL', record, 'h') -- (a denied reserve holds nothing)
+    end
     open_fan_out() -- the shares that counted are voided next
-  elseif code == 'r' and not found[5] then -- (a record begun by an earlier version has none)
+  elseif code == 'r' and (not found[5] or ARGV[6] ~= '1') then
     redis.call('HSET', record, 'h', ARGV[5])
   end
   return {'first'}
@@ -284,7 +291,7 @@ local function sweep()
       return {'none'}
     end
     state = 'v'
-    redis.call('HDEL', record, 'b')
+    redis.call('HDEL', record, 'b', 'h') -- (a pending reserve's hold: voided, it holds nothing)
     redis.call('HSET', record, 's', state)
     open_fan_out()
     open = tonumber(redis.call('HGET', record, 'o'))

@@ -674,6 +674,7 @@ private:
   struct SharesDecided {
     Decision combined;
     std::vector<std::string> counted; ///< the share records whose counters it moved
+    bool replayed_share = false;      ///< a share was decided by an earlier caller of the id
   };
   /// The home record's answer to begin: the decision it already has, or none (go on).
   std::optional<Decision> after_begin(const Transaction& transaction,

@@ -155,8 +155,8 @@ public:
   static constexpr std::size_t max_display_bytes = 256;
 
   /// Sends nothing. Throws `Error` (invalid_argument) for a bad prefix, partitions outside
-  /// 1..1024, max_payout_attempts below 1, or a retention or visibility_timeout that is not
-  /// positive.
+  /// 1..1024, max_payout_attempts below 1, a retention or visibility_timeout that is not
+  /// positive, or a negative payout_backoff.
   RedPacketPool(Redis redis, RedPacketOptions options = {});
 
   /// Stores the packet `packet_id` holding `amounts` (from `split`), in chunks of at most
@@ -173,8 +173,9 @@ public:
   /// conflict if the id exists with other content (nothing is changed then); not_found if the
   /// packet's keys expired while it was being created. A create retried after `expires_at`
   /// (its reply was lost) is still `replayed`, and stores the chunks a cut-off create left out,
-  /// so that `close` returns the whole leftover: an expiry past is never taken for "not
-  /// created".
+  /// so that `close` returns the whole leftover. (Once the packet's keys are gone, `retention`
+  /// after its expiry, such a retry is refused like a new packet: do not take that refusal
+  /// for "never created" if the first attempt may be older than the retention.)
   CreateResult create(const std::string& packet_id, const std::vector<std::int64_t>& amounts,
                       const PacketOptions& options = {});
 

@@ -122,7 +122,10 @@ public:
   /// overwrites a newer balance. Returns true if it was stored. Throws conflict
   /// (Outcome::failed, nothing written) if the snapshot's version is below that of an order of
   /// the user not yet persisted (`pending_orders`): a balance from before that order would give
-  /// back what it took, to be spent again. Retry once the persister has written it.
+  /// back what it took, to be spent again. Retry once the persister has written it (an order
+  /// whose event is dead-lettered, or whose record expired while pending, refuses every load
+  /// until it is resolved). Every call that loads a missing user through the loader (deduct,
+  /// deduct_many, credit, rollback, freeze, unfreeze) throws this conflict too.
   bool load(const std::string& user, const AccountSnapshot& snapshot);
 
   /// Takes `amount` from the user's balance if `balance - amount >= threshold`, and in the

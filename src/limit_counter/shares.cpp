@@ -365,9 +365,12 @@ LimitCounter::decide_many_in_shares(std::string_view op,
       deciding,
       [&](std::size_t i) {
         const Decision& combined = decided[i]->combined;
-        return std::vector<std::string>{"finish", home_fingerprint(*prepared[i]), combined.state,
+        return std::vector<std::string>{"finish",
+                                        home_fingerprint(*prepared[i]),
+                                        combined.state,
                                         detail::encode_stored_decision(combined),
-                                        prepared[i]->home_hold_expiry};
+                                        prepared[i]->home_hold_expiry,
+                                        decided[i]->replayed_share ? "1" : "0"};
       },
       [&](std::size_t i, const Reply& finished) -> std::optional<Decision> {
         return after_finish(*transactions[i], *decided[i], finished);
@@ -423,6 +426,7 @@ LimitCounter::SharesDecided LimitCounter::after_shares(std::string_view op,
   for (std::size_t i = 0; i < replies.size(); ++i) {
     try {
       const Decision part = finish_decide(op, transaction, prepared.shapes[i], replies[i]);
+      decided.replayed_share = decided.replayed_share || part.replayed;
       combined.rules.insert(combined.rules.end(), part.rules.begin(), part.rules.end());
       if (part.allowed() && part.state != "voided") {
         decided.counted.push_back(prepared.shares[i].keys.front());

@@ -91,6 +91,11 @@ RedPacketPool::RedPacketPool(Redis redis, RedPacketOptions options)
   }
   // (a retention of 0 expires a packet's keys at its expiry, before close could return the
   // leftover; a visibility timeout of 0 hands a task being paid to the next worker at once)
+  if (options_.payout_backoff.count() < 0) {
+    throw Error(errc::invalid_argument, "red packet payout_backoff must not be negative (got " +
+                                            std::to_string(options_.payout_backoff.count()) +
+                                            " ms)");
+  }
   if (options_.retention.count() <= 0 || options_.visibility_timeout.count() <= 0) {
     throw Error(errc::invalid_argument,
                 "red packet retention and visibility_timeout must be positive (got " +

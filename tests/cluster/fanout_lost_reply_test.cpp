@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <thread>
 #include <tuple>
@@ -64,6 +65,21 @@ struct FanOut {
         RuleSet()
             .add(Rule("dept-day").where("dept").per(Period::day).max_amount(100'000))
             .add(Rule("merchant-day").where("merchant").per(Period::day).max_amount(100'000)));
+  }
+
+  // A LimitCounter whose reservations hold `timeout` (their shares 100 ms longer), under a day
+  // limit of 150 on each of two shapes whose counters live in different slots.
+  std::unique_ptr<LimitCounter> limits_holding_for(std::chrono::milliseconds timeout) {
+    LimitCounterOptions options;
+    options.key_prefix = prefix;
+    options.reservation_timeout = timeout;
+    options.cluster_hold_grace = 100ms;
+    auto held = std::make_unique<LimitCounter>(through, Calendar("UTC"), options);
+    held->set_rules(
+        RuleSet()
+            .add(Rule("dept-day").where("dept").per(Period::day).max_amount(150))
+            .add(Rule("merchant-day").where("merchant").per(Period::day).max_amount(150)));
+    return held;
   }
 
   Transaction tx(const std::string& id, std::int64_t amount = 100) const {
@@ -220,20 +236,12 @@ TEST_CASE_METHOD(FanOut,
                  "a reserve finished late for a caller that died keeps its first hold: the "
                  "confirm answers expired and nothing is counted twice",
                  "[cluster][proxy][home][reserve]") {
-  LimitCounterOptions options;
-  options.key_prefix = prefix;
-  options.reservation_timeout = 300ms;
-  options.cluster_hold_grace = 100ms;
-  LimitCounter short_holds(through, Calendar("UTC"), options);
-  short_holds.set_rules(
-      RuleSet()
-          .add(Rule("dept-day").where("dept").per(Period::day).max_amount(150))
-          .add(Rule("merchant-day").where("merchant").per(Period::day).max_amount(150)));
+  const auto short_holds = limits_holding_for(300ms);
   // the begin runs, then the connection closes before the finish is sent: it never runs
   FaultProxy& proxy = proxies.proxy_of(cluster.owner_of(detail::key_slot(home("late"))));
   proxy.add_rule({evalsha_with_key_prefix(home("late")), Fault::forward, 1});
   proxy.add_rule({evalsha_with_key_prefix(home("late")), Fault::close_before_forward});
-  CHECK(error_of([&] { short_holds.reserve(tx("late")); }).outcome() == Outcome::unknown);
+  CHECK(error_of([&] { short_holds->reserve(tx("late")); }).outcome() == Outcome::unknown);
   CHECK(proxy.injected(Fault::close_before_forward) == 1);
   CHECK(direct.command({"HGET", home("late"), "s"}).as_string() == "p");
   // a reserve's begin records its hold expiry
@@ -242,17 +250,17 @@ TEST_CASE_METHOD(FanOut,
   CHECK(dept() == Usage{1, 100}); // both shares hold it
   CHECK(merchant() == Usage{1, 100});
 
-  std::this_thread::sleep_for(600ms);                  // past the hold and its grace
-  REQUIRE(short_holds.reserve(tx("other")).allowed()); // releases the expired holds
+  std::this_thread::sleep_for(600ms);                   // past the hold and its grace
+  REQUIRE(short_holds->reserve(tx("other")).allowed()); // releases the expired holds
   CHECK(testing::record_field(direct, share("dept", "late"), "state") == "expired");
   CHECK(testing::record_field(direct, share("merchant", "late"), "state") == "expired");
   CHECK(dept() == Usage{1, 100}); // "other" alone
   CHECK(merchant() == Usage{1, 100});
 
-  short_holds.reserve(tx("late")); // finishes the pending home record
+  short_holds->reserve(tx("late")); // finishes the pending home record
   CHECK(direct.command({"HGET", home("late"), "s"}).as_string() == "r");
   CHECK(direct.command({"HGET", home("late"), "h"}).debug_string() == first_hold);
-  const Error expired = error_of([&] { short_holds.confirm("late"); });
+  const Error expired = error_of([&] { short_holds->confirm("late"); });
   CHECK(expired.code() == errc::conflict);
   CHECK(expired.outcome() == Outcome::failed);
   CHECK(std::string(expired.what()).find("expired") != std::string::npos);
@@ -262,7 +270,35 @@ TEST_CASE_METHOD(FanOut,
   CHECK(merchant() == Usage{1, 100});
   // the limit of 150 holds: another 100 would be denied (a check releases no hold, so this does
   // not depend on whether "other" has expired by now)
-  CHECK_FALSE(short_holds.check(tx("third")).allowed());
+  CHECK_FALSE(short_holds->check(tx("third")).allowed());
+}
+
+// The other side of the test above: a first caller that died after its begin and before any
+// share ran holds nothing, so the retry decides every share afresh and its own hold counts.
+TEST_CASE_METHOD(FanOut,
+                 "a reserve whose first caller died before its shares takes the retry's hold",
+                 "[cluster][proxy][home][reserve]") {
+  const auto short_holds = limits_holding_for(1000ms);
+  // the begin runs; each share's connection closes before the share is sent: none runs
+  for (const std::string shape : {"dept", "merchant"}) {
+    const std::string key = share(shape, "early");
+    proxies.proxy_of(cluster.owner_of(detail::key_slot(key)))
+        .add_rule({evalsha_with_key_prefix(key), Fault::close_before_forward});
+  }
+  CHECK(error_of([&] { short_holds->reserve(tx("early")); }).outcome() != Outcome::not_sent);
+  CHECK(direct.command({"HGET", home("early"), "s"}).as_string() == "p");
+  CHECK(direct.command({"EXISTS", share("dept", "early")}).as_integer() == 0);
+  CHECK(direct.command({"EXISTS", share("merchant", "early")}).as_integer() == 0);
+  const std::string first_hold = direct.command({"HGET", home("early"), "h"}).as_string();
+
+  std::this_thread::sleep_for(1100ms); // past the first caller's hold
+  const Decision retry = short_holds->reserve(tx("early"));
+  CHECK(retry.allowed());
+  CHECK(std::stoll(direct.command({"HGET", home("early"), "h"}).as_string()) >
+        std::stoll(first_hold) + 1000);
+  CHECK(short_holds->confirm("early").amount == 100); // within the retry's hold
+  CHECK(dept() == Usage{1, 100});
+  CHECK(merchant() == Usage{1, 100});
 }
 
 TEST_CASE_METHOD(FanOut,

@@ -76,6 +76,7 @@ TEST_CASE_METHOD(PoolFixture, "pool options out of range are refused, naming the
   refused([](RedPacketOptions& o) { o.retention = 0ms; }, "got 0 ms and 300 ms");
   refused([](RedPacketOptions& o) { o.retention = -5ms; }, "got -5 ms");
   refused([](RedPacketOptions& o) { o.visibility_timeout = 0ms; }, "and 0 ms");
+  refused([](RedPacketOptions& o) { o.payout_backoff = -1ms; }, "payout_backoff");
 }
 
 TEST_CASE_METHOD(PoolFixture, "a payout's back-off stops doubling at 2^42 ms",
