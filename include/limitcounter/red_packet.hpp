@@ -167,9 +167,9 @@ public:
   /// is success (`replayed`); a retry of a create that was cut off (a lost reply, a timeout)
   /// stores the chunks still missing, never one twice (each chunk is pushed with its index in
   /// one script). Throws invalid_argument for a bad id, no amounts, more than
-  /// `max_red_packet_amounts` or an amount < 1, and
-  /// precision_overflow for a sum past 2^53 - 1 (all before sending); invalid_argument
-  /// (Outcome::failed, nothing written) for a new packet whose `expires_at` is not after now;
+  /// `max_red_packet_amounts` or an amount < 1, and precision_overflow for a sum past 2^53 - 1
+  /// (all before sending); invalid_argument (Outcome::failed, nothing written) for a new packet
+  /// whose `expires_at` is not after now (the client's clock, in ms);
   /// conflict if the id exists with other content (nothing is changed then); not_found if the
   /// packet's keys expired while it was being created. A create retried after `expires_at`
   /// (its reply was lost) is still `replayed`, and stores the chunks a cut-off create left out,

@@ -34,9 +34,8 @@ inline constexpr std::int64_t max_red_packet_amounts = 1'000'000;
 /// every position. Integer arithmetic only.
 ///
 /// Throws `Error` (invalid_argument) naming the values if `count` is 0 or above
-/// `max_red_packet_amounts`,
-/// `total` < count × min, count × max < total, min < 1, max < min, guaranteed_percent is
-/// outside 0..100, or `total` >= 2^53 (precision_overflow).
+/// `max_red_packet_amounts`, `total` < count × min, count × max < total, min < 1, max < min,
+/// guaranteed_percent is outside 0..100, or `total` >= 2^53 (precision_overflow).
 std::vector<std::int64_t> split(std::int64_t total, std::int64_t count,
                                 const SplitOptions& options = {});
 

@@ -89,13 +89,13 @@ RedPacketPool::RedPacketPool(Redis redis, RedPacketOptions options)
                                             std::to_string(options_.max_payout_attempts) +
                                             " must be at least 1");
   }
-  // (a retention of 0 expires a packet's keys at its expiry, before close could return the
-  // leftover; a visibility timeout of 0 hands a task being paid to the next worker at once)
   if (options_.payout_backoff.count() < 0) {
     throw Error(errc::invalid_argument, "red packet payout_backoff must not be negative (got " +
                                             std::to_string(options_.payout_backoff.count()) +
                                             " ms)");
   }
+  // (a retention of 0 expires a packet's keys at its expiry, before close could return the
+  // leftover; a visibility timeout of 0 hands a task being paid to the next worker at once)
   if (options_.retention.count() <= 0 || options_.visibility_timeout.count() <= 0) {
     throw Error(errc::invalid_argument,
                 "red packet retention and visibility_timeout must be positive (got " +

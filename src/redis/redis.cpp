@@ -3,8 +3,8 @@
 
 #include <algorithm>
 #include <array>
-#include <atomic>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <thread>
