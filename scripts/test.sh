@@ -2,8 +2,8 @@
 # Builds and runs every test. Installs the Debian packages it needs when they are missing.
 #
 #   main  RelWithDebInfo build in build/ (the benchmark drivers too, not run), every CTest label
-#         (unit, redis, cluster, fault, sentinel, simulation, packaging); prints the simulation's
-#         seeds and figures
+#         (unit, redis, cluster, fault, sentinel, simulation, packaging, database: the billing
+#         example on SQLite and on a private mariadbd); prints the simulation's seeds and figures
 #   docs  the API reference (scripts/docs.sh: Doxygen into build-docs/api/); fails on any warning
 #   asan  ASan+UBSan build in build-asan/, every label but packaging, every Lua script behind
 #         lua/check/declared_keys_guard.lua (a key a script touches outside its KEYS fails)
