@@ -151,6 +151,9 @@ class RedPacketPool {
 public:
   /// Most amounts stored by one command of `create`: bounds each command's time.
   static constexpr std::size_t chunk_amounts = 10'000;
+  /// Packet ids `close_expired` reads from a partition's index per command: bounds the
+  /// memory and time of one read, not how many packets a call closes.
+  static constexpr std::size_t close_page = 1'000;
   /// Longest nickname or avatar URL of `UserDisplay`, in bytes.
   static constexpr std::size_t max_display_bytes = 256;
 
@@ -217,9 +220,14 @@ public:
   /// completely created id.
   CloseResult close(const std::string& packet_id);
 
-  /// Closes every packet of every partition that expired before `now`; returns the closes.
-  /// A packet whose keys are gone (it outlived its retention unclosed) is reported with
-  /// `gone` set and dropped from the index; the others are still closed.
+  /// Closes every packet of every partition that expired at or before `now` (however many:
+  /// it reads each partition's expiry index in pages of `close_page` ids, one close per
+  /// packet); returns the closes, one per packet. A packet whose keys are gone (it outlived
+  /// its retention unclosed) is reported with `gone` set and dropped from the index; the
+  /// others are still closed. A close leaves the index with its packet, so a later call does
+  /// not report it again: if this call throws (a Redis failure; nothing is thrown for one
+  /// gone packet), the packets it closed before are not listed by the next call, and
+  /// `close(id)` of one of them replays its leftover.
   std::vector<std::pair<std::string, CloseResult>> close_expired(TimePoint now = Clock::now());
 
   // ---- Payout queue ----
