@@ -140,10 +140,11 @@ struct PacketStatus {
 
 /// The outcome of `RedPacketPool::requeue_payout`.
 enum class RequeueResult {
-  requeued, ///< the dead-lettered task is back in its queue, due now, its attempts reset
-  not_dead, ///< no dead-lettered task of that packet and user (unknown, paid, queued, in
-            ///< flight, or requeued already, e.g. by this call whose reply was lost): nothing
-            ///< changed
+  requeued,         ///< the dead-lettered task is back in its queue, due now, its attempts reset
+  already_requeued, ///< an earlier call requeued it (e.g. this call, whose reply was lost) and
+                    ///< it is queued or in flight since, neither paid nor dead: nothing changed
+  not_dead,         ///< no dead-lettered task of that packet and user, nor a requeued one
+                    ///< still to pay (unknown, paid, or never dead): nothing changed
 };
 
 /// Red packets in Redis. Thread-safe; share one instance.
@@ -260,8 +261,11 @@ public:
   /// operator's retry once the cause is fixed), in one script: due at `now`, attempts counted
   /// from zero again; the lease number is kept, so the next take leases it anew and a worker
   /// still holding an old lease cannot acknowledge it. The display data of a dead task is not
-  /// kept, so the requeued task has none. Idempotent: a second call answers not_dead and
-  /// changes nothing. Throws invalid_argument for a bad id (nothing sent).
+  /// kept, so the requeued task has none. Idempotent: a call retried with the same ids after
+  /// a lost reply changes nothing and answers already_requeued while the task waits in its
+  /// queue or is in flight, not_dead once it was paid; if it died again meanwhile, the call
+  /// requeues it again (an operator's retry of a dead task). Throws invalid_argument for a
+  /// bad id (nothing sent).
   RequeueResult requeue_payout(const std::string& packet_id, const std::string& user_id,
                                TimePoint now = Clock::now());
 
