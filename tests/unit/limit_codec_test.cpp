@@ -168,8 +168,10 @@ TEST_CASE("a decide call names every counter once and every rule", "[limit-codec
   CHECK(decide_amount(call.args) == "42");
   CHECK(decide_record_expiry(call.args) == call.args[3]);
   CHECK(call.args[14] == "cmb:m1");
+  // the record, the counter set, its counters, its hold sets (one per counter shape)
   CHECK(call.keys == std::vector<std::string>{"p:tx:{t1}", "p:cs:" + name, "p:{dept}:day:20211112",
-                                              "p:{merchant}:month:202111"});
+                                              "p:{merchant}:month:202111", "p:{dept}:holds",
+                                              "p:{merchant}:holds"});
   // what the reply is read with stays in the client
   REQUIRE(call.shape.counters.size() == 2);
   CHECK(call.shape.counters[0].window_id == "20211112");
@@ -269,11 +271,13 @@ TEST_CASE("calls batch into one script call, each rule program and counter set o
   CHECK(batch.size() == 3);
   const auto [batch_keys, args] = batch.take();
   CHECK(batch.size() == 0);
-  // the records, then each counter set's key and counters once
+  // the records, then each counter set's key, counters and hold sets once
   REQUIRE(batch_keys.size() == 3 + set_keys.size() + other.keys.size() - 1);
   CHECK(std::vector<std::string>(batch_keys.begin(), batch_keys.begin() + 3) ==
         std::vector<std::string>{"p:tx:{t1}", "p:tx:{t2}", "p:tx:{t3}"});
-  CHECK(std::vector<std::string>(batch_keys.begin() + 3, batch_keys.begin() + 3 + 3) == set_keys);
+  CHECK(std::vector<std::string>(batch_keys.begin() + 3,
+                                 batch_keys.begin() + 3 + static_cast<long>(set_keys.size())) ==
+        set_keys);
   CHECK(batch_keys.back() == other.keys.back());
   REQUIRE(args.size() == 6 + 2 * 2 + 1 + 2 * 3 + 1);
   CHECK(args[0] == "batch");
