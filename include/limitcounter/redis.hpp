@@ -54,7 +54,7 @@ struct RedisOptions {
   /// AUTH password; never logged nor put into an error message or observer event: an error
   /// reply to AUTH keeps only its code (`ERR`, `WRONGPASS`), as the server's words may repeat it
   std::string password;
-  int db = 0;                     ///< SELECT index (standalone only)
+  int db = 0;                                     ///< SELECT index (standalone only)
   std::chrono::milliseconds connect_timeout{100}; ///< bound of one connection attempt; > 0
   std::chrono::milliseconds command_timeout{50};  ///< bound of each wait to read or write; > 0
   /// The retry budget of one call (0: the same as `command_timeout`). A call re-sends a
