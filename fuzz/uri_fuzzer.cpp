@@ -31,9 +31,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (text.find(secret) != std::string::npos) {
     return 0; // the secret would be echoed as part of the host: not the property under test
   }
-  for (const char* scheme : {"redis://", "unix://", "redis-cluster://"}) {
+  for (const char* scheme :
+       {"redis://", "rediss://", "unix://", "redis-cluster://", "redis-sentinel://"}) {
     parse(scheme + std::string("user:") + secret + "@" + text, secret);
     parse(scheme + std::string(":") + secret + "@" + text, secret);
+    parse(scheme + std::string("user:") + secret + text, secret); // a forgotten '@'
+    parse(scheme + text + "?db=0&password=" + secret, secret);    // a query value
   }
   return 0;
 }

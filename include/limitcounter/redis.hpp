@@ -51,8 +51,10 @@ struct RedisOptions {
   int port = 6379;                ///< server TCP port, 1..65535 (standalone)
   std::string unix_socket;        ///< when set, used instead of host and port
   std::string user;               ///< ACL user name; empty means the default user
-  std::string password;           ///< AUTH password; never logged nor put into error messages
-  int db = 0;                     ///< SELECT index (standalone only)
+  /// AUTH password; never logged nor put into an error message or observer event: an error
+  /// reply to AUTH keeps only its code (`ERR`, `WRONGPASS`), as the server's words may repeat it
+  std::string password;
+  int db = 0;                                     ///< SELECT index (standalone only)
   std::chrono::milliseconds connect_timeout{100}; ///< bound of one connection attempt; > 0
   std::chrono::milliseconds command_timeout{50};  ///< bound of each wait to read or write; > 0
   /// The retry budget of one call (0: the same as `command_timeout`). A call re-sends a
@@ -136,8 +138,10 @@ struct RedisOptions {
   /// `redis-cluster://` over TLS (`tls.enabled`), with optional query parameters setting the
   /// other `tls` fields: `?ca_file=PATH&ca_dir=PATH&cert_file=PATH&key_file=PATH&`
   /// `server_name=NAME&verify_peer=no` (values percent-decoded; write an `@` in a path as `%40`).
-  /// User and password may be percent-encoded. Throws `Error` (invalid_argument) naming the part
-  /// that is wrong; the password is never echoed.
+  /// User and password may be percent-encoded; in `unix://` the userinfo ends at the last `@/`.
+  /// Throws `Error` (invalid_argument) naming the part that is wrong without echoing text that
+  /// may hold a secret: never the userinfo, a query value, a query key other than a plain
+  /// lower-case name, nor a port or db that is not a number.
   static RedisOptions from_uri(std::string_view uri);
 };
 

@@ -1,9 +1,11 @@
 #include "redis/connection.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <string_view>
 #include <system_error>
 
+#include "redis/cluster_protocol.hpp"
 #include "redis/resp.hpp"
 #include "redis/retry_policy.hpp"
 #include "redis/server_check.hpp"
@@ -35,7 +37,8 @@ std::unique_ptr<Connection> Connection::open(const RedisOptions& options, const 
   }
   // Reads and writes then give up after command_timeout (SO_RCVTIMEO, SO_SNDTIMEO) with EAGAIN.
   std::unique_ptr<Connection> connection(new Connection(
-      Transport::open(options, over_socket ? std::string() : host, port, peer, tls.get()), peer));
+      Transport::open(options, over_socket ? std::string() : host, port, peer, tls.get()), peer,
+      options.password));
   // Runs the commands in one round trip; an error reply or any failure is connect_failed:
   // whatever happened, the caller's own command was not sent yet. `did_not_run` says which
   // error replies are returned instead of thrown.
@@ -45,7 +48,7 @@ std::unique_ptr<Connection> Connection::open(const RedisOptions& options, const 
       std::vector<Reply> replies = connection->run_pipeline(commands);
       for (const Reply& reply : replies) {
         if (reply.is_error() && !did_not_run(reply)) {
-          // The server's text names the user at most, never the password we sent.
+          // The text of a reply to AUTH is its code only (see withhold_echo).
           throw Error(errc::connect_failed,
                       what + " failed on " + connection->peer_ + ": " + reply.as_string());
         }
@@ -122,8 +125,15 @@ std::unique_ptr<Connection> Connection::open(const RedisOptions& options, const 
   return connection;
 }
 
-Connection::Connection(std::unique_ptr<Transport> transport, std::string peer)
-    : transport_(std::move(transport)), peer_(std::move(peer)) {}
+Connection::Connection(std::unique_ptr<Transport> transport, std::string peer,
+                       std::string_view secret)
+    : transport_(std::move(transport)), peer_(std::move(peer)), secret_(secret) {
+  if (!secret.empty()) {
+    append_resp_command(secret_argument_, {secret});
+    // "*1\r\n$<n>\r\n<secret>\r\n" less "*1": the bulk as it follows any element's "\r\n".
+    secret_argument_.erase(0, 2);
+  }
+}
 
 bool Connection::usable() {
   if (broken_) {
@@ -145,6 +155,10 @@ bool Connection::usable() {
 // parser, which builds each Reply directly, costs a fraction of hiredis's reader followed by a
 // conversion). The transport never raises SIGPIPE.
 void Connection::send_request() {
+  // Checked here, where every request passes: whichever command carries the password (AUTH,
+  // HELLO ... AUTH), its replies are read without the server's words.
+  request_holds_secret_ =
+      !secret_argument_.empty() && request_.find(secret_argument_) != std::string::npos;
   const char* data = request_.data();
   std::size_t left = request_.size();
   const std::uint64_t sent_before = transport_->bytes_sent();
@@ -163,6 +177,9 @@ Reply Connection::read_reply() {
   for (;;) {
     const RespReader::Status status = reader_.next(reply);
     if (status == RespReader::Status::reply) {
+      if (request_holds_secret_) {
+        withhold_echo(reply);
+      }
       return reply;
     }
     if (status == RespReader::Status::bad) {
@@ -179,6 +196,34 @@ Reply Connection::read_reply() {
     }
     reader_.feed(buffer, read.bytes);
   }
+}
+
+// An error reply to a request that carried the password keeps its code (ERR, WRONGPASS, ...)
+// and loses the rest: "ERR unknown command 'AUTH', with args beginning with: 'user' 'S'" (a
+// server where AUTH is renamed, a proxy) repeats the password, truncated or with its line
+// breaks replaced, so no search for the password could find every copy. Done where server
+// text enters the library, no error message or observer can show it. A redirect keeps its
+// slot and address, which routing needs (a data argument may equal a short password).
+void Connection::withhold_echo(Reply& reply) const {
+  if (reply.type() == Reply::Type::array) {
+    std::vector<Reply> elements = reply.as_array();
+    for (Reply& element : elements) {
+      withhold_echo(element);
+    }
+    reply = Reply::array(std::move(elements));
+    return;
+  }
+  if (!reply.is_error()) {
+    return;
+  }
+  const std::string& text = reply.as_string();
+  if (parse_redirect(text) && text.find(secret_) == std::string::npos) {
+    return;
+  }
+  const std::string code = text.substr(
+      0, std::min<std::size_t>(text.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZ"), 32));
+  reply = Reply::error((code.empty() ? std::string("an error") : code) +
+                       " (the rest of the server's reply is withheld: it may repeat the password)");
 }
 
 Reply Connection::run(const Argv& argv) {

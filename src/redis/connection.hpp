@@ -50,7 +50,9 @@ public:
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
 
-  /// Sends one command and reads its reply. An error reply is returned, not thrown.
+  /// Sends one command and reads its reply. An error reply is returned, not thrown. An error
+  /// reply to a request that carries the password of the options (AUTH) keeps only its code
+  /// (`ERR`, `WRONGPASS`, ...): the server's words may repeat the password.
   /// On a connection whose server check was answered BUSY, LOADING, ... or NOAUTH (see
   /// `open`), sends nothing and returns that reply: the command did not run.
   /// Failures break the connection and throw:
@@ -75,10 +77,11 @@ public:
   const std::string& peer() const noexcept { return peer_; }
 
 private:
-  Connection(std::unique_ptr<Transport> transport, std::string peer);
+  Connection(std::unique_ptr<Transport> transport, std::string peer, std::string_view secret);
   Reply exchange(); // sends request_, reads one reply
   void send_request();
   Reply read_reply();
+  void withhold_echo(Reply& reply) const;
   [[noreturn]] void fail_send(const IoResult& result, bool nothing_sent);
   [[noreturn]] void fail_read(const IoResult& result);
 
@@ -89,6 +92,11 @@ private:
   std::uint64_t served_ = 0; // requests answered since AUTH/SELECT: > 0 means it was pooled
   std::string request_;      // reused across commands: no allocation per call once grown
   std::optional<Reply> check_refusal_; // the server check's "not now" reply, if it got one
+  // The password this connection sends (AUTH), as one RESP bulk argument: a request holding
+  // it gets error replies without the server's words, which may repeat its arguments.
+  std::string secret_;
+  std::string secret_argument_;
+  bool request_holds_secret_ = false;
 };
 
 } // namespace limitcounter::detail

@@ -47,18 +47,24 @@ std::string percent_decode(std::string_view text, const char* what) {
   return out;
 }
 
+// A number is echoed only when it is one (an out-of-range port or db): any other text there
+// may be a password that lost its '@' ("redis://user:secret") or its key ("?db=0&secret").
 int parse_number(std::string_view text, const char* what, int min, int max) {
   int value = 0;
   const char* end = text.data() + text.size();
   const auto result = std::from_chars(text.data(), end, value);
   if (text.empty() || result.ec != std::errc{} || result.ptr != end || value < min || value > max) {
-    bad_uri(std::string(what) + " " + detail::quote_for_message(text) + " is not a number from " +
-            std::to_string(min) + " to " + std::to_string(max));
+    const std::string_view digits = !text.empty() && text.front() == '-' ? text.substr(1) : text;
+    const bool numeric = !digits.empty() && digits.size() <= 12 &&
+                         digits.find_first_not_of("0123456789") == std::string_view::npos;
+    bad_uri(std::string(what) + (numeric ? " " + detail::quote_for_message(text) : std::string()) +
+            " is not a number from " + std::to_string(min) + " to " + std::to_string(max));
   }
   return value;
 }
 
-// "host", "host:port", "[v6]" or "[v6]:port".
+// "host", "host:port", "[v6]" or "[v6]:port". The port is checked before the host is echoed:
+// "redis://user:secret" (a forgotten '@') reads as host "user", port "secret".
 std::pair<std::string, int> parse_host_port(std::string_view text, int default_port = 6379) {
   std::string_view host = text;
   std::string_view port;
@@ -66,19 +72,19 @@ std::pair<std::string, int> parse_host_port(std::string_view text, int default_p
   if (!text.empty() && text.front() == '[') {
     const auto close = text.find(']');
     if (close == std::string_view::npos) {
-      bad_uri("host " + detail::quote_for_message(text) + " opens '[' without ']'");
+      bad_uri("a host opens '[' without ']'");
     }
     host = text.substr(1, close - 1);
-    if (host.find_first_not_of("0123456789abcdefABCDEF:.") != std::string_view::npos) {
-      bad_uri("host " + detail::quote_for_message(host) + " in brackets is not an IPv6 address");
-    }
     const std::string_view rest = text.substr(close + 1);
     if (!rest.empty()) {
       if (rest.front() != ':') {
-        bad_uri("unexpected " + detail::quote_for_message(rest) + " after the IPv6 host");
+        bad_uri("unexpected text after the IPv6 host (a port follows ':')");
       }
       port = rest.substr(1);
       has_port = true;
+    }
+    if (host.find_first_not_of("0123456789abcdefABCDEF:.") != std::string_view::npos) {
+      bad_uri("host " + detail::quote_for_message(host) + " in brackets is not an IPv6 address");
     }
   } else if (const auto colon = text.rfind(':'); colon != std::string_view::npos) {
     host = text.substr(0, colon);
@@ -90,15 +96,15 @@ std::pair<std::string, int> parse_host_port(std::string_view text, int default_p
               "password ends with '@')");
     }
   }
+  const int number = has_port ? parse_number(port, "port", 1, 65535) : default_port;
   if (host.empty()) {
-    bad_uri("the host is missing in " + detail::quote_for_message(text));
+    bad_uri("the host is missing");
   }
   for (const char c : host) {
     if (static_cast<unsigned char>(c) <= 0x20 || c == '/' || c == '@' || c == '?' || c == '#') {
       bad_uri("host " + detail::quote_for_message(host) + " has a character not allowed in a host");
     }
   }
-  const int number = has_port ? parse_number(port, "port", 1, 65535) : default_port;
   return {std::string(host), number};
 }
 
@@ -113,24 +119,54 @@ void parse_credentials(std::string_view userinfo, RedisOptions& options) {
   options.password = percent_decode(userinfo.substr(colon + 1), "password");
 }
 
-int parse_db_query(std::string_view query) {
-  if (query.substr(0, 3) != "db=") {
-    bad_uri("unknown query " + detail::quote_for_message(query) + " (only db=N is known)");
-  }
-  return parse_number(query.substr(3), "db", 0, 1 << 20);
+struct QueryParameter {
+  std::string_view key;
+  std::string value; // percent-decoded
+};
+
+// A query key in a message. Only a plain lower-case name is echoed: a "key" may be a secret
+// pasted without one (base64 ends with '='), and a value is never echoed.
+std::string key_for_message(std::string_view key) {
+  const bool plain = !key.empty() && key.size() <= 24 &&
+                     key.find_first_not_of("abcdefghijklmnopqrstuvwxyz_") == std::string_view::npos;
+  return plain ? detail::quote_for_message(key) : std::string("(not shown: not a plain name)");
 }
 
-// The query of a TCP URI: `key=value&...`, values percent-decoded. Every key sets a TLS option,
-// so it needs a TLS scheme (a query on redis:// would otherwise be ignored and send in clear).
-void parse_tls_query(std::string_view query, bool tls, RedisOptions& options) {
+// `key=value&...`, each value percent-decoded and not empty.
+std::vector<QueryParameter> parse_query(std::string_view query) {
+  std::vector<QueryParameter> parameters;
   while (!query.empty()) {
     const auto amp = query.find('&');
     const std::string_view pair = query.substr(0, amp);
     query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
     const auto equals = pair.find('=');
-    const std::string_view key = pair.substr(0, equals);
-    const std::string value = percent_decode(
-        equals == std::string_view::npos ? std::string_view{} : pair.substr(equals + 1), "query");
+    if (equals == std::string_view::npos || equals + 1 == pair.size()) {
+      bad_uri("query parameter " + key_for_message(pair.substr(0, equals)) +
+              " has no value (key=value)");
+    }
+    parameters.push_back(
+        {pair.substr(0, equals), percent_decode(pair.substr(equals + 1), "query")});
+  }
+  return parameters;
+}
+
+// The query of unix:// and redis-sentinel://: `db=N` only.
+int parse_db_query(std::string_view query) {
+  int db = 0;
+  for (const QueryParameter& parameter : parse_query(query)) {
+    if (parameter.key != "db") {
+      bad_uri("unknown query parameter " + key_for_message(parameter.key) + " (only db=N)");
+    }
+    db = parse_number(parameter.value, "db", 0, 1 << 20);
+  }
+  return db;
+}
+
+// The query of a TCP URI. Every key sets a TLS option, so it needs a TLS scheme (a query on
+// redis:// would otherwise be ignored and send in clear).
+void parse_tls_query(std::string_view query, bool tls, RedisOptions& options) {
+  for (QueryParameter& parameter : parse_query(query)) {
+    const std::string_view key = parameter.key;
     std::string* field = key == "ca_file"       ? &options.tls.ca_file
                          : key == "ca_dir"      ? &options.tls.ca_dir
                          : key == "cert_file"   ? &options.tls.cert_file
@@ -138,22 +174,19 @@ void parse_tls_query(std::string_view query, bool tls, RedisOptions& options) {
                          : key == "server_name" ? &options.tls.server_name
                                                 : nullptr;
     if (field == nullptr && key != "verify_peer") {
-      bad_uri("unknown query parameter " + detail::quote_for_message(key) +
+      bad_uri("unknown query parameter " + key_for_message(key) +
               " (ca_file, ca_dir, cert_file, key_file, server_name, verify_peer)");
     }
     if (!tls) {
-      bad_uri("query parameter " + detail::quote_for_message(key) +
+      bad_uri("query parameter " + key_for_message(key) +
               " is a TLS option: use rediss:// or rediss-cluster://");
     }
-    if (equals == std::string_view::npos || value.empty()) {
-      bad_uri("query parameter " + detail::quote_for_message(key) + " has no value");
-    }
     if (field != nullptr) {
-      *field = value;
-    } else if (value == "yes" || value == "no") {
-      options.tls.verify_peer = value == "yes";
+      *field = std::move(parameter.value);
+    } else if (parameter.value == "yes" || parameter.value == "no") {
+      options.tls.verify_peer = parameter.value == "yes";
     } else {
-      bad_uri("verify_peer " + detail::quote_for_message(value) + " is not yes or no");
+      bad_uri("verify_peer is neither yes nor no");
     }
   }
 }
@@ -204,17 +237,23 @@ RedisOptions RedisOptions::from_uri(std::string_view uri) {
   std::string_view rest = uri.substr(scheme_end + 3);
 
   if (scheme == "unix") {
-    // unix://[[user]:password@]/path[?db=N]
-    if (const auto at = rest.find('@'); at != std::string_view::npos && rest.find('/') > at) {
-      parse_credentials(rest.substr(0, at), options);
-      rest.remove_prefix(at + 1);
+    // unix://[[user]:password@]/path[?db=N]. The userinfo ends at the last "@/": a password
+    // may hold '/' and '?' (base64 does), a socket path rarely "@/".
+    if (!rest.empty() && rest.front() != '/') {
+      const auto slash_at = rest.rfind("@/");
+      const auto at = slash_at != std::string_view::npos ? slash_at : rest.rfind('@');
+      if (at != std::string_view::npos) {
+        parse_credentials(rest.substr(0, at), options);
+        rest.remove_prefix(at + 1);
+      }
     }
     if (const auto question = rest.find('?'); question != std::string_view::npos) {
       options.db = parse_db_query(rest.substr(question + 1));
       rest = rest.substr(0, question);
     }
     if (rest.empty() || rest.front() != '/') {
-      bad_uri("unix socket path " + detail::quote_for_message(rest) + " is not absolute");
+      // Not echoed: what precedes the path may be a password that lost its '@'.
+      bad_uri("the unix socket path is missing or not absolute (unix:///path/to/socket)");
     }
     options.unix_socket = std::string(rest);
     return options;
@@ -251,7 +290,7 @@ RedisOptions RedisOptions::from_uri(std::string_view uri) {
 
   if (cluster) {
     if (!path.empty()) {
-      bad_uri("a cluster has no database number (found /" + std::string(path.substr(0, 16)) + ")");
+      bad_uri("a cluster has no database number (nothing may follow the hosts' '/')");
     }
     options.cluster_seeds = parse_host_list(rest, 6379);
     if (options.cluster_seeds.empty()) {

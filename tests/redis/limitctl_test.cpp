@@ -25,6 +25,7 @@
 
 #include "redis/server_check.hpp"
 #include "support/redis_server.hpp"
+#include "support/secret.hpp"
 #include "support/topology.hpp"
 
 using namespace std::chrono_literals;
@@ -32,7 +33,10 @@ using limitcounter::Dimension;
 using limitcounter::Period;
 using limitcounter::Redis;
 using limitcounter::Usage;
+using limitcounter::testing::known_secret;
 using limitcounter::testing::on_cluster;
+using limitcounter::testing::RedisServer;
+using limitcounter::testing::shows_secret;
 using limitcounter::testing::test_options;
 using limitcounter::testing::unique_prefix;
 
@@ -64,12 +68,18 @@ std::string test_uri() {
   return uri;
 }
 
-// Runs limitctl with `args` (and --uri of the test topology unless `with_uri` is false).
-Run limitctl(const std::vector<std::string>& args, bool with_uri = true) {
+// Runs limitctl with `args` (and --uri of the test topology unless `with_uri` is false), with
+// `environment` ("NAME=value") set.
+Run limitctl(const std::vector<std::string>& args, bool with_uri = true,
+             const std::vector<std::string>& environment = {}) {
   // The environment's defaults must not leak into what is tested.
   std::string command =
-      "env -u LIMITCOUNTER_REDIS_URI -u LIMITCOUNTER_TZ -u LIMITCOUNTER_COUNTER_BUCKETS " +
-      shell_quoted(LIMITCTL_PATH);
+      "env -u LIMITCOUNTER_REDIS_URI -u LIMITCOUNTER_TZ -u LIMITCOUNTER_COUNTER_BUCKETS "
+      "-u LIMITCOUNTER_REDIS_PASSWORD -u LIMITCOUNTER_REDIS_PASSWORD_FILE ";
+  for (const auto& variable : environment) {
+    command += shell_quoted(variable) + " ";
+  }
+  command += shell_quoted(LIMITCTL_PATH);
   if (with_uri) {
     command += " --uri " + shell_quoted(test_uri());
   }
@@ -551,4 +561,82 @@ TEST_CASE("limitctl without Redis: exit 2 without a URI, 3 when unreachable", "[
   const Run help = limitctl({"--help"}, false);
   CHECK(help.code == 0);
   CHECK_THAT(help.out, Catch::Contains("Exit codes: 0 ok; 1 not found"));
+}
+
+TEST_CASE("limitctl takes the password from --password-file or the environment",
+          "[limitctl][redis][secret][standalone]") {
+  const std::string secret(known_secret);
+  RedisServer server({"--requirepass", secret});
+  const std::vector<std::string> usage{"--uri", server.uri(), "usage", "channel", "Ali"};
+  const auto with = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), usage.begin(), usage.end());
+    return args;
+  };
+  const TempFile file(secret + "\n"); // as `echo` writes it: the line break is not the password
+  const TempFile wrong("wrong\n");
+  const TempFile empty("");
+  std::vector<Run> runs;
+  runs.push_back(limitctl(usage, false));
+  CHECK(runs.back().code == 3);
+  CHECK_THAT(runs.back().out, Catch::Contains("requires authentication"));
+  runs.push_back(limitctl(with({"--password-file", file.path}), false));
+  CHECK(runs.back().code == 0);
+  runs.push_back(limitctl(usage, false, {"LIMITCOUNTER_REDIS_PASSWORD=" + secret}));
+  CHECK(runs.back().code == 0);
+  runs.push_back(limitctl(usage, false, {"LIMITCOUNTER_REDIS_PASSWORD_FILE=" + file.path}));
+  CHECK(runs.back().code == 0);
+  // The file wins over the environment, which wins over the URI.
+  runs.push_back(limitctl(with({"--password-file", wrong.path}), false,
+                          {"LIMITCOUNTER_REDIS_PASSWORD=" + secret}));
+  CHECK(runs.back().code == 3);
+  CHECK_THAT(runs.back().out, Catch::Contains("WRONGPASS"));
+  runs.push_back(limitctl({"--uri", "redis://:wrong@127.0.0.1:" + std::to_string(server.port()),
+                           "usage", "channel", "Ali"},
+                          false, {"LIMITCOUNTER_REDIS_PASSWORD=" + secret}));
+  CHECK(runs.back().code == 0);
+  runs.push_back(limitctl(with({"--password-file", "/nonexistent/password"}), false));
+  CHECK(runs.back().code == 2);
+  CHECK_THAT(runs.back().out, Catch::Contains("\"/nonexistent/password\" cannot be read"));
+  runs.push_back(limitctl(with({"--password-file", empty.path}), false));
+  CHECK(runs.back().code == 2);
+  CHECK_THAT(runs.back().out, Catch::Contains("holds no password"));
+  const Run help = limitctl({"--help"}, false);
+  CHECK_THAT(help.out, Catch::Contains("--password-file") &&
+                           Catch::Contains("LIMITCOUNTER_REDIS_PASSWORD") &&
+                           Catch::Contains("ps shows"));
+  for (const Run& run : runs) {
+    INFO(run.out);
+    CHECK_FALSE(shows_secret(run.out));
+  }
+}
+
+TEST_CASE("limitctl shows no password: malformed URIs of every scheme, a server without AUTH",
+          "[limitctl][redis][secret][standalone]") {
+  const std::vector<std::string> usage{"usage", "channel", "Ali"};
+  for (const std::string& uri : limitcounter::testing::malformed_uris_with_secret()) {
+    INFO(uri);
+    for (const Run& run : {limitctl({"--uri", uri, "usage", "channel", "Ali"}, false),
+                           limitctl(usage, false, {"LIMITCOUNTER_REDIS_URI=" + uri})}) {
+      INFO(run.out);
+      CHECK(run.code == 2);
+      CHECK_THAT(run.out, Catch::Contains("Redis URI"));
+      CHECK_FALSE(shows_secret(run.out));
+    }
+  }
+  // A server that does not know AUTH (renamed, a proxy) answers with the password it was sent.
+  const std::string secret(known_secret);
+  RedisServer server({"--rename-command", "AUTH", ""});
+  const std::string address = "@127.0.0.1:" + std::to_string(server.port());
+  const TempFile file(secret);
+  for (const Run& run :
+       {limitctl(usage, false, {"LIMITCOUNTER_REDIS_URI=redis://ops:" + secret + address}),
+        limitctl(usage, false, {"LIMITCOUNTER_REDIS_URI=redis://:" + secret + address}),
+        limitctl({"--uri", "redis://ops:" + address, "--password-file", file.path, "usage",
+                  "channel", "Ali"},
+                 false)}) {
+    INFO(run.out);
+    CHECK(run.code == 3);
+    CHECK_THAT(run.out, Catch::Contains("AUTH") && Catch::Contains("ERR"));
+    CHECK_FALSE(shows_secret(run.out));
+  }
 }

@@ -138,8 +138,8 @@ TEST_CASE("bad Redis URIs name the bad part and never the password", "[uri]") {
       {"http://x:1", "unsupported scheme \"http\""},
       {"redis://host:0", "port \"0\""},
       {"redis://host:65536", "port \"65536\""},
-      {"redis://host:12ab", "port \"12ab\""},
-      {"redis://host:6379/x", "db \"x\""},
+      {"redis://host:12ab", "port is not a number"},
+      {"redis://host:6379/x", "db is not a number"},
       {"redis://:6379", "host is missing"},
       {"redis://[::1:6379", "without ']'"},
       {"unix://relative.sock", "not absolute"},
@@ -149,12 +149,12 @@ TEST_CASE("bad Redis URIs name the bad part and never the password", "[uri]") {
       {"redis://u:Hunter%zz@h:1", "percent-encoding in the password"},
       {"redis://u:Hunter%4@h:1", "percent-encoding in the password"},
       {"redis://Hunter%g1:pw@h:1", "percent-encoding in the user name"},
-      {"redis://h:", "port \"\""},
+      {"redis://h:", "port is not a number"},
       {"redis://u:Hunter2@h:-1", "port \"-1\""},
       {"redis://u:Hunter2@:6379", "host is missing"},
       {"redis://u:Hunter2@", "host is missing"},
       {"redis://u:Hunter2@h:1/-1", "db \"-1\""},
-      {"redis://u:Hunter2@h:1/1/2", "db \"1/2\""},
+      {"redis://u:Hunter2@h:1/1/2", "db is not a number"},
       {"redis://u:Hunter2@h:1/99999999999", "db \"99999999999\""},
       {"redis://u:Hunter2@h o:1", "not allowed in a host"},
       {"redis://u:Hunter2@[::1]x", "after the IPv6 host"},
@@ -162,13 +162,13 @@ TEST_CASE("bad Redis URIs name the bad part and never the password", "[uri]") {
       {"redis://:Hunter2:h:6379", "has a ':'"}, // a forgotten '@': never echoed
       {"redis://::1:6379", "in brackets"},
       {"unix://:Hunter2@relative.sock", "not absolute"},
-      {"unix://:Hunter2@/tmp/r.sock?db=x", "db \"x\""},
+      {"unix://:Hunter2@/tmp/r.sock?db=x", "db is not a number"},
       {"Hunter2://h:1", "unsupported scheme"},
       {"redis+tls://u:Hunter2@h:1", "unsupported scheme \"redis+tls\""},
       {"redis://u:Hunter2@h:1?ca_file=/ca.pem", "\"ca_file\" is a TLS option: use rediss://"},
       {"rediss://u:Hunter2@h:1?cafile=/ca.pem", "unknown query parameter \"cafile\""},
       {"rediss://u:Hunter2@h:1?ca_file=", "\"ca_file\" has no value"},
-      {"rediss://u:Hunter2@h:1?verify_peer=maybe", "verify_peer \"maybe\" is not yes or no"},
+      {"rediss://u:Hunter2@h:1?verify_peer=maybe", "verify_peer is neither yes nor no"},
       {"rediss://u:Hunter2@h:1?ca_file=%zz", "percent-encoding in the query"},
       {"rediss-cluster://u:Hunter2@?ca_file=/ca.pem", "rediss-cluster:// needs at least one"},
       {"u:Hunter2@h:6379", "missing scheme"},
@@ -232,6 +232,12 @@ TEST_CASE("Redis URI defaults and corner cases", "[uri]") {
   CHECK(o.password == "p!w");
   CHECK(o.unix_socket == "/tmp/redis.sock");
   CHECK(o.db == 4);
+
+  // a base64 password keeps its '/', '?' and '=': the userinfo ends at the last "@/"
+  o = RedisOptions::from_uri("unix://:a/b?c==@/tmp/redis.sock?db=5");
+  CHECK(o.password == "a/b?c==");
+  CHECK(o.unix_socket == "/tmp/redis.sock");
+  CHECK(o.db == 5);
 
   // the other options keep their defaults
   const RedisOptions defaults;
@@ -324,7 +330,7 @@ TEST_CASE("redis-sentinel URIs give the sentinels, the master name and the db", 
       {"redis-sentinel://:Hunter2@s1:1//3", "needs the master name"},
       {"redis-sentinel://:Hunter2@/m", "at least one sentinel"},
       {"redis-sentinel://:Hunter2@s1:0/m", "port \"0\""},
-      {"redis-sentinel://:Hunter2@s1:1/m/x", "db \"x\""},
+      {"redis-sentinel://:Hunter2@s1:1/m/x", "db is not a number"},
       {"redis-sentinel://:Hunter2@s1:1/m/1?db=2", "db is given twice"},
       {"redis-sentinel://:Hunter2@s1:1/m?timeout=2", "unknown query"},
   };

@@ -2,6 +2,10 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <iterator>
 
 #include <date/date.h>
 #include <date/tz.h>
@@ -201,6 +205,26 @@ RuleDiff diff_rules(const limitcounter::RuleSet& before, const limitcounter::Rul
     }
   }
   return diff;
+}
+
+std::string read_password_file(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  std::string password((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  if (!file.is_open() || file.bad()) {
+    throw Failure(exit_usage,
+                  "--password-file \"" + path + "\" cannot be read: " + std::strerror(errno));
+  }
+  // `echo secret > file` ends it with a line break that is not part of the password.
+  if (!password.empty() && password.back() == '\n') {
+    password.pop_back();
+    if (!password.empty() && password.back() == '\r') {
+      password.pop_back();
+    }
+  }
+  if (password.empty()) {
+    throw Failure(exit_usage, "--password-file \"" + path + "\" holds no password");
+  }
+  return password;
 }
 
 } // namespace limitctl

@@ -66,6 +66,11 @@ struct RuleDiff {
 };
 RuleDiff diff_rules(const limitcounter::RuleSet& before, const limitcounter::RuleSet& after);
 
+/// The Redis password held in the file at `path`: its content less one final line break.
+/// Throws Failure(exit_usage) naming the path (never the content) when the file cannot be
+/// read or holds no password.
+std::string read_password_file(const std::string& path);
+
 /// Whether two rules say the same (name, conditions, kind, period, limits, blocking, policy).
 bool same_rule(const limitcounter::Rule& a, const limitcounter::Rule& b);
 

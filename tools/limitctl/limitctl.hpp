@@ -16,7 +16,9 @@ namespace limitctl {
 
 /// The common flags (--uri, --prefix, --buckets, --tz, --json, --timeout), filled in by CLI11.
 struct Context {
-  std::string uri;    ///< --uri, else LIMITCOUNTER_REDIS_URI
+  std::string uri; ///< --uri, else LIMITCOUNTER_REDIS_URI
+  /// --password-file: the password, read from a file (ps shows a command line, not a file)
+  std::string password_file;
   std::string prefix; ///< --prefix; empty: the library's default for each job
   /// --buckets, else LIMITCOUNTER_COUNTER_BUCKETS: the writers' `counter_buckets`
   std::uint32_t buckets = 1;
@@ -27,7 +29,8 @@ struct Context {
   /// have run"; a read's changed nothing.
   bool writes = false;
 
-  /// The connection from the URI; Failure(exit_usage) when none is given.
+  /// The connection from the URI, with the password of --password-file, else of
+  /// LIMITCOUNTER_REDIS_PASSWORD, else the URI's; Failure(exit_usage) when no URI is given.
   limitcounter::Redis redis() const;
   /// The calendar of --tz.
   limitcounter::Calendar calendar() const;

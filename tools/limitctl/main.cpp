@@ -16,6 +16,12 @@ limitcounter::Redis Context::redis() const {
                               "(redis://host:port, redis-cluster://host:port,host:port, ...)");
   }
   limitcounter::RedisOptions options = limitcounter::RedisOptions::from_uri(uri);
+  if (!password_file.empty()) {
+    options.password = read_password_file(password_file);
+  } else if (const char* password = std::getenv("LIMITCOUNTER_REDIS_PASSWORD");
+             password != nullptr && *password != '\0') {
+    options.password = password;
+  }
   options.connect_timeout = std::chrono::milliseconds(timeout_ms);
   options.command_timeout = std::chrono::milliseconds(timeout_ms);
   return limitcounter::Redis(options);
@@ -50,8 +56,14 @@ int main(int argc, char** argv) {
       "write's message saying \"may have run\": retry with the same id); 4 conflict (a stale "
       "--expect-version, an id reused for other content, wallet compare mismatch).");
   Context context;
-  app.add_option("--uri", context.uri, "Redis URI (redis://, rediss://, unix://, redis-cluster://)")
+  app.add_option("--uri", context.uri,
+                 "Redis URI (redis://, rediss://, unix://, redis-cluster://, redis-sentinel://); "
+                 "no password in it: ps shows the command line")
       ->envname("LIMITCOUNTER_REDIS_URI");
+  app.add_option("--password-file", context.password_file,
+                 "file holding the Redis password (one line; it replaces the URI's). Or set "
+                 "LIMITCOUNTER_REDIS_PASSWORD. Never give the password on the command line")
+      ->envname("LIMITCOUNTER_REDIS_PASSWORD_FILE");
   app.add_option("--prefix", context.prefix,
                  "key prefix (default: the library's default of each job: trans:limit:, "
                  "wallet:, rp:, lc:)");
