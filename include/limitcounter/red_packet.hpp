@@ -253,7 +253,8 @@ public:
   /// from zero again; the lease number is kept, so the next take leases it anew and a worker
   /// still holding an old lease cannot acknowledge it. The display data of a dead task is not
   /// kept, so the requeued task has none. Idempotent: a second call answers not_dead and
-  /// changes nothing. Throws invalid_argument for a bad id (nothing sent).
+  /// changes nothing (so does the library's resend after a lost reply whose first send
+  /// requeued it: `status` tells). Throws invalid_argument for a bad id (nothing sent).
   RequeueResult requeue_payout(const std::string& packet_id, const std::string& user_id,
                                TimePoint now = Clock::now());
 

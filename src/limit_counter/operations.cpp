@@ -78,7 +78,8 @@ CorrectionResult LimitCounter::adjust(std::string_view counter, const Dimension&
                    keys_.correction(tag, correction.id)},
                   {dimension.field(), count, amount, millis(key_expiry), millis(record_expiry),
                    fingerprint, correction.author, correction.reason, millis(now),
-                   std::string(counter), period_name, result.window.id, correction.id});
+                   std::string(counter), period_name, result.window.id, correction.id},
+                  Resend::same_id);
   const std::string& answer = reply.at(0).as_string();
   if (answer == "adjusted") {
     result.before = usage_at(reply, 1);
