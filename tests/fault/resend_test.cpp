@@ -171,8 +171,8 @@ TEST_CASE_METHOD(ResendFixture,
 }
 
 TEST_CASE_METHOD(ResendFixture,
-                 "red packets: a lost reply of create, grab, close and payout ack is resent and "
-                 "replays once",
+                 "red packets: a lost reply of create, grab, close, payout ack and fail is resent "
+                 "and replays once",
                  "[fault][resend][red_packet]") {
   limitcounter::RedPacketOptions options;
   options.key_prefix = prefix + "rp:";
@@ -189,16 +189,23 @@ TEST_CASE_METHOD(ResendFixture,
   const auto grabbed = absorbed([&] { return pool.grab("p1", "alice"); });
   CHECK(grabbed.status == limitcounter::GrabResult::Status::already);
   CHECK(direct.command({"LLEN", list}).as_integer() == 2); // one packet popped, once
+  const auto other = pool.grab("p1", "bob");
+  REQUIRE(other.status == limitcounter::GrabResult::Status::granted);
 
   const auto closed = absorbed([&] { return pool.close("p1"); });
   CHECK(closed.replayed);
-  CHECK(closed.packets_left == 2);
-  CHECK(closed.leftover == 100 - grabbed.amount);
+  CHECK(closed.packets_left == 1);
+  CHECK(closed.leftover == 100 - grabbed.amount - other.amount);
 
   const std::uint32_t partition = pool.keys().partition_of("p1");
   const auto tasks = pool.take_payouts(partition, 10);
-  REQUIRE(tasks.size() == 1);
+  REQUIRE(tasks.size() == 2);
   CHECK(absorbed([&] { return pool.ack_payout(tasks[0]); }));
   CHECK(direct.command({"HLEN", pool.keys().packet("p1", "paid")}).as_integer() == 1);
-  CHECK(pool.take_payouts(partition, 10, limitcounter::Clock::now() + 1h).empty());
+
+  CHECK_FALSE(absorbed([&] { return pool.fail_payout(tasks[1]); })); // "retry", not dead
+  const auto again = pool.take_payouts(partition, 10, limitcounter::Clock::now() + 1h);
+  REQUIRE(again.size() == 1); // the paid task is gone, the failed one back once
+  CHECK(again[0].user_id == tasks[1].user_id);
+  CHECK(again[0].attempt == 2); // one failed attempt counted, not two
 }
