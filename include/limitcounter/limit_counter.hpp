@@ -290,7 +290,8 @@ public:
   /// `counter` names the family of counters (e.g. "channel"); it is a key part that may
   /// contain '+'. `count` and `amount` must be in [0, 2^53); a total that would reach
   /// 2^53 throws precision_overflow and nothing is written. A window whose end + grace
-  /// has passed throws window_closed (its key would expire at once). Not idempotent:
+  /// has passed throws window_closed (its key would expire at once). Not idempotent, so
+  /// never resent by the library after a lost reply (`RedisOptions::retry` does not apply):
   /// a retry after Outcome::unknown may count twice (use the limits API for that).
   std::vector<WindowUsage> add(std::string_view counter, const Dimension& dimension,
                                const std::vector<Period>& periods, std::int64_t count,
@@ -298,7 +299,8 @@ public:
 
   /// Runs many independent `add`s pipelined on one connection (one round trip for the batch)
   /// and returns one result per request, in order. Each add is atomic on its own; the batch
-  /// is not. Bad input anywhere throws before anything is sent.
+  /// is not. Bad input anywhere throws before anything is sent. Not idempotent, as `add`:
+  /// never resent by the library after a lost reply.
   std::vector<BatchResult<std::vector<WindowUsage>>>
   add_many(const std::vector<AddRequest>& requests);
 
@@ -399,9 +401,11 @@ public:
   /// decision (`replayed`) and changes nothing, also when sent concurrently; the same id
   /// with another amount or attributes throws conflict. Per-transaction rules ("a single
   /// transaction at most X") are decided and recorded by the same script, so their denial
-  /// replays too. Safe to retry after Outcome::unknown: when the reply is lost, the call
-  /// throws Outcome::unknown (never a failure-policy decision) and the retry with the same
-  /// id returns what Redis decided.
+  /// replays too. A lost reply is never a failure-policy decision: the library sends the same
+  /// call again (`RedisOptions::retry`), which returns what Redis decided, marked `replayed`
+  /// when the first send ran; Outcome::unknown reaches the caller only when those resends are
+  /// spent (or, on a Redis Cluster, when a step of a transaction spread over several slots lost
+  /// its reply), and its retry with the same id returns what Redis decided.
   ///
   /// Failure policies (Rule::on_redis_failure) decide only a call that was not sent
   /// (Outcome::not_sent); the decision is `degraded`. Throws invalid_argument for a bad id,
@@ -538,7 +542,8 @@ public:
   /// `at`, in the calendar's zone: "account a1 sends at most 1000 SMS a day". Over the cap,
   /// refuses without counting. One round trip; the day's key expires at the day's end plus
   /// the grace. `cap` and `subject` are key parts; `max_per_day` >= 0, `n` >= 1. Not
-  /// idempotent: a retry after Outcome::unknown may take twice.
+  /// idempotent, so never resent by the library after a lost reply (`RedisOptions::retry` does
+  /// not apply): a retry after Outcome::unknown may take twice.
   CapDecision take_daily_cap(std::string_view cap, std::string_view subject,
                              std::int64_t max_per_day, TimePoint at = Clock::now(),
                              std::int64_t n = 1);
@@ -548,14 +553,17 @@ public:
   /// batch is not: takes of the same subject apply in the order given. Bad input anywhere
   /// throws before anything is sent (invalid_argument, window_closed); a Redis failure
   /// throws for the whole batch as described at `Redis::eval_pipeline`. Not idempotent, as
-  /// `take_daily_cap`: a batch retried after Outcome::unknown may take twice.
+  /// `take_daily_cap` (never resent by the library): a batch retried after Outcome::unknown
+  /// may take twice.
   std::vector<BatchResult<CapDecision>>
   take_daily_cap_many(const std::vector<CapRequest>& requests);
 
   /// Admits a request of `subject` under `limiter` if fewer than `max` were admitted in the
   /// `window` before `at` ("at most 10 in any 60 s"); exact under concurrency. Refused
   /// requests are not recorded; memory is at most `max` entries per subject and expires
-  /// after `window` of quiet. `max` >= 1, `window` >= 1 ms.
+  /// after `window` of quiet. `max` >= 1, `window` >= 1 ms. Not idempotent (each hit is a new
+  /// member), so never resent by the library after a lost reply: Outcome::unknown may have
+  /// counted it.
   SlidingDecision hit_sliding_window(std::string_view limiter, std::string_view subject,
                                      std::int64_t max, std::chrono::milliseconds window,
                                      TimePoint at = Clock::now());

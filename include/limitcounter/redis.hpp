@@ -45,6 +45,30 @@ struct TlsOptions {
   bool verify_peer = true;
 };
 
+/// Sending a call again after its reply was lost (Outcome::unknown: a timeout after sending, a
+/// connection that broke after the request left), for the calls that are idempotent by id (see
+/// `Resend`): the same request again, which replays the first call's result if that one ran.
+/// The caller sees Outcome::unknown only when the attempts or the budget are spent. Checked
+/// when `Redis` is constructed: max_attempts below 1, or a negative budget or backoff, throws
+/// `Error` (invalid_argument) naming the value.
+struct RetryOptions {
+  /// Sends of one call in all, the first included; 1: a lost reply is never sent again.
+  int max_attempts = 3;
+  /// No resend starts later than this after the call started (a back-off is cut to end by
+  /// then). A call ends by about `budget` plus one attempt (the bound at `Redis`).
+  std::chrono::milliseconds budget{1000};
+  /// The pause before the first resend, doubled before each later one; each pause is drawn
+  /// at random between half of it and all of it, so that callers that lost their replies at
+  /// once do not all come back at once.
+  std::chrono::milliseconds backoff{20};
+};
+
+/// Whether a call may be sent again, unchanged, after its reply was lost.
+enum class Resend {
+  never,   ///< not idempotent (a counter add, a cap take): a lost reply is Outcome::unknown
+  same_id, ///< idempotent by an id it carries: sent again within `RedisOptions::retry`
+};
+
 /// How to reach Redis. Timeouts are per command and per connection attempt.
 struct RedisOptions {
   std::string host = "127.0.0.1"; ///< server name or address (standalone)
@@ -128,6 +152,9 @@ struct RedisOptions {
   bool allow_evicting_server = false;
   /// TLS for every connection, every cluster node included; off by default.
   TlsOptions tls;
+  /// Resending the calls idempotent by id whose reply was lost (3 sends within 1 s by
+  /// default); see `RetryOptions` and "Lost replies" at `Redis`.
+  RetryOptions retry;
 
   /// Parses `redis://[user:password@]host[:port][/db]`, `redis://:password@host:port`,
   /// `redis://[::1]:6380`, `unix:///path/to/socket[?db=N]` and
@@ -150,6 +177,7 @@ struct ScriptCall {
   const Script* script = nullptr; ///< the script to run; must outlive the call
   std::vector<std::string> keys;  ///< its KEYS[]
   std::vector<std::string> args;  ///< its ARGV[]
+  Resend resend = Resend::never;  ///< whether it may be sent again after a lost reply
 };
 
 /// A handle to a pool of Redis connections. Copies share the pool; copy it
@@ -173,7 +201,8 @@ struct ScriptCall {
 /// - may have run (Outcome::unknown): a timeout after sending, or a connection
 ///   that broke after a byte of the request left, even when the server closed it
 ///   without answering (it may have run the command and then been killed).
-///   Never retried automatically; retry with the same id.
+///   Sent again only for a call marked Resend::same_id (see "Lost replies" below); else the
+///   caller retries with the same id.
 /// A connection that timed out or failed is closed and discarded, never
 /// returned to the pool. The library never raises SIGPIPE: the host need not
 /// ignore it.
@@ -199,6 +228,17 @@ struct ScriptCall {
 /// of those counts as one attempt too. With the defaults and a server that answers at once, a
 /// server that keeps answering LOADING ends every call in about 50 ms; each such call then counts
 /// as one failure for the circuit breaker, which opens after `breaker_failures` of them.
+///
+/// Lost replies. A call marked Resend::same_id (every money operation of the library: the
+/// scripts replay the first result for an id they have seen) whose reply was lost is sent again,
+/// unchanged, after a jittered back-off (`RetryOptions`), each send a call as above with its own
+/// `call_budget`. A send that did not run, or whose reply was lost again, leads to the next one;
+/// the first reply returns (marked replayed by the script when the first send ran). When the
+/// attempts or `retry.budget` are spent, or a resend gets an error reply, the call throws
+/// Outcome::unknown (the first send may have run) with the first lost reply's code, the number
+/// of sends and the last error. So such a call ends by T0 + `retry.budget` + one send. A call
+/// marked Resend::never (the default; `command`, counter adds, cap takes, sliding-window hits)
+/// is never sent again after a lost reply. Each lost reply counts for the node's breaker.
 class Redis {
 public:
   /// Connects lazily: nothing is sent until the first call. Throws `Error`
@@ -222,8 +262,10 @@ public:
   /// Runs `script` with EVALSHA; if the server answers NOSCRIPT, loads the script and
   /// runs it again once. An error reply from the script throws `Error` (server_error,
   /// Outcome::failed) with the server's text.
+  /// `resend`: Resend::same_id only when the script is idempotent by an id in its arguments
+  /// (see "Lost replies").
   Reply eval(const Script& script, const std::vector<std::string>& keys,
-             const std::vector<std::string>& args);
+             const std::vector<std::string>& args, Resend resend = Resend::never);
 
   /// Sends all `calls` in one pipeline on one connection and returns one reply per call,
   /// in order. Error replies are returned in place (not thrown), so that one bad call
@@ -237,7 +279,8 @@ public:
   /// `eval` would. On a cluster, calls whose node cannot be reached (a failover) are sent to their
   /// slots' owners after the slot map is read again; one still unreachable (or needing a node whose
   /// breaker is open) keeps an error reply in place the same way. If a connection fails after its
-  /// pipeline was sent, the whole call throws with Outcome::unknown.
+  /// pipeline was sent, the whole pipeline is sent again when every call is Resend::same_id (see
+  /// "Lost replies"), else (or once the retry is spent) the whole call throws Outcome::unknown.
   std::vector<Reply> eval_pipeline(const std::vector<ScriptCall>& calls);
 
   /// `eval_pipeline(calls)` that fails calls one node at a time: `refusals` gets one entry per
@@ -246,8 +289,9 @@ public:
   /// node's breaker open, or on a cluster no node serving its slot) or whose reply was lost
   /// (Outcome::unknown: its node's connection failed after its pipeline was sent; it may have
   /// run), and nothing for the others (their replies, error replies too, are in place). The
-  /// other nodes' calls go on. When no call ran, the whole call throws, as
-  /// `eval_pipeline(calls)` does.
+  /// other nodes' calls go on. The calls marked Resend::same_id whose reply was lost are sent
+  /// again (together, in one pipeline) within `RedisOptions::retry`; the others keep their
+  /// Outcome::unknown. When no call ran, the whole call throws, as `eval_pipeline(calls)` does.
   std::vector<Reply> eval_pipeline(const std::vector<ScriptCall>& calls,
                                    std::vector<std::optional<Error>>& refusals);
 

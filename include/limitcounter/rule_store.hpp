@@ -146,7 +146,7 @@ private:
   /// the current version in `found`.
   std::optional<std::uint64_t> store(const std::string& yaml, const RuleChange& change,
                                      const std::string& action, std::uint64_t expected,
-                                     std::uint64_t& found);
+                                     std::uint64_t& found, Resend resend);
   /// Stores `yaml` (validated) as the next version, with compare-and-set when
   /// `expected_version` is given, else trying again on a conflict.
   std::uint64_t store_next(const std::string& yaml, const RuleChange& change,

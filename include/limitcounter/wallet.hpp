@@ -187,7 +187,9 @@ public:
   /// account (`account()`), the version goes up by one and a "freeze" journal event (order
   /// empty, amount 0, the balance unchanged, `JournalEvent::reason`) is appended for the
   /// persister. Idempotent: returns false and writes nothing if the account is frozen
-  /// already (the reason kept is the first one's), so a retry after Outcome::unknown is safe.
+  /// already (the reason kept is the first one's), so a retry after Outcome::unknown is safe;
+  /// the library's own resend after a lost reply (`RedisOptions::retry`) may so return false
+  /// for a freeze that its first send made.
   /// A user that is not cached is loaded through the loader first (a freeze must hold for an
   /// account whatever the cache holds); throws not_found (Outcome::failed, nothing written)
   /// if no loader has it, and the loader's failure as for `deduct`. `reason`: 1 to

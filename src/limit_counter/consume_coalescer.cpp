@@ -9,7 +9,8 @@ namespace limitcounter::detail {
 void run_consume_jobs(Redis& redis, ConsumeJob* const* jobs, std::size_t count) {
   try {
     if (count == 1) {
-      jobs[0]->reply = redis.eval(scripts::limit, jobs[0]->call->keys, jobs[0]->call->args);
+      jobs[0]->reply =
+          redis.eval(scripts::limit, jobs[0]->call->keys, jobs[0]->call->args, Resend::same_id);
       return;
     }
     DecideBatch batch;
@@ -19,7 +20,7 @@ void run_consume_jobs(Redis& redis, ConsumeJob* const* jobs, std::size_t count) 
     const auto [keys, args] = batch.take();
     // (an error reply throws)
     std::vector<Reply> replies =
-        split_decide_replies(redis.eval(scripts::limit, keys, args), count);
+        split_decide_replies(redis.eval(scripts::limit, keys, args, Resend::same_id), count);
     for (std::size_t i = 0; i < count; ++i) {
       jobs[i]->reply = std::move(replies[i]);
     }

@@ -135,7 +135,7 @@ std::vector<std::string> reversal_keys(Redis& redis, const std::vector<std::stri
 Reply eval_declaring(Redis& redis, ScriptCall call) {
   add_missing(call.keys, reversal_keys(redis, call.keys));
   for (int round = 1;; ++round) {
-    Reply reply = redis.eval(*call.script, call.keys, call.args);
+    Reply reply = redis.eval(*call.script, call.keys, call.args, call.resend);
     if (!needs_keys(reply)) {
       return reply;
     }

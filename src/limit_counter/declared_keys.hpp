@@ -22,7 +22,8 @@ bool needs_keys(const Reply& reply);
 /// now. Throws what `Redis::command` throws.
 std::vector<std::string> reversal_keys(Redis& redis, const std::vector<std::string>& keys);
 
-/// Runs `call` with the keys `reversal_keys` finds, until it needs no key it did not declare.
+/// Runs `call` (as `Redis::eval` with `call.resend`) with the keys `reversal_keys` finds, until
+/// it needs no key it did not declare.
 /// Throws protocol_error (Outcome::failed: no round wrote anything) if it still needs keys after
 /// a few rounds, and whatever `Redis::eval` throws.
 Reply eval_declaring(Redis& redis, ScriptCall call);

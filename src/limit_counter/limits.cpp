@@ -115,7 +115,7 @@ Decision LimitCounter::check(const Transaction& transaction) {
 
 Reply LimitCounter::run_limit(const std::vector<std::string>& keys,
                               const std::vector<std::string>& args) {
-  return redis_.eval(scripts::limit, keys, args);
+  return redis_.eval(scripts::limit, keys, args, Resend::same_id);
 }
 
 Reply LimitCounter::run_consume(ScriptCall& call) {
@@ -476,7 +476,7 @@ LimitCounter::consume_many(const std::vector<Transaction>& transactions) {
     detail::DecideBatch batch;
     const auto send = [&] {
       auto [keys, args] = batch.take();
-      batches.push_back({&scripts::limit, std::move(keys), std::move(args)});
+      batches.push_back({&scripts::limit, std::move(keys), std::move(args), Resend::same_id});
     };
     for (const auto& transaction : transactions) {
       prepared.push_back(

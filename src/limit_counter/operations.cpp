@@ -79,7 +79,8 @@ CorrectionResult LimitCounter::adjust(std::string_view counter, const Dimension&
                    keys_.correction(tag, correction.id)},
                   {dimension.field(), count, amount, millis(key_expiry), millis(record_expiry),
                    fingerprint, correction.author, correction.reason, millis(now),
-                   std::string(counter), period_name, result.window.id, correction.id});
+                   std::string(counter), period_name, result.window.id, correction.id},
+                  Resend::same_id);
   const std::string& answer = reply.at(0).as_string();
   if (answer == "adjusted") {
     result.before = usage_at(reply, 1);
@@ -121,7 +122,8 @@ LimitCounter::transaction_record(const std::string& transaction_id,
     if (std::find(record.records.begin(), record.records.end(), key) != record.records.end()) {
       continue;
     }
-    const Reply reply = detail::eval_declaring(redis_, {&scripts::limit, {key}, {"inspect"}});
+    const Reply reply =
+        detail::eval_declaring(redis_, {&scripts::limit, {key}, {"inspect"}, Resend::same_id});
     if (reply.at(0).as_string() == "missing") {
       continue;
     }

@@ -595,7 +595,8 @@ Reply LimitCounter::run_transition(const std::string& transaction_id,
   // rules, a tombstone, or with the original, the record of one past its horizon.
   std::vector<std::string> keys{keys_.transaction(transaction_id)};
   if (original == nullptr) {
-    return detail::eval_declaring(redis_, {&scripts::limit, std::move(keys), args});
+    return detail::eval_declaring(redis_,
+                                  {&scripts::limit, std::move(keys), args, Resend::same_id});
   }
   std::vector<std::string> with_original = args;
   std::shared_ptr<const RulesInForce> in_force;
@@ -609,8 +610,8 @@ Reply LimitCounter::run_transition(const std::string& transaction_id,
   if (!counter_set.empty()) {
     keys.push_back(std::move(counter_set));
   }
-  return detail::eval_declaring(redis_,
-                                {&scripts::limit, std::move(keys), std::move(with_original)});
+  return detail::eval_declaring(
+      redis_, {&scripts::limit, std::move(keys), std::move(with_original), Resend::same_id});
 }
 
 void LimitCounter::follow_home_change(const std::string& transaction_id,

@@ -164,7 +164,8 @@ CreateResult RedPacketPool::run_create(const std::string& packet_id,
       scripts::red_packet, keys,
       {"begin", packet_id, std::to_string(total), std::to_string(amounts.size()), expires,
        std::to_string(options.max_attempts_per_user),
-       millis(options.expires_at + options_.retention), digest, std::to_string(chunks), now});
+       millis(options.expires_at + options_.retention), digest, std::to_string(chunks), now},
+      Resend::same_id);
   const std::string& begin_status = begun.at(0).as_string();
   if (begin_status == "conflict") {
     throw conflict();
@@ -198,7 +199,7 @@ CreateResult RedPacketPool::run_create(const std::string& packet_id,
     for (std::size_t i = first; i < last; ++i) {
       args.push_back(std::to_string(amounts[i]));
     }
-    const Reply reply = redis_.eval(scripts::red_packet, keys, args);
+    const Reply reply = redis_.eval(scripts::red_packet, keys, args, Resend::same_id);
     const std::string& status = reply.at(0).as_string();
     if (status == "conflict") {
       throw conflict();
@@ -232,7 +233,8 @@ ScriptCall RedPacketPool::grab_call(const std::string& packet_id, const GrabRequ
       {keys_.packet(packet_id, "meta"), keys_.packet(packet_id, "list"),
        keys_.packet(packet_id, "drawn"), keys_.packet(packet_id, "attempts"),
        keys_.payout(partition, "ready"), keys_.payout(partition, "tasks")},
-      {"grab", packet_id, request.user_id, millis(now), detail::encode_display(request.display)}};
+      {"grab", packet_id, request.user_id, millis(now), detail::encode_display(request.display)},
+      Resend::same_id};
 }
 
 GrabResult RedPacketPool::grab(const std::string& packet_id, const std::string& user_id,
@@ -244,7 +246,8 @@ GrabResult RedPacketPool::grab(const std::string& packet_id, const std::string& 
                                const UserDisplay& display, TimePoint now) {
   return observed(options_.observer.get(), RedPacketOp::grab, [&] {
     const ScriptCall call = grab_call(packet_id, GrabRequest{user_id, display}, now);
-    return detail::decode_grab(redis_.eval(*call.script, call.keys, call.args), packet_id);
+    return detail::decode_grab(redis_.eval(*call.script, call.keys, call.args, call.resend),
+                               packet_id);
   });
 }
 
@@ -282,8 +285,9 @@ RedPacketPool::grab_many(const std::string& packet_id, const std::vector<GrabReq
 CloseResult RedPacketPool::close(const std::string& packet_id) {
   return observed(options_.observer.get(), RedPacketOp::close, [&] {
     validate_packet_id(packet_id);
-    return detail::decode_close(
-        redis_.eval(scripts::red_packet, packet_keys(packet_id), {"close", packet_id}), packet_id);
+    return detail::decode_close(redis_.eval(scripts::red_packet, packet_keys(packet_id),
+                                            {"close", packet_id}, Resend::same_id),
+                                packet_id);
   });
 }
 
@@ -343,7 +347,8 @@ bool RedPacketPool::ack_payout(const PayoutTask& task, TimePoint now) {
             {keys_.payout(task.partition, "inflight"), keys_.payout(task.partition, "tasks"),
              keys_.packet(task.packet_id, "paid")},
             {"ack", task.idempotency_key(), std::to_string(task.lease), task.user_id, millis(now),
-             std::to_string(options_.retention.count())});
+             std::to_string(options_.retention.count())},
+            Resend::same_id);
         return reply.at(0).as_string(); // paid, replayed or stale
       },
       describe_reply);
@@ -360,7 +365,8 @@ bool RedPacketPool::fail_payout(const PayoutTask& task, TimePoint now) {
              keys_.payout(task.partition, "tasks"), keys_.payout(task.partition, "dead")},
             {"fail", task.idempotency_key(), std::to_string(task.lease), millis(now),
              std::to_string(options_.max_payout_attempts),
-             std::to_string(options_.payout_backoff.count())});
+             std::to_string(options_.payout_backoff.count())},
+            Resend::same_id);
         return reply.at(0).as_string(); // retry, dead or stale
       },
       describe_reply);

@@ -46,7 +46,8 @@ RequeueResult RedPacketPool::requeue_payout(const std::string& packet_id,
       redis_.eval(scripts::payout,
                   {keys_.payout(partition, "ready"), keys_.payout(partition, "tasks"),
                    keys_.payout(partition, "dead")},
-                  {"requeue", packet_id + ":" + user_id, std::to_string(detail::unix_millis(now))});
+                  {"requeue", packet_id + ":" + user_id, std::to_string(detail::unix_millis(now))},
+                  Resend::same_id);
   const std::string& answer = reply.at(0).as_string();
   if (answer == "requeued") {
     return RequeueResult::requeued;

@@ -6,6 +6,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <random>
 #include <set>
 #include <thread>
 
@@ -83,6 +84,15 @@ public:
                   "Redis connect_timeout and command_timeout must be positive (got " +
                       std::to_string(options_.connect_timeout.count()) + " ms and " +
                       std::to_string(options_.command_timeout.count()) + " ms)");
+    }
+    if (options_.retry.max_attempts < 1 || options_.retry.budget.count() < 0 ||
+        options_.retry.backoff.count() < 0) {
+      throw Error(errc::invalid_argument,
+                  "Redis retry max_attempts must be at least 1 and its budget and backoff not "
+                  "negative (got " +
+                      std::to_string(options_.retry.max_attempts) + ", " +
+                      std::to_string(options_.retry.budget.count()) + " ms and " +
+                      std::to_string(options_.retry.backoff.count()) + " ms)");
     }
     if (options_.pool_wait_timeout.count() < 0 || options_.call_budget.count() < 0 ||
         options_.sentinel_recheck.count() < 0) {
@@ -360,6 +370,79 @@ public:
 
   const RedisOptions& options() const noexcept { return options_; }
 
+  /// Runs `run` as one call, and again after a lost reply when `resend` allows (see "Lost
+  /// replies" at `Redis`).
+  template <typename Run>
+  auto resending(Resend resend, Run&& run) -> decltype(run(std::declval<Call&>())) {
+    if (resend == Resend::never || options_.retry.max_attempts <= 1) {
+      return guarded(run);
+    }
+    detail::ResendPolicy resends(options_.retry, Clock::now());
+    std::optional<Error> lost;
+    return resending(resends, lost, run);
+  }
+
+  /// `eval_pipeline` with the resends of "Lost replies": the whole pipeline when it threw a lost
+  /// reply and every call is Resend::same_id; with `refusals`, then the same_id calls whose
+  /// reply was lost, in one pipeline per resend, within the one budget of the whole call.
+  std::vector<Reply> resending_pipeline(const std::vector<ScriptCall>& calls,
+                                        std::vector<std::optional<Error>>* refusals) {
+    const auto by_id = [](const ScriptCall& c) { return c.resend == Resend::same_id; };
+    if (options_.retry.max_attempts <= 1 || std::none_of(calls.begin(), calls.end(), by_id)) {
+      return guarded([&](Call& call) { return eval_pipeline(calls, call, refusals); });
+    }
+    detail::ResendPolicy resends(options_.retry, Clock::now());
+    std::optional<Error> lost;
+    const auto whole = [&](Call& call) { return eval_pipeline(calls, call, refusals); };
+    std::vector<Reply> replies = std::all_of(calls.begin(), calls.end(), by_id)
+                                     ? resending(resends, lost, whole)
+                                     : guarded(whole);
+    if (refusals == nullptr) {
+      return replies;
+    }
+    for (;;) {
+      std::vector<std::size_t> again;
+      for (std::size_t i = 0; i < calls.size(); ++i) {
+        const auto& refusal = (*refusals)[i];
+        if (refusal && refusal->outcome() == Outcome::unknown && by_id(calls[i])) {
+          again.push_back(i);
+        }
+      }
+      if (again.empty()) {
+        return replies;
+      }
+      if (!lost) {
+        lost = (*refusals)[again.front()];
+      }
+      std::vector<ScriptCall> subset;
+      subset.reserve(again.size());
+      for (const std::size_t i : again) {
+        subset.push_back(calls[i]);
+      }
+      std::vector<std::optional<Error>> subset_refusals;
+      std::vector<Reply> subset_replies;
+      try {
+        subset_replies = resending(resends, lost, [&](Call& call) {
+          return eval_pipeline(subset, call, &subset_refusals);
+        });
+      } catch (const Error& e) { // spent: each keeps Outcome::unknown, with the whole story
+        for (const std::size_t i : again) {
+          (*refusals)[i] = e;
+          replies[i] = Reply::error(e.what());
+        }
+        return replies;
+      }
+      // A resend that did not run leaves its call's lost reply in place (the first send may
+      // have run), and it is sent again while the budget lasts.
+      for (std::size_t j = 0; j < again.size(); ++j) {
+        if (!subset_refusals[j]) {
+          replies[again[j]] = std::move(subset_replies[j]);
+          (*refusals)[again[j]].reset();
+        }
+      }
+    }
+  }
+
   /// Runs `run` as one call with a fresh retry budget. Each node it goes to is guarded by
   /// that node's breaker (see `enter`), which learns how its node did when the call ends.
   template <typename Run> auto guarded(Run&& run) -> decltype(run(std::declval<Call&>())) {
@@ -370,6 +453,60 @@ public:
 private:
   using Clock = detail::RetryPolicy::Clock;
   static constexpr int no_slot = -1; ///< a call without keys: any node will do
+
+  // Sends `run` (a call idempotent by id) until a reply comes: after a lost reply (kept in
+  // `lost`, which may be set on entry: then the first send is already a resend), a send that
+  // did not run or lost its reply again leads to the next one, after the back-off. Spent, or
+  // an error reply to a resend, throws Outcome::unknown: the first send may have run.
+  template <typename Run>
+  auto resending(detail::ResendPolicy& resends, std::optional<Error>& lost, Run&& run)
+      -> decltype(run(std::declval<Call&>())) {
+    std::optional<Error> last = lost;
+    for (;;) {
+      if (lost) {
+        const auto pause = resends.after_lost(Clock::now(), jitter());
+        if (!pause) {
+          throw still_unknown(*lost, *last, resends);
+        }
+        std::this_thread::sleep_for(*pause);
+      }
+      try {
+        return guarded(run);
+      } catch (const Error& e) {
+        if (!lost && e.outcome() != Outcome::unknown) {
+          throw; // nothing lost yet: as without resends
+        }
+        if (!lost) {
+          lost = e;
+        }
+        last = e;
+        if (e.outcome() == Outcome::failed) {
+          throw still_unknown(*lost, e, resends);
+        }
+      }
+    }
+  }
+
+  // The error of a call whose resends did not settle it: the first lost reply's code, still
+  // Outcome::unknown, and what the last send met.
+  Error still_unknown(const Error& lost, const Error& last,
+                      const detail::ResendPolicy& resends) const {
+    if (resends.sends() == 1) {
+      return lost;
+    }
+    return Error(static_cast<errc>(lost.code().value()),
+                 std::string(lost.what()) + "; sent " + std::to_string(resends.sends()) +
+                     " times within the retry budget of " +
+                     std::to_string(resends.budget().count()) + " ms, the last: " + last.what() +
+                     "; it may have run: retry with the same id",
+                 Outcome::unknown);
+  }
+
+  // Spreads the resends of callers that lost their replies at once (one stall, many callers).
+  static double jitter() {
+    thread_local std::minstd_rand generator{std::random_device{}()};
+    return std::uniform_real_distribution<double>(0.0, 1.0)(generator);
+  }
 
   // Lets `call` use `pool`'s node unless that node's breaker is open; throws circuit_open
   // (not sent) then. Only the calls that need a stalled node fail fast.
@@ -764,18 +901,18 @@ Reply Redis::command(const std::vector<std::string>& argv) {
 }
 
 Reply Redis::eval(const Script& script, const std::vector<std::string>& keys,
-                  const std::vector<std::string>& args) {
-  return impl_->guarded([&](Impl::Call& call) { return impl_->eval(script, keys, args, call); });
+                  const std::vector<std::string>& args, Resend resend) {
+  return impl_->resending(resend,
+                          [&](Impl::Call& call) { return impl_->eval(script, keys, args, call); });
 }
 
 std::vector<Reply> Redis::eval_pipeline(const std::vector<ScriptCall>& calls) {
-  return impl_->guarded([&](Impl::Call& call) { return impl_->eval_pipeline(calls, call); });
+  return impl_->resending_pipeline(calls, nullptr);
 }
 
 std::vector<Reply> Redis::eval_pipeline(const std::vector<ScriptCall>& calls,
                                         std::vector<std::optional<Error>>& refusals) {
-  return impl_->guarded(
-      [&](Impl::Call& call) { return impl_->eval_pipeline(calls, call, &refusals); });
+  return impl_->resending_pipeline(calls, &refusals);
 }
 
 const RedisOptions& Redis::options() const noexcept { return impl_->options(); }

@@ -1,6 +1,7 @@
 #include "redis/retry_policy.hpp"
 
 #include <algorithm>
+#include <cstdint>
 
 #include "redis/cluster_protocol.hpp"
 
@@ -63,6 +64,22 @@ bool RetryPolicy::after_hop(Clock::time_point now) {
   }
   ++hops_;
   return true;
+}
+
+std::optional<std::chrono::milliseconds> ResendPolicy::after_lost(Clock::time_point now,
+                                                                  double jitter) {
+  if (sends_ >= options_.max_attempts || now >= deadline_) {
+    return std::nullopt;
+  }
+  // Doubling stops at 2^10: the budget ends the waiting long before.
+  const auto backoff = options_.backoff * (std::int64_t{1} << std::min(sends_ - 1, 10));
+  ++sends_;
+  const auto half = backoff / 2;
+  const auto pause =
+      half + std::chrono::milliseconds(static_cast<std::int64_t>(
+                 std::clamp(jitter, 0.0, 1.0) * static_cast<double>((backoff - half).count())));
+  const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline_ - now);
+  return std::min(pause, left);
 }
 
 } // namespace limitcounter::detail

@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include <limitcounter/error.hpp>
+#include <limitcounter/redis.hpp>
 #include <limitcounter/reply.hpp>
 
 namespace limitcounter::detail {
@@ -84,6 +85,31 @@ private:
   Clock::time_point deadline_;
   int transient_retries_ = 0;
   int hops_ = 0;
+};
+
+/// The sends of one call marked Resend::same_id whose replies were lost (RetryOptions),
+/// started when the call starts: at most `max_attempts` sends, none starting past `budget`.
+class ResendPolicy {
+public:
+  using Clock = std::chrono::steady_clock;
+
+  ResendPolicy(const RetryOptions& options, Clock::time_point start)
+      : options_(options), deadline_(start + options.budget) {}
+
+  /// After a send at `now` whose reply was lost (or, once one was, a send that did not run):
+  /// the pause before sending again, or nothing when the sends or the budget are spent.
+  /// `jitter`, from [0, 1), draws the pause between half the back-off and all of it; the
+  /// back-off doubles per resend and the pause is cut to the time left.
+  std::optional<std::chrono::milliseconds> after_lost(Clock::time_point now, double jitter);
+
+  /// Sends made or allowed so far, the first included.
+  int sends() const noexcept { return sends_; }
+  std::chrono::milliseconds budget() const noexcept { return options_.budget; }
+
+private:
+  RetryOptions options_;
+  Clock::time_point deadline_;
+  int sends_ = 1;
 };
 
 } // namespace limitcounter::detail

@@ -106,7 +106,7 @@ std::string RuleStore::history_key() const { return tagged_key(key_base_, name_,
 
 std::optional<std::uint64_t> RuleStore::store(const std::string& yaml, const RuleChange& change,
                                               const std::string& action, std::uint64_t expected,
-                                              std::uint64_t& found) {
+                                              std::uint64_t& found, Resend resend) {
   const std::uint64_t next = expected + 1;
   std::vector<std::string> keys{current_key(), version_key(next), history_key()};
   if (next > options_.history_limit) {
@@ -114,7 +114,8 @@ std::optional<std::uint64_t> RuleStore::store(const std::string& yaml, const Rul
   }
   const Reply reply = redis_.eval(scripts::rule_store_put, keys,
                                   {std::to_string(expected), yaml, change.author, change.reason,
-                                   action, std::to_string(options_.history_limit)});
+                                   action, std::to_string(options_.history_limit)},
+                                  resend);
   const std::string& status = reply.at(0).as_string();
   if (status == "stored") {
     return static_cast<std::uint64_t>(reply.at(1).to_int64());
@@ -133,7 +134,10 @@ std::uint64_t RuleStore::store_next(const std::string& yaml, const RuleChange& c
   std::uint64_t expected = expected_version ? *expected_version : current_version();
   for (;;) {
     std::uint64_t found = 0;
-    if (const auto stored = store(yaml, change, action, expected, found)) {
+    // Resent after a lost reply only with `expected_version`: its conflict below finds a first
+    // send stored, where without one the loop would store the same set again after it.
+    if (const auto stored = store(yaml, change, action, expected, found,
+                                  expected_version ? Resend::same_id : Resend::never)) {
       return *stored;
     }
     if (expected_version) {

@@ -167,7 +167,8 @@ ScriptCall Wallet::change_call(const char* op, const WalletOrder& order) const {
   return {&scripts::wallet,
           user_keys(order.user, order.order),
           {op, order.user, order.order, std::to_string(order.amount), millis(order.at),
-           std::to_string(options_.order_ttl.count())}};
+           std::to_string(options_.order_ttl.count())},
+          Resend::same_id};
 }
 
 namespace {
@@ -222,12 +223,12 @@ WalletResult decode_change(const char* op, const WalletOrder& order, const Reply
 
 Reply Wallet::eval_loading(const std::string& user, const std::vector<std::string>& keys,
                            const std::vector<std::string>& args) {
-  Reply reply = redis_.eval(scripts::wallet, keys, args);
+  Reply reply = redis_.eval(scripts::wallet, keys, args, Resend::same_id);
   if (is_not_loaded(reply) && loader_) {
     if (auto error = load_missing(user)) {
       throw *error;
     }
-    reply = redis_.eval(scripts::wallet, keys, args);
+    reply = redis_.eval(scripts::wallet, keys, args, Resend::same_id);
   }
   return reply;
 }

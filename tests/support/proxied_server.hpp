@@ -28,11 +28,13 @@ struct ProxiedServer {
   }
 
   /// A client through the proxy that waits `timeout` for a reply; no breaker (these tests are
-  /// about outcomes, not the breaker).
+  /// about outcomes, not the breaker) and no resend after a lost reply (they see the lost reply
+  /// and retry as a host would; tests/fault/resend_test.cpp covers the library's resends).
   RedisOptions through_proxy(std::chrono::milliseconds timeout) const {
     RedisOptions options = proxy.options();
     options.command_timeout = timeout;
     options.breaker_failures = 0;
+    options.retry.max_attempts = 1;
     return options;
   }
 

@@ -270,6 +270,10 @@ TEST_CASE("options that could hang or cannot work are refused when Redis is made
   CHECK_THAT(refused([](RedisOptions& o) { o.db = -1; }), Catch::Contains("db"));
   CHECK_THAT(refused([](RedisOptions& o) { o.call_budget = -1ms; }),
              Catch::Contains("call_budget"));
+  CHECK_THAT(refused([](RedisOptions& o) { o.retry.max_attempts = 0; }),
+             Catch::Contains("max_attempts"));
+  CHECK_THAT(refused([](RedisOptions& o) { o.retry.budget = -1ms; }), Catch::Contains("-1 ms"));
+  CHECK_THAT(refused([](RedisOptions& o) { o.retry.backoff = -5ms; }), Catch::Contains("-5 ms"));
   RedisOptions fine;
   fine.pool_wait_timeout = 0ms; // "do not wait" is a valid choice
   CHECK_NOTHROW(Redis(fine));

@@ -99,3 +99,26 @@ TEST_CASE("the failures that prove a call did not run", "[retry]") {
   // a server error reply that is not a refusal: the script ran (or failed on its own)
   CHECK_FALSE(did_not_run(Error(errc::server_error, "ERR script failed", Outcome::failed)));
 }
+
+TEST_CASE("resends after lost replies: jittered doubling back-off, ended by attempts or budget",
+          "[retry]") {
+  using limitcounter::RetryOptions;
+  using limitcounter::detail::ResendPolicy;
+  const auto t0 = ResendPolicy::Clock::now();
+  ResendPolicy policy(RetryOptions{4, 1000ms, 20ms}, t0);
+  CHECK(policy.sends() == 1);
+  // each pause lies between half the back-off and all of it; the back-off doubles
+  CHECK(policy.after_lost(t0, 0.0) == 10ms);
+  CHECK(policy.after_lost(t0 + 100ms, 0.999) == 39ms);
+  CHECK(policy.after_lost(t0 + 200ms, 0.5) == 60ms);
+  CHECK(policy.sends() == 4);
+  CHECK_FALSE(policy.after_lost(t0 + 300ms, 0.5)); // the fourth send was the last
+
+  ResendPolicy late(RetryOptions{10, 100ms, 80ms}, t0);
+  CHECK(late.after_lost(t0 + 90ms, 1.0) == 10ms); // cut to the time left
+  CHECK_FALSE(late.after_lost(t0 + 100ms, 0.0));  // no send starts past the budget
+
+  ResendPolicy once(RetryOptions{1, 1000ms, 20ms}, t0);
+  CHECK_FALSE(once.after_lost(t0, 0.0));
+  CHECK(once.sends() == 1);
+}

@@ -1,0 +1,211 @@
+// The library resends a call idempotent by id whose reply was lost (RedisOptions::retry, with
+// its defaults here): each test loses one reply through the fault proxy after the command ran,
+// and proves from the server (INFO commandstats, the keys) that the resend replayed it: the
+// caller gets the first call's answer, marked replayed, and it took effect once. A call that is
+// not idempotent is never resent.
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include <limitcounter/limitcounter.hpp>
+
+#include "fault/resend_fixture.hpp"
+#include "support/fault_proxy.hpp"
+#include "support/probe.hpp"
+
+using namespace std::chrono_literals;
+using limitcounter::CancelResult;
+using limitcounter::Dimension;
+using limitcounter::errc;
+using limitcounter::Error;
+using limitcounter::LimitCounter;
+using limitcounter::LimitCounterOptions;
+using limitcounter::Outcome;
+using limitcounter::Period;
+using limitcounter::Redis;
+using limitcounter::RedisOptions;
+using limitcounter::Rule;
+using limitcounter::RuleSet;
+using limitcounter::Transaction;
+using limitcounter::Usage;
+using limitcounter::testing::command_calls;
+using limitcounter::testing::error_of;
+using limitcounter::testing::ResendFixture;
+
+namespace {
+
+struct LimitsResending : ResendFixture {
+  LimitCounter limits{through, limitcounter::Calendar("UTC"), options()};
+
+  LimitsResending() {
+    limits.set_rules(
+        RuleSet().add(Rule("day").where("merchant").per(Period::day).max_amount(1000)));
+  }
+  LimitCounterOptions options() const {
+    LimitCounterOptions o;
+    o.key_prefix = prefix;
+    return o;
+  }
+  static Transaction payment(const std::string& id, std::int64_t amount) {
+    return Transaction{id, {{"merchant", "m1"}}, amount};
+  }
+  Usage used() { return limits.usage("merchant", Dimension{"m1"}, Period::day); }
+};
+
+} // namespace
+
+TEST_CASE_METHOD(LimitsResending,
+                 "limits: a lost reply of consume, reserve, confirm, cancel and refund is "
+                 "resent and replays the first decision once",
+                 "[fault][resend][limits]") {
+  const auto consumed = absorbed([&] { return limits.consume(payment("c-1", 100)); });
+  CHECK(consumed.allowed());
+  CHECK(consumed.replayed);
+  CHECK(used() == Usage{1, 100});
+
+  const auto reserved = absorbed([&] { return limits.reserve(payment("r-1", 300)); });
+  CHECK(reserved.allowed());
+  CHECK(reserved.replayed);
+  CHECK(record_state(options(), "r-1") == "reserved");
+
+  const auto confirmed = absorbed([&] { return limits.confirm("r-1", 200); });
+  CHECK(confirmed.already);
+  CHECK(confirmed.amount == 200);
+  CHECK(used() == Usage{2, 300});
+
+  REQUIRE(limits.reserve(payment("r-2", 50)).allowed());
+  CHECK(absorbed([&] { return limits.cancel("r-2"); }) == CancelResult::already_ended);
+  CHECK(record_state(options(), "r-2") == "cancelled");
+  CHECK(used() == Usage{2, 300});
+
+  const auto refunded = absorbed([&] { return limits.refund("r-1", 50, "refund-a"); });
+  CHECK(refunded.replayed);
+  CHECK(refunded.refunded_now == 50);
+  CHECK(used() == Usage{2, 250});
+}
+
+TEST_CASE_METHOD(LimitsResending,
+                 "limits: consume_many's batch call whose reply was lost is resent, every "
+                 "transaction replayed once",
+                 "[fault][resend][limits]") {
+  const std::vector<Transaction> batch{payment("m-0", 10), payment("m-1", 20), payment("m-2", 30)};
+  const auto results = absorbed([&] { return limits.consume_many(batch); });
+  REQUIRE(results.size() == 3);
+  for (const auto& result : results) {
+    REQUIRE(std::holds_alternative<limitcounter::Decision>(result));
+    CHECK(std::get<limitcounter::Decision>(result).allowed());
+    CHECK(std::get<limitcounter::Decision>(result).replayed);
+  }
+  CHECK(used() == Usage{3, 60});
+}
+
+TEST_CASE_METHOD(LimitsResending,
+                 "limits: replies lost past the attempts end in unknown, and it ran once",
+                 "[fault][resend][limits]") {
+  lose_replies(3); // the first send and both resends
+  const long long before = command_calls(direct, "evalsha");
+  const Error error = error_of([&] { limits.consume(payment("x-1", 100)); });
+  CHECK(error.outcome() == Outcome::unknown);
+  CHECK(error.code() == errc::timeout);
+  CHECK_THAT(error.what(), Catch::Contains("sent 3 times"));
+  CHECK(command_calls(direct, "evalsha") - before == 3);
+  CHECK(used() == Usage{1, 100});
+  CHECK(limits.consume(payment("x-1", 100)).replayed); // the host's retry, as before
+}
+
+TEST_CASE_METHOD(LimitsResending,
+                 "limits: add and take_daily_cap, not idempotent, are never resent after a lost "
+                 "reply",
+                 "[fault][resend][limits]") {
+  for (const auto& call : std::vector<std::function<void()>>{
+           [&] { limits.add("merchant", Dimension{"m1"}, {Period::day}, 1, 10); },
+           [&] { limits.take_daily_cap("sms", "a1", 10); }}) {
+    lose_replies();
+    const long long before = command_calls(direct, "evalsha");
+    const Error error = error_of(call);
+    CHECK(error.outcome() == Outcome::unknown);
+    CHECK(command_calls(direct, "evalsha") - before == 1);
+  }
+  CHECK(used() == Usage{1, 10});                  // the add ran once
+  CHECK(limits.cap_usage("sms", "a1").used == 1); // the take too
+}
+
+TEST_CASE_METHOD(ResendFixture,
+                 "wallet: a lost reply of deduct, credit, rollback, freeze and deduct_many is "
+                 "resent and applies once",
+                 "[fault][resend][wallet]") {
+  limitcounter::WalletOptions options;
+  options.key_prefix = prefix + "wal:";
+  limitcounter::Wallet wallet(through, options);
+  REQUIRE(wallet.load("u1", {1000, 1, 0}));
+  const auto balance = [&] { return wallet.account("u1")->balance; };
+
+  const auto deducted = absorbed([&] { return wallet.deduct("u1", "o1", 100); });
+  CHECK(deducted.replayed);
+  CHECK(deducted.balance == 900);
+
+  const auto credited = absorbed([&] { return wallet.credit("u1", "o2", 50); });
+  CHECK(credited.replayed);
+  CHECK(balance() == 950);
+
+  CHECK(absorbed([&] { return wallet.rollback("u1", "o1"); }) ==
+        limitcounter::RollbackResult::already);
+  CHECK(balance() == 1050);
+
+  // whole pipeline resent: its four calls run twice, the second time as replays
+  const std::vector<limitcounter::WalletOrder> batch{
+      {"u1", "b1", 10}, {"u1", "b2", 20}, {"u1", "b3", 30}, {"u1", "b4", 40}};
+  for (const auto& result : absorbed([&] { return wallet.deduct_many(batch); }, 8)) {
+    REQUIRE(std::holds_alternative<limitcounter::WalletResult>(result));
+    CHECK(std::get<limitcounter::WalletResult>(result).replayed);
+  }
+  CHECK(balance() == 950);
+  // one journal event per change: deduct, credit, rollback and the four of the batch
+  CHECK(direct.command({"XLEN", wallet.keys().journal(wallet.keys().partition_of("u1"))})
+            .as_integer() == 7);
+
+  // the first send froze the account: the resend finds it frozen and changes nothing
+  CHECK_FALSE(absorbed([&] { return wallet.freeze("u1", "fraud review"); }));
+  CHECK(wallet.account("u1")->frozen);
+}
+
+TEST_CASE_METHOD(ResendFixture,
+                 "red packets: a lost reply of create, grab, close, payout ack and fail is resent "
+                 "and replays once",
+                 "[fault][resend][red_packet]") {
+  limitcounter::RedPacketOptions options;
+  options.key_prefix = prefix + "rp:";
+  limitcounter::RedPacketPool pool(through, options);
+  limitcounter::PacketOptions packet;
+  packet.expires_at = limitcounter::Clock::now() + 1h;
+  const std::string list = pool.keys().packet("p1", "list");
+
+  // the begin's reply is lost: begin, its resend (replayed), then the chunk
+  const auto created = absorbed([&] { return pool.create("p1", {30, 20, 50}, packet); }, 3);
+  CHECK(created.replayed);
+  CHECK(direct.command({"LLEN", list}).as_integer() == 3);
+
+  const auto grabbed = absorbed([&] { return pool.grab("p1", "alice"); });
+  CHECK(grabbed.status == limitcounter::GrabResult::Status::already);
+  CHECK(direct.command({"LLEN", list}).as_integer() == 2); // one packet popped, once
+  const auto other = pool.grab("p1", "bob");
+  REQUIRE(other.status == limitcounter::GrabResult::Status::granted);
+
+  const auto closed = absorbed([&] { return pool.close("p1"); });
+  CHECK(closed.replayed);
+  CHECK(closed.packets_left == 1);
+  CHECK(closed.leftover == 100 - grabbed.amount - other.amount);
+
+  const std::uint32_t partition = pool.keys().partition_of("p1");
+  const auto tasks = pool.take_payouts(partition, 10);
+  REQUIRE(tasks.size() == 2);
+  CHECK(absorbed([&] { return pool.ack_payout(tasks[0]); }));
+  CHECK(direct.command({"HLEN", pool.keys().packet("p1", "paid")}).as_integer() == 1);
+
+  CHECK_FALSE(absorbed([&] { return pool.fail_payout(tasks[1]); })); // "retry", not dead
+  const auto again = pool.take_payouts(partition, 10, limitcounter::Clock::now() + 1h);
+  REQUIRE(again.size() == 1); // the paid task is gone, the failed one back once
+  CHECK(again[0].user_id == tasks[1].user_id);
+  CHECK(again[0].attempt == 2); // one failed attempt counted, not two
+}
