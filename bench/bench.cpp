@@ -419,7 +419,7 @@ void wallet_scenario(Bench& bench) {
     return lc::ScriptCall{&lc::scripts::wallet,
                           {wallet.keys().account(user), wallet.keys().order(user, order),
                            wallet.keys().user_pending(user), wallet.keys().journal(partition),
-                           wallet.keys().pending(partition)},
+                           wallet.keys().pending(partition), wallet.keys().high_water(user)},
                           {"deduct", user, order, "1", "1700000000000", "604800000"}};
   };
   deduct.library = [&](int t, std::uint64_t i) {

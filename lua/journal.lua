@@ -1,7 +1,8 @@
 -- journal: the persister's side of one wallet journal partition (a stream with consumer
 -- groups). Reading hands out each user's events in stream (= version) order: an event is
 -- held back while an earlier event of its user is out with a consumer or waits for a retry.
--- Acknowledging clears the pending entries and trims what every group has acknowledged. A
+-- Acknowledging trims what every group has acknowledged; only the persisting group's
+-- acknowledgement means persisted (clears pending entries and the high-water count). A
 -- failed event is retried after the claim idle time and parked in the group's dead-letter
 -- stream after max attempts.
 --
@@ -15,16 +16,22 @@
 --   with an earlier entry not handed out.
 --   Reply: flat list: stream id, then the event's field/value array, for each event.
 -- op ack: KEYS[1] journal stream, KEYS[2] the partition's pending zset, KEYS[3] the group's
---   failures hash, KEYS[4..] the users' pending zsets; ARGV[2] group, then per event:
---   stream id, key number of the user's pending zset (in KEYS), user, order
+--   failures hash, KEYS[4..] the users' pending zsets and high-water hashes (wallet.lua);
+--   ARGV[2] group, ARGV[3] the persisting group, then per event: stream id, key numbers (in
+--   KEYS) of the user's pending zset and high-water hash, user, order
+--   Another group only acknowledges: its reading is no persistence. The persisting group also
+--   removes the order's pending entries and, for each event acknowledged now (or a parked one
+--   acknowledged after its parking), takes one from the user's high-water count, deleting the
+--   hash when none is left: then every event up to its version is persisted.
 --   Reply: number of events acknowledged now (an event acknowledged before counts 0).
 -- op fail: KEYS[1] journal stream, KEYS[2] the group's failures hash (stream id -> failed
---   attempts), KEYS[3] the group's dead-letter stream; ARGV[2] group, ARGV[3] consumer,
---   ARGV[4] max attempts (>= 1), ARGV[5] error text, ARGV[6..] stream ids
+--   attempts, or "parked"), KEYS[3] the group's dead-letter stream; ARGV[2] group, ARGV[3]
+--   consumer, ARGV[4] max attempts (>= 1), ARGV[5] error text, ARGV[6..] stream ids
 --   Counts a failed attempt of each event still pending and restarts its claim idle time
 --   (the retry back-off); at max attempts the event is copied to the dead-letter stream
---   (its fields, then stream_id, group, attempts, error) and acknowledged. Its pending
---   entries stay: the order is still not persisted.
+--   (its fields, then stream_id, group, attempts, error), acknowledged and marked "parked"
+--   in the failures hash. Its pending entries and its part of the high-water count stay: it is
+--   still not persisted. Acknowledging it again (op ack, once the host wrote it) counts.
 --   Reply: number of events parked now.
 -- op hold: KEYS[1] journal stream, KEYS[2] the group's held set; ARGV[2] group, ARGV[3..]
 --   stream ids read but not handed out (a batch's later events of a user whose event
@@ -146,12 +153,21 @@ end
 
 if op == 'ack' then
   local pending, failures, group = KEYS[2], KEYS[3], ARGV[2]
+  local persists = group == ARGV[3]
   local acknowledged = 0
-  for i = 3, #ARGV, 4 do
-    acknowledged = acknowledged + redis.call('XACK', journal, group, ARGV[i])
+  for i = 4, #ARGV, 5 do
+    local now = redis.call('XACK', journal, group, ARGV[i])
+    acknowledged = acknowledged + now
+    local parked = redis.call('HGET', failures, ARGV[i]) == 'parked'
     redis.call('HDEL', failures, ARGV[i])
-    redis.call('ZREM', KEYS[tonumber(ARGV[i + 1])], ARGV[i + 3])
-    redis.call('ZREM', pending, ARGV[i + 2] .. ':' .. ARGV[i + 3])
+    if persists then
+      redis.call('ZREM', KEYS[tonumber(ARGV[i + 1])], ARGV[i + 4])
+      redis.call('ZREM', pending, ARGV[i + 3] .. ':' .. ARGV[i + 4])
+      local high_water = KEYS[tonumber(ARGV[i + 2])]
+      if (now == 1 or parked) and redis.call('HINCRBY', high_water, 'events', -1) <= 0 then
+        redis.call('DEL', high_water)
+      end
+    end
   end
   trim()
   return acknowledged
@@ -176,7 +192,7 @@ if op == 'fail' then
         end
         redis.call('XADD', dead, '*', unpack(fields))
         redis.call('XACK', journal, group, id)
-        redis.call('HDEL', failures, id)
+        redis.call('HSET', failures, id, 'parked')
         parked = parked + 1
       else
         -- back to this consumer with idle 0: the next attempt waits the claim idle time

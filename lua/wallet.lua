@@ -5,22 +5,26 @@
 --   "0", freeze_reason, freeze_time once a freeze was set),
 --   [2] order record (type, amount, time, balance, version, state), [3] the user's pending
 --   zset (order -> time), [4] the partition's journal stream, [5] the partition's pending
---   zset ("<user>:<order>" -> time).
+--   zset ("<user>:<order>" -> time), [6] the user's high-water hash (version: of the newest
+--   journal event; events: those the persisting group has not acknowledged, see journal.lua
+--   ack, which deletes the hash once none is left). It is not part of the account hash, so it
+--   outlives a lost account.
 -- Journal event fields: type (deduct | credit | rollback), user, order, amount, balance,
 --   version, time; a freeze | unfreeze event has order "" and amount 0 (balance unchanged)
---   and a reason.
+--   and a reason. Every event raises the high-water hash: version, events + 1.
 --
 -- op load: ARGV[2] balance, ARGV[3] version, ARGV[4] threshold, ARGV[5] now (ms),
 --   ARGV[6] freeze reason ("" if the system of record has the account not frozen); KEYS[2] the
 --   record key of order "-" (the user's order records are that key without its last byte, then
 --   the order id)
 --   Sets the account if absent or if `version` is newer than the cached one, and if `version` is
---   at least that of every order of the user not yet persisted (the pending zset): a snapshot
---   without them would give back what they took, to be spent again. A load can freeze (reason,
+--   at least that of every order of the user not yet persisted (the pending zset) and at least
+--   the high-water version: a snapshot without them would give back what they took, to be
+--   spent again, or lose a rollback, freeze or unfreeze. A load can freeze (reason,
 --   freeze_time now) but never unfreezes: only op unfreeze does, so a loader that does not know
 --   the flag cannot lift a freeze.
 --   Reply: {"loaded", version} | {"stale", cached version} | {"behind", order id, its version
---   (-1: its record is gone)} (nothing written)
+--   (-1: its record is gone)} | {"unpersisted", high-water version} (nothing written)
 -- op deduct | credit: ARGV[2] user, ARGV[3] order, ARGV[4] amount (> 0), ARGV[5] now (ms),
 --   ARGV[6] order record TTL (ms)
 --   deduct succeeds only if balance - amount >= threshold; credit always (below 2^53).
@@ -50,6 +54,7 @@
 
 local op = ARGV[1]
 local account, order, user_pending, journal, pending = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local high_water = KEYS[6]
 local max_exact = 9007199254740991
 
 local function event(type, user, order_id, amount, balance, version, now, reason)
@@ -59,7 +64,10 @@ local function event(type, user, order_id, amount, balance, version, now, reason
     fields[#fields + 1] = 'reason'
     fields[#fields + 1] = reason
   end
-  return redis.call('XADD', journal, '*', unpack(fields))
+  local id = redis.call('XADD', journal, '*', unpack(fields))
+  redis.call('HSET', high_water, 'version', version)
+  redis.call('HINCRBY', high_water, 'events', 1)
+  return id
 end
 
 if op == 'load' then
@@ -73,6 +81,10 @@ if op == 'load' then
     if not version or version > tonumber(ARGV[3]) then
       return {'behind', order_id, version or -1}
     end
+  end
+  local unpersisted = tonumber(redis.call('HGET', high_water, 'version'))
+  if unpersisted and unpersisted > tonumber(ARGV[3]) then
+    return {'unpersisted', unpersisted}
   end
   redis.call('HSET', account, 'balance', ARGV[2], 'version', ARGV[3], 'threshold', ARGV[4], 'updated', ARGV[5])
   if ARGV[6] ~= '' and redis.call('HGET', account, 'frozen') ~= '1' then

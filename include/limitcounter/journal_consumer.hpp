@@ -1,7 +1,9 @@
 #pragma once
 // JournalConsumer: the persister's reader of the wallet journal. At-least-once: an event
-// is acknowledged (and its pending entries cleared) only after the host's handler
-// returned; events of a consumer that died are claimed by another after an idle time.
+// is acknowledged only after the host's handler returned; events of a consumer that died are
+// claimed by another after an idle time. Only the group `WalletOptions::persister_group`
+// persists: its acknowledgements clear pending orders and high-water marks; another group's
+// (an auditor's) never do.
 // Each user's events are handed out in version order, a poison event is parked in a
 // dead-letter stream after `max_attempts` failures, and the journal stream is trimmed to
 // what every consumer group has acknowledged.
@@ -45,7 +47,9 @@ struct JournalEvent {
 
 /// Settings of a JournalConsumer.
 struct JournalConsumerOptions {
-  std::string group = "persister"; ///< the consumer group (a key part); created when first read
+  /// The consumer group (a key part); created when first read. Its acknowledgements count as
+  /// persisted only if it is `WalletOptions::persister_group`.
+  std::string group = "persister";
   std::string consumer = "persister-1"; ///< unique per process
   std::size_t batch = 100;              ///< events per partition per poll
   /// Events another consumer read but did not acknowledge for this long are taken over; a
@@ -74,8 +78,9 @@ struct DeadLetter {
 class JournalConsumer {
 public:
   /// `wallet` must use the same prefix and partitions as the wallets writing the journal.
-  /// Sends nothing. Throws `Error` (invalid_argument) naming a bad group or consumer name, a
-  /// batch of 0, max_attempts of 0 or a negative claim_idle.
+  /// Sends nothing. Throws `Error` (invalid_argument) naming a bad group, consumer or
+  /// `WalletOptions::persister_group` name, a batch of 0, max_attempts of 0 or a negative
+  /// claim_idle.
   JournalConsumer(Redis redis, const WalletOptions& wallet, JournalConsumerOptions options = {});
 
   /// The host's persister: write the events to the database, idempotently (by
@@ -83,7 +88,7 @@ public:
   using Handler = std::function<void(const std::vector<JournalEvent>&)>;
 
   /// One pass over every partition: reads a batch (see `read`), hands it to `handle`, then
-  /// acknowledges it and clears its pending entries. If `handle` throws, the batch's events
+  /// acknowledges it (see `acknowledge`). If `handle` throws, the batch's events
   /// are handed again one at a time, in order: those that succeed are acknowledged; the
   /// first failure of a user is recorded (`reject`) and that user's later events of the
   /// batch are not handed out, so they follow the failed one when it is retried after
@@ -98,9 +103,13 @@ public:
   /// waiting for its retry: such later events are held back and come after it. Events that
   /// another consumer (or a failure) left idle for `claim_idle` are taken over first.
   std::vector<JournalEvent> read(std::uint32_t partition);
-  /// Acknowledges events read from one partition, clears their pending entries and trims
-  /// the journal stream to the oldest entry some consumer group still needs (unread or
-  /// unacknowledged): nothing another group has not acknowledged is ever trimmed. A group is
+  /// Acknowledges events read from one partition and trims the journal stream to the oldest
+  /// entry some consumer group still needs (unread or unacknowledged): nothing another group
+  /// has not acknowledged is ever trimmed. If this group is `WalletOptions::persister_group`,
+  /// the events count as persisted: their orders leave the pending sets (`pending_orders`,
+  /// `stale_pending`) and each event acknowledged now takes one from its user's high-water
+  /// count; once every event of the user is acknowledged the mark is deleted and `Wallet::load`
+  /// may take any newer snapshot again. Another group's acknowledgement changes neither. A group is
   /// created when it first reads: one created after others have acknowledged and trimmed
   /// starts at what is left, so start every group (e.g. an auditor's) before the first
   /// acknowledgement.
@@ -108,7 +117,10 @@ public:
   /// Records a failed attempt of events read from one partition, with `error` (cut to 1,000
   /// bytes). Each is retried after `claim_idle`; at `max_attempts` it is copied to the
   /// group's dead-letter stream and acknowledged, so the user's later events go on (its
-  /// pending entries stay: the order is still not persisted). Returns how many were parked.
+  /// pending entries and its part of the user's high-water mark stay: it is not persisted, and
+  /// `Wallet::load` refuses a snapshot older than the user's newest journal version). Once the
+  /// host wrote it to the system of record, acknowledging its event (`DeadLetter::event`) with
+  /// the persister group counts it as persisted. Returns how many were parked.
   std::size_t reject(std::uint32_t partition, const std::vector<JournalEvent>& events,
                      const std::string& error);
   /// Up to `max` dead letters of this group in `partition`, oldest first, after the dead
@@ -136,6 +148,7 @@ private:
 
   Redis redis_;
   WalletKeys keys_;
+  std::string persister_group_; ///< `WalletOptions::persister_group`
   JournalConsumerOptions options_;
 };
 

@@ -32,6 +32,11 @@ struct WalletOptions {
   std::uint32_t partitions = 16;
   /// How long an order record is kept (its id deduplicates retries meanwhile).
   std::chrono::milliseconds order_ttl{std::chrono::hours{24 * 7}};
+  /// The consumer group that writes the journal to the system of record (a key part, checked
+  /// by `JournalConsumer`). Only its acknowledgements count as persisted: they clear pending
+  /// orders and the user's high-water mark, which let a load go back to an older snapshot.
+  /// Other groups (an auditor, an analytics feed) only read.
+  std::string persister_group = "persister";
   /// Hooks for metrics: every deduct, deduct_many item, credit, rollback, freeze and
   /// unfreeze is reported to `observer->on_wallet_operation` (status and latency), its
   /// errors to `on_error` too; none by default. The JournalConsumer has its own
@@ -121,11 +126,15 @@ public:
   /// Caches `snapshot` unless a newer or equal version is cached: a stale load never
   /// overwrites a newer balance. Returns true if it was stored. Throws conflict
   /// (Outcome::failed, nothing written) if the snapshot's version is below that of an order of
-  /// the user not yet persisted (`pending_orders`): a balance from before that order would give
-  /// back what it took, to be spent again. Retry once the persister has written it (an order
-  /// whose event is dead-lettered, or whose record expired while pending, refuses every load
-  /// until it is resolved). Every call that loads a missing user through the loader (deduct,
-  /// deduct_many, credit, rollback, freeze, unfreeze) throws this conflict too.
+  /// the user not yet persisted (`pending_orders`) or below the user's high-water mark (the
+  /// newest journal event, while the persister group has not acknowledged every event up to it:
+  /// `WalletKeys::high_water`): a balance from before a deduct would give back what it took, to
+  /// be spent again, and one from before a rollback, freeze or unfreeze would undo it. Retry
+  /// once the persister has written it (a dead-lettered event refuses older snapshots until the
+  /// host writes it and acknowledges it with the persister group; an order whose record expired
+  /// while pending refuses every load until it is resolved). Every call that loads a missing user
+  /// through the loader (deduct, deduct_many, credit, rollback, freeze, unfreeze) throws this
+  /// conflict too.
   bool load(const std::string& user, const AccountSnapshot& snapshot);
 
   /// Takes `amount` from the user's balance if `balance - amount >= threshold`, and in the

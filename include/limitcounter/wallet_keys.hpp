@@ -11,7 +11,8 @@
 namespace limitcounter {
 
 /// `<prefix>{j<N>}:u:<user>` (account hash), `...:o:<user>:<order>` (order record),
-/// `...:pending:<user>` (the user's unpersisted orders), and per partition N:
+/// `...:pending:<user>` (the user's unpersisted orders), `...:hw:<user>` (the user's
+/// high-water mark: the newest journal version not yet persisted), and per partition N:
 /// `<prefix>{j<N>}:journal` (stream) and `<prefix>{j<N>}:pending` (all unpersisted orders
 /// as "<user>:<order>"), and per partition and consumer group G: `...:journal:held:G` (set of
 /// ids read but held back behind an earlier event of their user), `...:journal:failures:G`
@@ -35,6 +36,11 @@ public:
   }
   /// The user's orders not yet persisted: a sorted set, order -> time (ms).
   std::string user_pending(std::string_view user) const { return user_key(user, ":pending:", {}); }
+  /// The user's high-water mark, a hash kept apart from the account so that it outlives a lost
+  /// account: `version` (of the user's newest journal event) and `events` (those the
+  /// persisting group has not acknowledged); deleted once that count is 0. No load goes below
+  /// its version.
+  std::string high_water(std::string_view user) const { return user_key(user, ":hw:", {}); }
   /// The partition's journal stream.
   std::string journal(std::uint32_t partition) const { return key(partition, ":journal"); }
   /// The partition's unpersisted orders: a sorted set, "<user>:<order>" -> time (ms).

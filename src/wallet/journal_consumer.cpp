@@ -59,7 +59,8 @@ constexpr std::size_t max_error_bytes = 1000;
 JournalConsumer::JournalConsumer(Redis redis, const WalletOptions& wallet,
                                  JournalConsumerOptions options)
     : redis_(std::move(redis)), keys_(wallet.key_prefix, wallet.partitions),
-      options_(std::move(options)) {
+      persister_group_(wallet.persister_group), options_(std::move(options)) {
+  validate_key_part("wallet persister_group", persister_group_);
   validate_key_part("journal group", options_.group);
   validate_key_part("journal consumer", options_.consumer);
   if (options_.batch < 1) {
@@ -107,15 +108,19 @@ void JournalConsumer::acknowledge(std::uint32_t partition,
   }
   std::vector<std::string> keys{keys_.journal(partition), keys_.pending(partition),
                                 keys_.journal_failures(partition, options_.group)};
-  std::vector<std::string> args{"ack", options_.group};
-  for (const auto& event : events) {
-    const std::string pending = keys_.user_pending(event.user);
-    auto position = std::find(keys.begin() + 3, keys.end(), pending);
+  // A user's key goes into KEYS once, however many of its events the batch has.
+  const auto key_number = [&keys](const std::string& key) {
+    auto position = std::find(keys.begin() + 3, keys.end(), key);
     if (position == keys.end()) {
-      position = keys.insert(keys.end(), pending);
+      position = keys.insert(keys.end(), key);
     }
+    return std::to_string(position - keys.begin() + 1);
+  };
+  std::vector<std::string> args{"ack", options_.group, persister_group_};
+  for (const auto& event : events) {
     args.push_back(event.stream_id);
-    args.push_back(std::to_string(position - keys.begin() + 1));
+    args.push_back(key_number(keys_.user_pending(event.user)));
+    args.push_back(key_number(keys_.high_water(event.user)));
     args.push_back(event.user);
     args.push_back(event.order);
   }

@@ -73,8 +73,8 @@ Wallet::Wallet(Redis redis, WalletOptions options, Loader loader)
 std::vector<std::string> Wallet::user_keys(const std::string& user,
                                            const std::string& order) const {
   const std::uint32_t partition = keys_.partition_of(user);
-  return {keys_.account(user), keys_.order(user, order), keys_.user_pending(user),
-          keys_.journal(partition), keys_.pending(partition)};
+  return {keys_.account(user),      keys_.order(user, order), keys_.user_pending(user),
+          keys_.journal(partition), keys_.pending(partition), keys_.high_water(user)};
 }
 
 bool Wallet::load(const std::string& user, const AccountSnapshot& snapshot) {
@@ -94,17 +94,23 @@ bool Wallet::load(const std::string& user, const AccountSnapshot& snapshot) {
       scripts::wallet, user_keys(user, "-"),
       {"load", std::to_string(snapshot.balance), std::to_string(snapshot.version),
        std::to_string(snapshot.threshold), millis(Clock::now()), snapshot.freeze_reason});
-  if (reply.at(0).as_string() == "behind") {
-    const std::int64_t version = reply.at(2).to_int64();
-    throw Error(
-        errc::conflict,
-        "wallet " + user + ": the snapshot of version " + std::to_string(snapshot.version) +
-            " lacks order " + reply.at(1).as_string() +
-            (version < 0 ? " (its record is gone)" : " of version " + std::to_string(version)) +
-            ", not yet persisted; nothing loaded: retry once the persister has written it",
-        Outcome::failed);
+  const std::string& status = reply.at(0).as_string();
+  if (status == "behind" || status == "unpersisted") {
+    std::string lacks;
+    if (status == "unpersisted") {
+      lacks = "the change of version " + std::to_string(reply.at(1).to_int64());
+    } else {
+      const std::int64_t version = reply.at(2).to_int64();
+      lacks = "order " + reply.at(1).as_string() +
+              (version < 0 ? " (its record is gone)" : " of version " + std::to_string(version));
+    }
+    throw Error(errc::conflict,
+                "wallet " + user + ": the snapshot of version " + std::to_string(snapshot.version) +
+                    " lacks " + lacks +
+                    ", not yet persisted; nothing loaded: retry once the persister has written it",
+                Outcome::failed);
   }
-  return reply.at(0).as_string() == "loaded";
+  return status == "loaded";
 }
 
 void Wallet::load_once(const std::string& user) {

@@ -921,3 +921,239 @@ TEST_CASE_METHOD(WalletFixture, "deducts racing a freeze never pass after it",
   CHECK(account->balance == 1'000'000 - static_cast<std::int64_t>(passed_versions.size()));
   CHECK(account->frozen);
 }
+
+namespace {
+
+/// A wallet whose loader returns `in_database` (the system of record, written by `persist`),
+/// with a persister and an auditor group on the same journal, both created before the first
+/// acknowledgement.
+struct TwoGroupsFixture : WalletFixture {
+  AccountSnapshot in_database{1'000, 1, 0};
+  Wallet loading{redis, options, [this](const std::string&) -> std::optional<AccountSnapshot> {
+                   return in_database;
+                 }};
+  std::uint32_t partition = 0;
+  JournalConsumer persister{redis, options, consumer_options("persister")};
+  JournalConsumer auditor{redis, options, consumer_options("audit")};
+  std::string fail_type; ///< the persister's handler fails events of this type
+
+  static JournalConsumerOptions consumer_options(const std::string& group) {
+    JournalConsumerOptions o;
+    o.group = group;
+    o.consumer = group + "-1";
+    o.max_attempts = 1; // the first failure parks
+    return o;
+  }
+
+  TwoGroupsFixture() {
+    partition = loading.keys().partition_of("pat");
+    REQUIRE(persister.read(partition).empty());
+    REQUIRE(auditor.read(partition).empty());
+  }
+
+  /// The persister's handler: writes the events' state to `in_database`.
+  void write(const std::vector<JournalEvent>& events) {
+    for (const auto& event : events) {
+      if (event.type == fail_type) {
+        throw std::runtime_error("cannot write a " + event.type);
+      }
+      in_database.balance = event.balance;
+      in_database.version = event.version;
+      if (event.type == "freeze" || event.type == "unfreeze") {
+        in_database.freeze_reason = event.type == "freeze" ? event.reason : "";
+      }
+    }
+  }
+  std::size_t persist() {
+    const auto events = persister.read(partition);
+    try {
+      write(events);
+    } catch (const std::runtime_error& e) {
+      return persister.reject(partition, events, e.what());
+    }
+    persister.acknowledge(partition, events);
+    return events.size();
+  }
+  std::size_t audit() {
+    const auto events = auditor.read(partition);
+    auditor.acknowledge(partition, events);
+    return events.size();
+  }
+  std::string high_water(const std::string& user, const std::string& field) {
+    const limitcounter::Reply reply =
+        redis.command({"HGET", loading.keys().high_water(user), field});
+    return reply.is_nil() ? "" : reply.as_string();
+  }
+  std::vector<std::string> stale() { return loading.stale_pending(partition, 0ms); }
+};
+
+} // namespace
+
+TEST_CASE_METHOD(TwoGroupsFixture,
+                 "only the persister group's acknowledgements clear pending orders and the mark",
+                 "[wallet][redis][persister]") {
+  using Orders = std::vector<std::string>;
+  REQUIRE(loading.load("pat", in_database));
+
+  SECTION("the auditor acknowledges first, then the persister") {
+    REQUIRE(loading.deduct("pat", "p-1", 100).version == 2);
+    CHECK(audit() == 1);
+    CHECK(loading.pending_orders("pat", 0ms) == Orders{"p-1"});
+    CHECK(stale() == Orders{"pat:p-1"});
+    CHECK(high_water("pat", "events") == "1");
+    CHECK(journal_length("pat") == 1); // the persister still needs it
+    CHECK(persist() == 1);
+    CHECK(loading.pending_orders("pat", 0ms).empty());
+    CHECK(stale().empty());
+    CHECK(redis.command({"EXISTS", loading.keys().high_water("pat")}).as_integer() == 0);
+    CHECK(journal_length("pat") == 0);
+  }
+  SECTION("the persister acknowledges first, then the auditor") {
+    REQUIRE(loading.credit("pat", "p-1", 100).version == 2);
+    CHECK(persist() == 1);
+    CHECK(loading.pending_orders("pat", 0ms).empty());
+    CHECK(redis.command({"EXISTS", loading.keys().high_water("pat")}).as_integer() == 0);
+    CHECK(journal_length("pat") == 1); // the auditor still needs it
+    CHECK(audit() == 1);
+    CHECK(loading.pending_orders("pat", 0ms).empty());
+    CHECK(journal_length("pat") == 0);
+  }
+  SECTION("the auditor parks the event: nothing is persisted until the persister writes it") {
+    REQUIRE(loading.deduct("pat", "p-1", 100).version == 2);
+    const auto events = auditor.read(partition);
+    REQUIRE(auditor.reject(partition, events, "audit store down") == 1);
+    REQUIRE(auditor.dead_letters(partition).size() == 1);
+    CHECK(loading.pending_orders("pat", 0ms) == Orders{"p-1"});
+    CHECK(high_water("pat", "events") == "1");
+    CHECK(persist() == 1);
+    CHECK(loading.pending_orders("pat", 0ms).empty());
+    CHECK(redis.command({"EXISTS", loading.keys().high_water("pat")}).as_integer() == 0);
+  }
+  SECTION("the persister parks the event: the auditor's acknowledgement does not persist it") {
+    REQUIRE(loading.deduct("pat", "p-1", 100).version == 2);
+    fail_type = "deduct";
+    CHECK(persist() == 1); // parked
+    CHECK(audit() == 1);
+    CHECK(loading.pending_orders("pat", 0ms) == Orders{"p-1"});
+    CHECK(stale() == Orders{"pat:p-1"});
+    CHECK(high_water("pat", "version") == "2");
+    CHECK(journal_length("pat") == 0); // both groups are done with the entry
+    // the host writes the dead letter itself, then acknowledges it as the persister
+    const auto dead = persister.dead_letters(partition);
+    REQUIRE(dead.size() == 1);
+    fail_type.clear();
+    write({dead[0].event});
+    persister.acknowledge(partition, {dead[0].event});
+    CHECK(loading.pending_orders("pat", 0ms).empty());
+    CHECK(redis.command({"EXISTS", loading.keys().high_water("pat")}).as_integer() == 0);
+    persister.acknowledge(partition, {dead[0].event}); // again: counts once
+    CHECK(redis.command({"EXISTS", loading.keys().high_water("pat")}).as_integer() == 0);
+  }
+}
+
+TEST_CASE_METHOD(TwoGroupsFixture,
+                 "an auditor's acknowledgement never lets a reload give back an unpersisted deduct",
+                 "[wallet][redis][persister]") {
+  REQUIRE(loading.load("pat", in_database));
+  REQUIRE(loading.deduct("pat", "p-1", 300).balance == 700);
+  REQUIRE(audit() == 1);
+  REQUIRE(redis.command({"DEL", loading.keys().account("pat")}).as_integer() == 1);
+
+  // the loader still has 1,000 (version 1): the reload is refused, nothing is deducted
+  const Error refused = error_of([&] { loading.deduct("pat", "p-2", 1'000); });
+  CHECK(refused.code() == errc::conflict);
+  CHECK_FALSE(loading.account("pat"));
+  CHECK(redis.command({"EXISTS", loading.keys().order("pat", "p-2")}).as_integer() == 0);
+
+  CHECK(persist() == 1); // the database now has 700, version 2
+  CHECK(loading.deduct("pat", "p-2", 1'000).status == WalletResult::Status::insufficient);
+  CHECK(loading.account("pat")->balance == 700);
+}
+
+TEST_CASE_METHOD(WalletFixture, "the persister group is an option", "[wallet][redis][persister]") {
+  WalletOptions writer_options = options;
+  writer_options.persister_group = "db-writer";
+  JournalConsumer reader(redis, writer_options); // group "persister": only reads now
+  JournalConsumerOptions writer_group;
+  writer_group.group = "db-writer";
+  JournalConsumer writer(redis, writer_options, writer_group);
+  const std::uint32_t partition = wallet.keys().partition_of("quinn");
+  REQUIRE(reader.read(partition).empty()); // both groups exist before the first acknowledgement
+  REQUIRE(writer.read(partition).empty());
+  REQUIRE(wallet.load("quinn", AccountSnapshot{1'000, 1, 0}));
+  REQUIRE(wallet.deduct("quinn", "q-1", 10).status == WalletResult::Status::ok);
+  CHECK(reader.poll([](const auto&) {}) == 1);
+  CHECK(wallet.pending_orders("quinn", 0ms) == std::vector<std::string>{"q-1"});
+  CHECK(writer.poll([](const auto&) {}) == 1);
+  CHECK(wallet.pending_orders("quinn", 0ms).empty());
+
+  writer_options.persister_group = "bad group";
+  CHECK_THROWS_MATCHES(JournalConsumer(redis, writer_options), Error,
+                       Catch::Predicate<Error>([](const Error& e) {
+                         return e.code() == errc::invalid_argument &&
+                                std::string(e.what()).find("bad group") != std::string::npos;
+                       }));
+}
+
+// The account hash lost (DEL) at each point of the journal's life; the loader has what the
+// persister wrote so far. Every change not yet persisted keeps the reload out: not only deducts
+// and credits (pending orders) but rollbacks, freezes and dead letters too.
+TEST_CASE_METHOD(TwoGroupsFixture,
+                 "a reload never goes back past any change the persister has not acknowledged",
+                 "[wallet][redis][persister]") {
+  REQUIRE(loading.load("pat", in_database));
+  // Loses the account, tries the reload, puts the account back; returns whether it loaded.
+  const auto lose_and_reload = [&] {
+    const std::string account = loading.keys().account("pat");
+    const limitcounter::Reply fields = redis.command({"HGETALL", account});
+    REQUIRE(redis.command({"DEL", account}).as_integer() == 1);
+    bool loaded = false;
+    try {
+      loaded = loading.load("pat", in_database);
+    } catch (const Error& e) {
+      CHECK(e.code() == errc::conflict);
+      CHECK_FALSE(loading.account("pat"));
+      std::vector<std::string> restore{"HSET", account};
+      for (const auto& item : fields.as_array()) {
+        restore.push_back(item.as_string());
+      }
+      REQUIRE_FALSE(redis.command(restore).is_error());
+    }
+    return loaded;
+  };
+
+  REQUIRE(loading.deduct("pat", "d-1", 300).version == 2); // 700
+  CHECK_FALSE(lose_and_reload());
+  REQUIRE(loading.credit("pat", "c-1", 200).version == 3); // 900
+  CHECK_FALSE(lose_and_reload());
+
+  REQUIRE(persist() == 2); // the database: 900, version 3; nothing pending
+  REQUIRE(loading.rollback("pat", "d-1") == RollbackResult::rolled_back); // 1,200, version 4
+  CHECK(loading.pending_orders("pat", 0ms).empty());
+  CHECK_FALSE(lose_and_reload()); // 900 would lose the rollback's 300
+
+  REQUIRE(persist() == 1);                       // 1,200, version 4
+  REQUIRE(loading.freeze("pat", "fraud check")); // version 5
+  CHECK_FALSE(lose_and_reload());                // would come back unfrozen
+
+  fail_type = "freeze";
+  REQUIRE(persist() == 1); // parked: the database stays at version 4, not frozen
+  CHECK(high_water("pat", "version") == "5");
+  CHECK(journal_length("pat") == 4); // the auditor has not read yet
+  CHECK(audit() == 4);
+  CHECK_FALSE(lose_and_reload());
+  CHECK(loading.account("pat")->frozen);
+
+  // the host writes the dead letter and the persister acknowledges it: the mark is gone
+  fail_type.clear();
+  const auto dead = persister.dead_letters(partition);
+  REQUIRE(dead.size() == 1);
+  write({dead[0].event});
+  persister.acknowledge(partition, {dead[0].event});
+  CHECK(redis.command({"EXISTS", loading.keys().high_water("pat")}).as_integer() == 0);
+  CHECK(lose_and_reload());
+  const auto account = loading.account("pat");
+  CHECK(account->balance == 1'200);
+  CHECK(account->version == 5);
+  CHECK(account->frozen);
+}
