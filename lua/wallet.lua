@@ -15,16 +15,17 @@
 --
 -- op load: ARGV[2] balance, ARGV[3] version, ARGV[4] threshold, ARGV[5] now (ms),
 --   ARGV[6] freeze reason ("" if the system of record has the account not frozen); KEYS[2] the
---   record key of order "-" (the user's order records are that key without its last byte, then
---   the order id)
+--   record key of order "-" (unused)
 --   Sets the account if absent or if `version` is newer than the cached one, and if `version` is
---   at least that of every order of the user not yet persisted (the pending zset) and at least
---   the high-water version: a snapshot without them would give back what they took, to be
---   spent again, or lose a rollback, freeze or unfreeze. A load can freeze (reason,
+--   at least the high-water version (that of the user's newest change not yet persisted): a
+--   snapshot without it would give back what a deduct took, to be spent again, or lose a
+--   rollback, freeze or unfreeze. Orders pending with no high-water mark (made before there was
+--   one) refuse every load until they are persisted: their versions are not read. A load can freeze (reason,
 --   freeze_time now) but never unfreezes: only op unfreeze does, so a loader that does not know
 --   the flag cannot lift a freeze.
---   Reply: {"loaded", version} | {"stale", cached version} | {"behind", order id, its version
---   (-1: its record is gone)} | {"unpersisted", high-water version} (nothing written)
+--   Reply: {"loaded", version} | {"stale", cached version} | {"behind", order id, -1} (an order
+--   pending from before the high-water mark) | {"unpersisted", high-water version} (nothing
+--   written)
 -- op deduct | credit: ARGV[2] user, ARGV[3] order, ARGV[4] amount (> 0), ARGV[5] now (ms),
 --   ARGV[6] order record TTL (ms)
 --   deduct succeeds only if balance - amount >= threshold; credit always (below 2^53).
@@ -75,16 +76,18 @@ if op == 'load' then
   if cached and tonumber(cached) >= tonumber(ARGV[3]) then
     return {'stale', tonumber(cached)}
   end
-  local records = string.sub(order, 1, -2)
-  for _, order_id in ipairs(redis.call('ZRANGE', user_pending, 0, -1)) do
-    local version = tonumber(redis.call('HGET', records .. order_id, 'version'))
-    if not version or version > tonumber(ARGV[3]) then
-      return {'behind', order_id, version or -1}
-    end
-  end
   local unpersisted = tonumber(redis.call('HGET', high_water, 'version'))
   if unpersisted and unpersisted > tonumber(ARGV[3]) then
     return {'unpersisted', unpersisted}
+  end
+  if not unpersisted then
+    -- Orders pending without a high-water mark were made before there was one (an upgrade):
+    -- their versions are in their records, which this call does not declare, so a load waits
+    -- until the persister has written them.
+    local first = redis.call('ZRANGE', user_pending, 0, 0)[1]
+    if first then
+      return {'behind', first, -1}
+    end
   end
   redis.call('HSET', account, 'balance', ARGV[2], 'version', ARGV[3], 'threshold', ARGV[4], 'updated', ARGV[5])
   if ARGV[6] ~= '' and redis.call('HGET', account, 'frozen') ~= '1' then

@@ -102,7 +102,8 @@ bool Wallet::load(const std::string& user, const AccountSnapshot& snapshot) {
     } else {
       const std::int64_t version = reply.at(2).to_int64();
       lacks = "order " + reply.at(1).as_string() +
-              (version < 0 ? " (its record is gone)" : " of version " + std::to_string(version));
+              (version < 0 ? " (made before the high-water mark: its version is not known)"
+                           : " of version " + std::to_string(version));
     }
     throw Error(errc::conflict,
                 "wallet " + user + ": the snapshot of version " + std::to_string(snapshot.version) +
