@@ -12,8 +12,8 @@
 
 namespace limitcounter {
 
-/// Throws `Error` (invalid_argument) unless `prefix` is at most 64 bytes of printable
-/// characters without whitespace or braces. Colons are allowed (`trans:limit:`).
+/// Throws `Error` (invalid_argument) unless `prefix` is empty or a key part
+/// (`validate_key_part`) in which `:` and `+` are allowed (`trans:limit:`).
 inline void validate_key_prefix(std::string_view prefix) {
   if (prefix.empty()) {
     return;

@@ -232,8 +232,8 @@ struct CounterCorrection {
   std::string id;
   std::int64_t count = 0;  ///< transactions to add (negative: to remove), |count| < 2^53
   std::int64_t amount = 0; ///< minor units to add (negative: to remove), |amount| < 2^53
-  std::string author;      ///< who corrects: 1 to 256 bytes of UTF-8, no control characters
-  std::string reason;      ///< why: 1 to 256 bytes of UTF-8, no control characters (required)
+  std::string author; ///< who corrects: 1 to 256 bytes of display text (`validate_display_text`)
+  std::string reason; ///< why: 1 to 256 bytes of display text (required)
 };
 
 /// The outcome of `LimitCounter::adjust`.

@@ -65,8 +65,8 @@ struct CreateResult {
 };
 
 /// What a grabber shows to the others (kept with the draw and the payout task). Each field is
-/// at most `RedPacketPool::max_display_bytes` bytes of valid UTF-8 without control characters;
-/// both may be empty.
+/// at most `RedPacketPool::max_display_bytes` bytes of display text (`validate_display_text`:
+/// valid UTF-8 without C0 or C1 controls, U+2028 or U+2029); both may be empty.
 struct UserDisplay {
   std::string nickname;   ///< the name shown
   std::string avatar_url; ///< the picture shown

@@ -28,8 +28,10 @@ namespace limitcounter {
 
 /// Who changed the rules and why (kept in the history).
 struct RuleChange {
-  std::string author; ///< who made the change (free text, kept as given)
-  std::string reason; ///< why (free text, kept as given)
+  /// Who made the change: display text (`validate_display_text`), at most 4096 bytes, kept as
+  /// given; a change refuses a bad one with invalid_argument before anything is sent.
+  std::string author;
+  std::string reason; ///< why: as `author`
 };
 
 /// One version of a stored rule set.
@@ -79,7 +81,8 @@ public:
   /// Largest YAML text stored, in bytes: a bigger set is refused before anything is sent.
   static constexpr std::size_t max_yaml_bytes = 1024 * 1024;
 
-  /// `name` is a key part (1 to 64 bytes, no whitespace, `:`, `+`, `{`, `}`). Sends nothing.
+  /// `name` is a key part (`validate_key_part`: 1 to 64 bytes of UTF-8, no whitespace, control
+  /// or invisible characters, `:`, `+`, `{`, `}`). Sends nothing.
   /// Throws `Error` (invalid_argument) naming a bad name, prefix or a history_limit of 0.
   RuleStore(Redis redis, std::string name, RuleStoreOptions options = {});
 

@@ -11,8 +11,9 @@ namespace limitcounter {
 
 /// One payment as the limits see it.
 struct Transaction {
-  /// The idempotency key: the same id is counted once. A key part (at most 64 bytes, no
-  /// whitespace, braces or '+'); ':' is allowed.
+  /// The idempotency key: the same id is counted once. A key part (`validate_key_part`: at
+  /// most 64 bytes of UTF-8, no whitespace, control or invisible characters, braces or '+');
+  /// ':' is allowed.
   std::string id;
   /// Named attributes, e.g. {"merchant","m1"}, {"channel","Ali"}, {"transType","Deduct"},
   /// {"dept","cmb"}. Every attribute a rule names must be present. Values are key parts.

@@ -202,8 +202,9 @@ public:
   /// A user that is not cached is loaded through the loader first (a freeze must hold for an
   /// account whatever the cache holds); throws not_found (Outcome::failed, nothing written)
   /// if no loader has it, and the loader's failure as for `deduct`. `reason`: 1 to
-  /// `max_freeze_reason_bytes` bytes of valid UTF-8 without control characters, else
-  /// invalid_argument naming it, before anything is sent.
+  /// `max_freeze_reason_bytes` bytes of display text (`validate_display_text`: valid UTF-8
+  /// without C0 or C1 controls, U+2028 or U+2029), else invalid_argument naming it, before
+  /// anything is sent. `user`, like every id, is a key part (`validate_key_part`).
   bool freeze(const std::string& user, const std::string& reason, TimePoint at = Clock::now());
   /// Lifts a freeze; the same contract as `freeze` with an "unfreeze" event; returns false
   /// and writes nothing if the account is not frozen.

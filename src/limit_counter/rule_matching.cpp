@@ -43,7 +43,7 @@ void validate_transaction(const RuleSet& rules, const Transaction& transaction) 
                                               quote_for_message(attribute));
     }
     // The message naming the transaction and the attribute is built only for a bad value.
-    if (key_part_problem(value, {}) != nullptr) {
+    if (key_part_problem(value, {})) {
       validate_key_part("transaction " + transaction.id + " " + attribute, value);
     }
     if (value == any_value) {

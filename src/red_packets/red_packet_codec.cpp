@@ -32,16 +32,7 @@ void validate_display_field(std::string_view what, std::string_view value) {
                     " bytes is longer than " + std::to_string(RedPacketPool::max_display_bytes) +
                     " bytes");
   }
-  for (std::size_t i = 0; i < value.size();) {
-    const auto byte = static_cast<unsigned char>(value[i]);
-    const std::size_t length = utf8_sequence_length(value, i);
-    if (length == 0 || byte < 0x20 || byte == 0x7f) {
-      throw Error(errc::invalid_argument, "red packet " + std::string(what) + " " +
-                                              quote_for_message(value) +
-                                              " is not UTF-8 text without control characters");
-    }
-    i += length;
-  }
+  validate_display_text("red packet " + std::string(what), value);
 }
 
 } // namespace

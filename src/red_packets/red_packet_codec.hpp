@@ -19,7 +19,7 @@ std::string content_digest(const std::vector<std::int64_t>& amounts, std::string
                            int max_attempts);
 
 /// Throws invalid_argument unless each field of `display` is at most
-/// `RedPacketPool::max_display_bytes` bytes of valid UTF-8 without control characters.
+/// `RedPacketPool::max_display_bytes` bytes of display text (`validate_display_text`).
 void validate_display(const UserDisplay& display);
 
 /// "" if both fields are empty, else "<nickname bytes>:<nickname><avatar url>".

@@ -81,13 +81,13 @@ std::vector<Endpoint> check_sentinel_options(const RedisOptions& options) {
                 "Redis sentinels and cluster_seeds are both set: a Redis Cluster has no sentinels");
   }
   const std::string& name = options.sentinel_master;
-  if (name.empty() || name.size() > 256 || std::any_of(name.begin(), name.end(), [](char c) {
-        return static_cast<unsigned char>(c) <= 0x20 || c == 0x7f;
-      })) {
+  if (name.empty() || name.size() > 256) {
     throw Error(errc::invalid_argument,
                 "Redis sentinel_master " + quote_for_message(name) +
-                    " must be the master name the sentinels monitor (1 to 256 characters, no "
-                    "spaces or control characters)");
+                    " must be the master name the sentinels monitor (1 to 256 bytes)");
+  }
+  if (const auto problem = id_text_problem(name)) {
+    throw_text_problem("Redis sentinel_master", name, problem);
   }
   std::vector<Endpoint> sentinels;
   for (const auto& seed : options.sentinels) {

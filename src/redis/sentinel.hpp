@@ -41,8 +41,9 @@ bool is_readonly_reply(const Reply& reply);
 /// under way). Input errors, server error replies and an exhausted pool do not.
 bool calls_for_rediscovery(const Error& error);
 
-/// Checks the sentinel options: every seed "host:port" (named when bad), a master name (no
-/// spaces or control characters), and no cluster seeds beside them. Throws Error
+/// Checks the sentinel options: every seed "host:port" (named when bad), a master name (1 to
+/// 256 bytes, the characters of an id: `detail::id_text_problem`), and no cluster seeds
+/// beside them. Throws Error
 /// (invalid_argument). Returns the parsed seeds.
 std::vector<Endpoint> check_sentinel_options(const RedisOptions& options);
 

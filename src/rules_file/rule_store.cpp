@@ -52,7 +52,8 @@ RuleSetVersion decode_version(std::uint64_t version, const Reply& pairs) {
 }
 
 void check_change(const RuleChange& change) {
-  // Free text, but bounded: the history keeps it for every version.
+  // Free text, but bounded (the history keeps it for every version) and shown as written by
+  // limitctl rules history.
   constexpr std::size_t max_bytes = 4096;
   for (const auto& [what, text] :
        {std::pair<const char*, const std::string&>{"author", change.author},
@@ -62,6 +63,7 @@ void check_change(const RuleChange& change) {
                                               detail::quote_for_message(text) + " is over " +
                                               std::to_string(max_bytes) + " bytes");
     }
+    validate_display_text(std::string("rule change ") + what, text);
   }
 }
 

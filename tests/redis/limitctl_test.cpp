@@ -550,6 +550,37 @@ TEST_CASE("limitctl rules apply, history, diff and rollback on a rule store", "[
   CHECK(limitctl(store({"rules", "clear", "--author", "dd"})).code == 2); // --reason required
 }
 
+TEST_CASE("limitctl shows control characters stored by other means escaped", "[limitctl][redis]") {
+  const std::string prefix = unique_prefix() + "w:";
+  limitcounter::WalletOptions options;
+  options.key_prefix = prefix;
+  Redis redis(test_options());
+  limitcounter::Wallet wallet(redis, options);
+  wallet.load("eve", {100, 1, 0});
+  REQUIRE(wallet.freeze("eve", "chargeback"));
+  // Then overwritten past the library, which refuses it: OSC (set the window title), CSI as
+  // one C1 character and as a lone byte, a right-to-left override.
+  const std::string hostile = "evil\x1b]0;owned\x07\xc2\x9b"
+                              "2J\xe2\x80\xae\x9b";
+  redis.command({"HSET", wallet.keys().account("eve"), "freeze_reason", hostile});
+  const std::vector<std::string> show{"wallet", "show", "eve", "--prefix", prefix};
+
+  const Run text = limitctl(show);
+  CHECK(text.code == 0);
+  CHECK_THAT(text.out,
+             Catch::Contains("freeze_reason: evil\\x1b]0;owned\\x07\\u009b2J\\u202e\\x9b\n"));
+  const Run json = limitctl({"wallet", "show", "eve", "--prefix", prefix, "--json"});
+  CHECK(json.code == 0);
+  CHECK_THAT(
+      json.out,
+      Catch::Contains("\"freeze_reason\":\"evil\\u001b]0;owned\\u0007\\u009b2J\\u202e\\ufffd\""));
+  for (const Run* run : {&text, &json}) {
+    for (const char* raw : {"\x1b", "\x07", "\x9b", "\xe2\x80\xae"}) {
+      CHECK(run->out.find(raw) == std::string::npos);
+    }
+  }
+}
+
 TEST_CASE("limitctl without Redis: exit 2 without a URI, 3 when unreachable", "[limitctl][redis]") {
   const Run no_uri = limitctl({"usage", "channel", "Ali"}, false);
   CHECK(no_uri.code == 2);

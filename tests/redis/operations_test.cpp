@@ -115,6 +115,10 @@ TEST_CASE_METHOD(CounterFixture, "adjust refuses what it cannot do, before or wi
   refused({"big", 0, std::int64_t{1} << 53, "alice", "huge"}, errc::precision_overflow,
           "9007199254740992");
   refused({"bad id!{", 1, 0, "alice", "x"}, errc::invalid_argument, "correction id");
+  refused({"c1", 1, 0, "alice", "x\xc2\x9b"}, errc::invalid_argument,
+          "reason \"x\\u009b\" contains a control character");
+  refused({"nel", 1, 0, "al\xc2\x85ice", "x"}, errc::invalid_argument,
+          "author \"al\\u0085ice\" contains a control character");
   try {
     counter.adjust("channel", dimension, Period::day, {"old", 1, 0, "alice", "late"},
                    Clock::now() - 72h);

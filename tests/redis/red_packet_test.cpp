@@ -437,6 +437,16 @@ TEST_CASE_METHOD(PoolFixture, "a grab's display data is kept with the draw and t
   refused({"", std::string(300, 'a')}, "avatar URL of 300 bytes");
   refused({"bad\nname", ""}, "bad\\x0aname");
   refused({"\xff\xfe", ""}, "\\xff");
+  // C1 controls, line separators and a lone CSI byte act on terminals: refused, named escaped
+  refused({"x\xc2\x9b[2J", ""}, "\"x\\u009b[2J\" contains a control character (U+009B");
+  refused({"next\xc2\x85line", ""}, "\"next\\u0085line\" contains a control character");
+  refused({"", "https://a.example/\xe2\x80\xa8"}, "contains a line separator (U+2028");
+  refused({"x\x9b[2J", ""}, "\"x\\x9b[2J\" is not valid UTF-8");
+  // an id with a no-break space looks like another user's: refused
+  const Error look_alike = limitcounter::testing::error_of([&] {
+    pool.grab("pk-d", "u3\xc2\xa0", {"u3", ""});
+  });
+  CHECK_THAT(look_alike.what(), Catch::Contains("\"u3\\u00a0\" contains whitespace (U+00A0"));
   CHECK(redis.command({"LLEN", pool.keys().packet("pk-d", "list")}).as_integer() == 1);
   CHECK(redis.command({"HEXISTS", pool.keys().packet("pk-d", "drawn"), "u3"}).as_integer() == 0);
 }

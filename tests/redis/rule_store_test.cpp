@@ -194,6 +194,14 @@ TEST_CASE("rule store: a set that does not validate is refused and nothing is st
     });
     CHECK(e.code() == errc::invalid_argument);
   }
+  SECTION("an author or reason with a control character") {
+    const Error author = error_of([&] { f.store.put(day_limit(20), {"bo\x1b[2Jb", "raise"}); });
+    CHECK(author.code() == errc::invalid_argument);
+    CHECK_THAT(author.what(), Catch::Contains("rule change author \"bo\\x1b[2Jb\" contains a "
+                                              "control character"));
+    const Error reason = error_of([&] { f.store.put(day_limit(20), {"bob", "why\xc2\x9b"}); });
+    CHECK_THAT(reason.what(), Catch::Contains("rule change reason \"why\\u009b\""));
+  }
   SECTION("a text over the size limit") {
     const std::string huge(RuleStore::max_yaml_bytes + 1, '#');
     const Error e = error_of([&] { f.store.put_yaml(huge, alice); });

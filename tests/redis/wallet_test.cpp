@@ -810,6 +810,16 @@ TEST_CASE_METHOD(WalletFixture, "freeze: bad reasons, users not cached, loads th
   CHECK_THROWS_MATCHES(wallet.freeze("jo", std::string(257, 'r')), Error, invalid("257 bytes"));
   CHECK_THROWS_MATCHES(wallet.freeze("jo", "two\nlines"), Error, invalid("two\\x0alines"));
   CHECK_THROWS_MATCHES(wallet.freeze("jo", "bad \xff byte"), Error, invalid("not valid UTF-8"));
+  CHECK_THROWS_MATCHES(wallet.freeze("jo", "csi \xc2\x9b[2J"), Error,
+                       invalid("\"csi \\u009b[2J\" contains a control character (U+009B"));
+  CHECK_THROWS_MATCHES(wallet.freeze("jo", "para\xe2\x80\xa9"), Error,
+                       invalid("contains a line separator (U+2029"));
+  CHECK_THROWS_MATCHES(wallet.freeze("jo", "lone \x9b byte"), Error, invalid("not valid UTF-8"));
+  // "jo" and "jo" + a no-break space would be two accounts that look alike
+  CHECK_THROWS_MATCHES(wallet.freeze("jo\xc2\xa0", "why"), Error,
+                       invalid("\"jo\\u00a0\" contains whitespace (U+00A0 at byte 2)"));
+  CHECK_THROWS_MATCHES(wallet.deduct("jo\xe3\x80\x80", "o-1", 5), Error,
+                       invalid("contains whitespace (U+3000"));
   CHECK_THROWS_MATCHES(wallet.unfreeze("jo", ""), Error, invalid("is empty"));
   CHECK_THROWS_MATCHES(wallet.freeze("j o", "why"), Error, invalid("j o"));
   CHECK_THROWS_MATCHES(wallet.load("jo", AccountSnapshot{100, 2, 0, "x\ty"}), Error,

@@ -137,3 +137,22 @@ TEST_CASE("output: JSON text and the text form", "[limitctl][unit]") {
       .print_text(text);
   CHECK(text.str() == "rows:\n  k         n\n  x         1\n  long-key  22\n");
 }
+
+TEST_CASE("output: text from Redis shows control and invisible characters escaped",
+          "[limitctl][unit]") {
+  using limitctl::Json;
+  // ESC [2J clears the screen, U+009B is the one-character CSI, U+202E reverses what follows.
+  const std::string hostile = "bob\x1b[2J\xc2\x9b"
+                              "1m\xe2\x80\xaemoc.\x9b \xe5\xbc\xa0";
+  CHECK(limitctl::shown(hostile) == "bob\\x1b[2J\\u009b1m\\u202emoc.\\x9b \xe5\xbc\xa0");
+  std::ostringstream text;
+  Json::object()
+      .set("nickname", hostile)
+      .set("rows", Json::array().push(Json::object().set("reason", "a\tb")))
+      .set("yaml", "rules:\n  - name: x\x85\n")
+      .print_text(text);
+  CHECK(text.str() == "nickname: bob\\x1b[2J\\u009b1m\\u202emoc.\\x9b \xe5\xbc\xa0\n"
+                      "rows:\n  reason\n  a\\x09b\n"
+                      "yaml:\n  rules:\n    - name: x\\x85\n");
+  CHECK(Json(hostile).dump() == "\"bob\\u001b[2J\\u009b1m\\u202emoc.\\ufffd \xe5\xbc\xa0\"");
+}

@@ -373,6 +373,8 @@ TEST_CASE("sentinel options are checked when Redis is made, and the bad one name
              Catch::Contains("sentinel_master \"\""));
   CHECK_THAT(refused([](RedisOptions& o) { o.sentinel_master = "pay ments"; }),
              Catch::Contains("sentinel_master \"pay ments\""));
+  CHECK_THAT(refused([](RedisOptions& o) { o.sentinel_master = "pay\xc2\xa0ments"; }),
+             Catch::Contains("sentinel_master \"pay\\u00a0ments\" contains whitespace (U+00A0"));
   CHECK_THAT(refused([](RedisOptions& o) { o.cluster_seeds = {"127.0.0.1:7000"}; }),
              Catch::Contains("cluster_seeds"));
   CHECK_THAT(refused([](RedisOptions& o) { o.sentinel_recheck = -1ms; }),

@@ -81,6 +81,7 @@ int main(int argc, char** argv) {
   add_counter_commands(app, context);
   add_wallet_commands(app, context);
   add_packet_commands(app, context);
+  // An error's message may carry text from Redis (a server's error reply): shown escaped.
   try {
     app.parse(argc, argv);
     return exit_ok;
@@ -88,10 +89,10 @@ int main(int argc, char** argv) {
     const int code = app.exit(error);
     return code == 0 ? exit_ok : exit_usage;
   } catch (const Failure& failure) {
-    std::cerr << "limitctl: " << failure.what() << '\n';
+    std::cerr << "limitctl: " << shown(failure.what()) << '\n';
     return failure.code();
   } catch (const limitcounter::Error& error) {
-    std::cerr << "limitctl: " << error.what();
+    std::cerr << "limitctl: " << shown(error.what());
     if (error.outcome() == limitcounter::Outcome::unknown) {
       std::cerr << (context.writes ? " (may have run: retry with the same id)"
                                    : " (a read: nothing changed, retry)");
@@ -99,7 +100,7 @@ int main(int argc, char** argv) {
     std::cerr << '\n';
     return exit_code_of(error);
   } catch (const std::exception& error) {
-    std::cerr << "limitctl: " << error.what() << '\n';
+    std::cerr << "limitctl: " << shown(error.what()) << '\n';
     return exit_redis;
   }
 }

@@ -1,30 +1,15 @@
 #include "output.hpp"
 
 #include <algorithm>
-#include <cstdio>
 #include <iostream>
+
+#include <limitcounter/key_part.hpp>
 
 namespace limitctl {
 namespace {
 
 std::string quoted(const std::string& text) {
-  std::string out = "\"";
-  for (const char c : text) {
-    const auto byte = static_cast<unsigned char>(c);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (c == '\n') {
-      out += "\\n";
-    } else if (byte < 0x20) {
-      char escaped[8];
-      std::snprintf(escaped, sizeof escaped, "\\u%04x", byte);
-      out += escaped;
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
+  return "\"" + limitcounter::detail::escape_text(text, limitcounter::detail::Escape::json) + "\"";
 }
 
 void pad(std::ostream& out, int indent) {
@@ -32,6 +17,10 @@ void pad(std::ostream& out, int indent) {
 }
 
 } // namespace
+
+std::string shown(std::string_view text) {
+  return limitcounter::detail::escape_text(text, limitcounter::detail::Escape::plain);
+}
 
 Json& Json::set(std::string key, Json value) {
   members_.emplace_back(std::move(key), std::move(value));
@@ -48,7 +37,7 @@ std::string Json::scalar_text() const {
   case Type::null: return "-";
   case Type::boolean: return integer_ != 0 ? "true" : "false";
   case Type::integer: return std::to_string(integer_);
-  default: return text_;
+  default: return shown(text_);
   }
 }
 
@@ -77,12 +66,22 @@ std::string Json::dump() const {
 void Json::print_object(std::ostream& out, int indent) const {
   for (const auto& [key, value] : members_) {
     pad(out, indent);
-    if (value.is_scalar()) {
-      out << key << ": " << value.scalar_text() << '\n';
+    if (value.type_ == Type::string && value.text_.find('\n') != std::string::npos) {
+      // Several lines (a rule set's YAML): a block below the key, each line escaped.
+      out << shown(key) << ":\n";
+      std::size_t begin = 0;
+      while (begin < value.text_.size()) {
+        const std::size_t end = std::min(value.text_.find('\n', begin), value.text_.size());
+        pad(out, indent + 2);
+        out << shown(std::string_view(value.text_).substr(begin, end - begin)) << '\n';
+        begin = end + 1;
+      }
+    } else if (value.is_scalar()) {
+      out << shown(key) << ": " << value.scalar_text() << '\n';
     } else if (value.type_ == Type::array && value.items_.empty()) {
-      out << key << ": (none)\n";
+      out << shown(key) << ": (none)\n";
     } else {
-      out << key << ":\n";
+      out << shown(key) << ":\n";
       if (value.type_ == Type::object) {
         value.print_object(out, indent + 2);
       } else {
@@ -105,7 +104,7 @@ void Json::print_array(std::ostream& out, int indent) const {
   const auto& columns = items_.front().members_;
   std::vector<std::vector<std::string>> cells(items_.size() + 1);
   for (const auto& column : columns) {
-    cells[0].push_back(column.first);
+    cells[0].push_back(shown(column.first));
   }
   for (std::size_t row = 0; row < items_.size(); ++row) {
     for (const auto& column : columns) {

@@ -1,11 +1,13 @@
 #pragma once
 // limitctl's output: every command builds one Json value and prints it either as JSON
 // (--json, for scripts) or as text for people (objects as "key: value" lines, lists of
-// objects as aligned tables), so the two never disagree.
+// objects as aligned tables, text of several lines as an indented block), so the two never
+// disagree. Both escape what does not show as itself (see `shown`).
 
 #include <cstdint>
 #include <iosfwd>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -52,6 +54,13 @@ private:
   std::vector<Json> items_;
   std::vector<std::pair<std::string, Json>> members_;
 };
+
+/// `text` as limitctl shows it on a terminal: every control or non-printing character (C0,
+/// DEL, C1, Unicode whitespace but the space, invisible characters) as \xNN or \uNNNN, every
+/// byte that is not UTF-8 as \xNN; the rest as is. Every text limitctl prints goes through it
+/// (JSON escapes the same characters, see `Json::dump`), so that a value stored in Redis by
+/// other means cannot move the cursor, clear the screen or hide a character.
+std::string shown(std::string_view text);
 
 /// Prints `value` to standard output as JSON (`json`) or as text.
 void print(const Json& value, bool json);
