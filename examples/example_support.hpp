@@ -83,7 +83,8 @@ auto retry(Call&& call, bool resend_unknown) -> std::optional<decltype(call())> 
 
 } // namespace detail
 
-/// Runs a call with an id until Redis answers it: after a lost reply the same id replays.
+/// Runs a call with an id until Redis answers it: after a lost reply the same id replays. Reads
+/// (usage, account, ...) go through it too: reading twice changes nothing.
 template <typename Call> auto with_same_id(Call&& call) -> decltype(call()) {
   return *detail::retry(std::forward<Call>(call), true);
 }
