@@ -1,8 +1,14 @@
 # Embeds every lua/*.lua into one generated header: its text as a raw string and
 # the SHA1 that SCRIPT LOAD will return. Runs at configure time; editing a .lua
-# file re-runs it (CMAKE_CONFIGURE_DEPENDS).
+# file re-runs it (CMAKE_CONFIGURE_DEPENDS). PREFIX: a .lua file put before every
+# script (a test build's guard of declared keys), or empty.
 function(limitcounter_embed_lua)
-  cmake_parse_arguments(ARG "" "OUTPUT;DIRECTORY" "" ${ARGN})
+  cmake_parse_arguments(ARG "" "OUTPUT;DIRECTORY;PREFIX" "" ${ARGN})
+  set(prefix "")
+  if(ARG_PREFIX)
+    file(READ "${ARG_PREFIX}" prefix)
+    set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${ARG_PREFIX}")
+  endif()
   file(GLOB lua_files CONFIGURE_DEPENDS "${ARG_DIRECTORY}/*.lua")
   list(SORT lua_files)
   set(body "")
@@ -10,7 +16,8 @@ function(limitcounter_embed_lua)
   foreach(lua_file IN LISTS lua_files)
     get_filename_component(name "${lua_file}" NAME_WE)
     file(READ "${lua_file}" text)
-    file(SHA1 "${lua_file}" sha1)
+    string(PREPEND text "${prefix}")
+    string(SHA1 sha1 "${text}")
     if(text MATCHES "\\)LIMITCOUNTER_LUA\"")
       message(FATAL_ERROR "${lua_file} contains the raw-string delimiter )LIMITCOUNTER_LUA\"")
     endif()

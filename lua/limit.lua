@@ -27,16 +27,27 @@
 -- Counter set (string <counter-set prefix><name>): which counters a transaction moved but their
 --   fields, so that every transaction under the same rules and windows shares one:
 --   "<c>\n" then c lines "<key> <i>" (the counter's field is the record's i-th field), then
---   the hold sets' keys, one a line. Its name is the client's digest of that text ('.1'...
---   appended if another text has the name); it lives the replay horizon and an hour after its
+--   the hold sets' keys, one a line. Its name is the client's digest of that text (48 bits; a
+--   name another text has is refused before anything is written, and records of an earlier
+--   version may name a set "<name>.<n>"); it lives the replay horizon and an hour after its
 --   latest use, so it outlives every record naming it (a reservation's: until its windows' keys
 --   expire, and an hour more).
 -- Counter field value: "<count>:<amount>", integers below 2^53. A call reads each counter field
---   it needs once and writes each one it moved once, when it ends (also when it fails part way:
---   a record it wrote always has its counters).
+--   it needs once and writes each one it moved once, when it ends. A call that fails writes
+--   nothing: every read and check that can fail comes before its first write.
 -- Hold set (zset): member = "<record key> <amount> <counter set> <fields>" (what releasing the
---   hold takes, also once the record is gone), score = hold expiry in ms; it lives until its
---   members' windows' keys expire.
+--   hold takes), score = hold expiry in ms; it lives until its members' windows' keys expire.
+--   Releasing an expired hold gives one count and its amount back to its counters and removes
+--   its member from its hold sets, and leaves its record as it is: a reservation whose member is
+--   gone from its hold sets reads as expired (given back), and a later cancel or confirm records
+--   it so without giving back again.
+--
+-- Keys: every key a call touches is in its KEYS (Redis's migration guard, TRYAGAIN/ASK while a
+--   slot is half moved, protects only declared keys), with one exception: a decision releasing
+--   an expired hold of a reservation of other windows (its counter set and counters are not the
+--   call's) reaches them undeclared. A reversal finds its keys in its record and counter set:
+--   one it was not given ends the call with {"needs", key...}, nothing written; the client sends
+--   it again with those keys.
 --
 -- ARGV[1] = op.
 --
@@ -60,8 +71,8 @@
 --   counters); op batch sends them, in that order, as one argument: a MessagePack array of
 --   strings (Redis makes an object of each argument it reads; cmsgpack makes only the strings).
 --   KEYS: the n transactions' records, then per counter set: its key (with no counters, any key
---   of the call's slot), its c counter window hashes. The hold sets are the last h lines of the
---   counter set's text (one per counter shape).
+--   of the call's slot), its c counter window hashes, its h hold sets (the last h lines of the
+--   counter set's text, one per counter shape).
 --   Reply: one flat array of integers (strings only in a replay), each transaction's reply
 --   after the one before (a batch's n, in order; a reply's length follows from its code and c):
 --          {code, c, then per counter: count, amount, then the code's extras} with the
@@ -74,14 +85,16 @@
 --          number} overflow (a counter total that would reach 2^53; nothing written).
 --   Expired holds are released first by reserve (up to 64 per set); by consume and reserve, all
 --   of them before a denial is final (then the counters are read and the rules decided again:
---   an expired hold never denies); never by check.
+--   an expired hold never denies); never by check. When several sets are sent, each is read
+--   (and checked) before the first record is written.
 --
--- The reversals take KEYS[1] the record; its counter set is in its slot (counter_set_prefix).
+-- The reversals take KEYS[1] the record, then the keys it touches: its counter set (in its slot,
+-- counter_set_prefix), the set's counters and hold sets (else {"needs", key...}, see Keys).
 -- A refund, confirm or cancel of an id whose record is gone (past its replay horizon) may bring
 -- the original transaction (ARGV[o..o+6]: the fingerprint of its consume, its amount, counter
 -- set name, counter set text, record expiry (ms), the fingerprint of its reserve, its fields as
--- a record keeps them), with KEYS[2]
--- its counter set: the refund then records it as consumed and goes on; a confirm answers
+-- a record keeps them), with KEYS[2] its counter set (and the set's keys after it): the refund
+-- then records it as consumed and goes on; a confirm answers
 -- "expired" and a cancel "already expired" (a reservation's hold never outlives its record).
 -- While the record lives it decides, and an original it was not decided for (other attributes,
 -- or an amount neither consumed nor reserved) is refused: {"mismatch"}.
@@ -101,9 +114,12 @@
 --   Reply: {"cancelled", released amount} | {"already", state} | {"tombstone"}
 --          | {"bad_state", state}
 --          | {"unknown"} (probe only)
--- op void:    (record of one slot's share of a transaction that another slot denied)
+-- op void:    (record of one slot's share of a transaction that another slot denied, or that
+--   the sweep abandoned) ARGV[2] expiry (ms) of a tombstone.
 --   Gives back what this share took and marks it voided: its replays then report the state.
---   Reply: {"voided"} | {"already"} | {"unknown"} | {"bad_state", state}
+--   A share without a record gets a tombstone "v - 0 -" until ARGV[2]: its decision arriving
+--   later replays "voided" and counts nothing.
+--   Reply: {"voided"} | {"already"} | {"tombstone"} | {"bad_state", state}
 -- op inspect: KEYS[1] a transaction's record of any kind (this script's, a home record of
 --   lua/transaction_home.lua); reads only, for operators.
 --   Reply: {"missing"} | {"record", expiry (unix ms, -1 for none), n, then n field/value pairs}:
@@ -123,6 +139,36 @@ for code, name in pairs(state_names) do
   state_codes[name] = code
 end
 local metric_codes = {count = 'c', amount = 'a', single_amount = 's'}
+
+-- The keys the call declared, and what a reversal needs beyond them: a reversal learns the keys
+-- it touches from its record and counter set, and one the call did not declare ends the call
+-- with {"needs", key...} before anything is written; the client declares them and sends the
+-- call again. So every key this script touches is in KEYS (but `undeclared`'s, below), and
+-- Redis's migration guard (TRYAGAIN/ASK when a slot's keys are half moved) covers them all.
+local declared
+local function is_declared(key)
+  if not declared then
+    declared = {}
+    for _, each in ipairs(KEYS) do
+      declared[each] = true
+    end
+  end
+  return declared[key]
+end
+local function need(keys)
+  local missing = {}
+  for _, key in ipairs(keys) do
+    if not is_declared(key) then
+      missing[#missing + 1] = key
+    end
+  end
+  if #missing > 0 then
+    error({needs = missing})
+  end
+end
+-- The one reach past KEYS: a decision's release of an expired hold of other windows (see
+-- release_member). (A test build's guard of declared keys, lua/check/, lets it through here.)
+local undeclared = redis.undeclared or redis
 local metric_names = {c = 'count', a = 'amount', s = 'single_amount'}
 
 -- Counter fields are read once and written once a call, however many of its transactions
@@ -137,7 +183,7 @@ local counters, counter_keys = {}, {}
 local function counter_entry(key)
   local entry = counters[key]
   if not entry then
-    entry = {key = key, fields = {}}
+    entry = {key = key, fields = {}, call = redis.call}
     counters[key] = entry
     counter_keys[#counter_keys + 1] = key
   end
@@ -163,23 +209,24 @@ local flush_chunk = 256
 local function flush_counters()
   for _, key in ipairs(counter_keys) do
     local entry = counters[key]
+    local call = entry.call
     local args, created = {key}, 0
     for field, cell in pairs(entry.fields) do
       if cell and cell[3] then -- (false: asked by read_ahead, never read)
         args[#args + 1] = field
         args[#args + 1] = string.format('%d:%d', cell[1], cell[2])
         if #args > 2 * flush_chunk then
-          created = created + redis.call('HSET', unpack(args))
+          created = created + call('HSET', unpack(args))
           args = {key}
         end
       end
     end
     if #args > 1 then
-      created = created + redis.call('HSET', unpack(args))
+      created = created + call('HSET', unpack(args))
     end
     -- A new field may be a new key: only then can the key lack its expiry.
     if created > 0 and entry.expiry then
-      redis.call('PEXPIREAT', key, entry.expiry, 'NX')
+      call('PEXPIREAT', key, entry.expiry, 'NX')
     end
   end
 end
@@ -294,28 +341,29 @@ local function load(key)
   return parse(redis.pcall('GET', key))
 end
 
--- Stores the counter set `text` under `key` (or key.1, key.2, ... if another text has that
--- name) until at least `expire_at` (ms) + an hour; returns the name suffix used ('' or '.n').
+-- The counter set stored under `key`, checked to be `text` (nil if there is none yet). Two texts
+-- of one name (a 48-bit digest) are refused before anything is written: the name would have to
+-- be suffixed, and a suffixed key is one the caller could not declare. (Records of an earlier
+-- version may name a suffixed set, "<name>.<n>": they are read as they name it.)
+local function stored_counter_set(key, text)
+  local found = redis.call('GET', key)
+  if found and found ~= text then
+    error('limit: counter set names collide: ' .. key)
+  end
+  return found
+end
+
+-- Stores the counter set `text` under `key` until at least `expire_at` (ms) + an hour.
 -- The hour covers the clocks of the callers, whose records expire by their own clocks: a set must
 -- not expire before a record naming it. A set is extended by two hours at a time, so most uses
 -- only read it (a write of a key with an expiry costs twice a read).
 local function keep_counter_set(key, text, expire_at)
   local least, extended = tonumber(expire_at) + 3600000, tonumber(expire_at) + 7200000
-  for n = 0, 8 do
-    local name = n == 0 and key or key .. '.' .. n
-    local found = redis.call('GET', name)
-    if not found then
-      redis.call('SET', name, text, 'PXAT', extended)
-      return n == 0 and '' or '.' .. n
-    end
-    if found == text then
-      if redis.call('PEXPIRETIME', name) < least then
-        redis.call('PEXPIREAT', name, extended)
-      end
-      return n == 0 and '' or '.' .. n
-    end
+  if not stored_counter_set(key, text) then
+    redis.call('SET', key, text, 'PXAT', extended)
+  elseif redis.call('PEXPIRETIME', key) < least then
+    redis.call('PEXPIREAT', key, extended)
   end
-  error('limit: counter set names collide: ' .. key)
 end
 
 -- The rule programs of a decide call (ARGV[6] and on), numbers read once; and where the
@@ -362,22 +410,32 @@ local function read_programs()
   return programs, at
 end
 
+-- The texts of the call's counter sets by their keys (a decision releases the expired holds of
+-- these itself: their keys are the call's).
+local own_sets = {}
+
 -- The counter sets of a decide call (ARGV[at] = S, then the sets), whose keys start at
 -- KEYS[k], by their number as the transactions' arguments name them ('1', '2', ...); the one
 -- set if S is 1 (the transactions then name none), else nil; and where the transactions'
--- arguments start. A set's counter j is KEYS[set.k + j], cached in set.entries[j].
+-- arguments start. A set's counter j is KEYS[set.k + j], cached in set.entries[j]; its hold sets
+-- follow its counters (set.holds).
 local function read_sets(programs, at, k)
   local sets, at0 = {}, at
   for s = 1, tonumber(ARGV[at]) do
     local program = programs[tonumber(ARGV[at + 1])]
-    local entries = {}
+    local entries, holds = {}, {}
     for j = 1, program.c do
       entries[j] = counter_entry(KEYS[k + j])
     end
-    sets[tostring(s)] = {program = program, name = ARGV[at + 2], text = ARGV[at + 3], k = k,
-                         entries = entries}
+    for j = 1, program.h do
+      holds[j] = KEYS[k + program.c + j]
+    end
+    local set = {program = program, name = ARGV[at + 2], text = ARGV[at + 3], k = k,
+                 entries = entries, holds = holds}
+    sets[tostring(s)] = set
+    own_sets[KEYS[k]] = set.text
     at = at + 3
-    k = k + 1 + program.c
+    k = k + 1 + program.c + program.h
   end
   return sets, tonumber(ARGV[at0]) == 1 and sets['1'] or nil, at + 1
 end
@@ -420,27 +478,12 @@ local function denial_text(program, denied, metric)
     string.format('%d', limit) .. ' ' .. string.format('%d', used)
 end
 
--- The hold sets of the set's counter shapes: the last h lines of its text (read once a call).
-local function hold_sets(set)
-  if not set.holds then
-    local lines = {}
-    for line in string.gmatch(set.text, '[^\n]+') do
-      lines[#lines + 1] = line
-    end
-    local holds = {}
-    for i = #lines - set.program.h + 1, #lines do
-      holds[#holds + 1] = lines[i]
-    end
-    set.holds = holds
-  end
-  return set.holds
-end
-
 -- The name a record gives the set's counters: kept (once a call) before the first record
 -- names it, so that its only failure (names colliding) writes nothing else.
 local function kept_counter_set(set, record_expiry)
   if not set.kept then
-    set.kept = set.name .. keep_counter_set(KEYS[set.k], set.text, record_expiry)
+    keep_counter_set(KEYS[set.k], set.text, record_expiry)
+    set.kept = set.name
   end
   return set.kept
 end
@@ -448,7 +491,12 @@ end
 -- Emits what a call of an id decided before answers now: the replay of `first` (with the
 -- counters as read, in `counts` and `amounts`), or why the call is not a retry of it.
 local function replay(first, c, fingerprint, amount)
-  if first.fp == '-' then
+  if first.fp == '-' and first.state == 'voided' then
+    -- a void's tombstone: the transaction was abandoned before this share was decided
+    emit_totals(codes.replay, c)
+    emit(first.state)
+    emit('')
+  elseif first.fp == '-' then
     emit(codes.cancelled) -- a tombstone: cancel came first
   elseif first.fp ~= fingerprint or (first.requested or first.amount) ~= amount then
     emit(codes.conflict)
@@ -487,7 +535,7 @@ local function reversals()
   local function cell_of(entry, field)
     local cell = entry.fields[field]
     if not cell then
-      cell = parse_counter(redis.call('HGET', entry.key, field))
+      cell = parse_counter(entry.call('HGET', entry.key, field))
       entry.fields[field] = cell
     end
     return cell
@@ -513,13 +561,13 @@ local function reversals()
     end
   end
 
-  -- Whether the counter key exists (or this call wrote it).
-  local function counter_key_exists(key)
+  -- Whether the counter key exists (or this call wrote it); `call` reaches it.
+  local function counter_key_exists(key, call)
     local entry = counters[key]
     if entry and entry.expiry then
       return true
     end
-    return redis.call('EXISTS', key) == 1
+    return call('EXISTS', key) == 1
   end
 
   -- The text of record `r`.
@@ -564,49 +612,23 @@ local function reversals()
     return string.sub(record, 1, string.find(record, '}', 1, true)) .. ':cs:'
   end
 
-  -- The counters and hold sets a record moved: {{key, field}...}, {hold set...}.
-  local function counter_set(key, r, reading)
-    if not r.counters or r.counters == '-' then
-      return {}, {}
-    end
-    local text = redis.call('GET', counter_set_prefix(key) .. r.counters)
-    if not text and reading then
-      return {}, {}
-    end
-    if not text then
-      -- never while its records live (see keep_counter_set): fail before anything is written
-      error('limit: the counter set ' .. r.counters .. ' of ' .. key .. ' is gone')
-    end
+  -- A counter set's text as its counters ({key, field number}...) and its hold sets.
+  local function set_lines(text)
     local lines = {}
     for line in string.gmatch(text, '[^\n]+') do
       lines[#lines + 1] = line
     end
     local c = tonumber(lines[1])
-    local fields = split_fields(r.fields)
     local counters, holds = {}, {}
     for j = 1, c do
       local line = lines[1 + j]
       local space = string.find(line, ' ', 1, true)
-      counters[j] = {string.sub(line, 1, space - 1), fields[tonumber(string.sub(line, space + 1))]}
+      counters[j] = {string.sub(line, 1, space - 1), tonumber(string.sub(line, space + 1))}
     end
     for j = 2 + c, #lines do
       holds[#holds + 1] = lines[j]
     end
     return counters, holds
-  end
-
-  -- Takes count and amount back out of every counter the record moved, never below zero.
-  -- Keys that have expired since are left alone (their window is over).
-  local function give_back(key, r, count, amount, tolerate_missing)
-    local moved = counter_set(key, r, tolerate_missing)
-    for _, counter in ipairs(moved) do
-      local key, field = counter[1], counter[2]
-      if counter_key_exists(key) then
-        local entry = counter_entry(key)
-        local c, a = read_cell(entry, field)
-        write_cell(entry, field, math.max(c - count, 0), math.max(a - amount, 0))
-      end
-    end
   end
 
   -- A reservation's member in its hold sets: its record key, then what releasing the hold takes
@@ -616,63 +638,156 @@ local function reversals()
     return key .. ' ' .. string.format('%d', r.amount) .. ' ' .. r.counters .. ' ' .. r.fields
   end
 
-  -- When a reservation's hold expires (ms): its record's, or its members' score in its hold sets
-  -- (0 if they no longer hold it: then it expired long ago).
-  local function hold_expiry_of(key, r)
-    if r.hexp then
-      return r.hexp
+  -- The counters (with their cache cells read) a counter set's text names for `fields` (a
+  -- record's fields word), those whose key exists: {{entry, field}...}; `call` reaches them.
+  local function existing_counters(counters, fields, call)
+    local split, moved = split_fields(fields), {}
+    for _, counter in ipairs(counters) do
+      if counter_key_exists(counter[1], call) then
+        local entry = counter_entry(counter[1])
+        if not is_declared(counter[1]) then
+          entry.call = call
+        end
+        local field = split[counter[2]]
+        cell_of(entry, field)
+        moved[#moved + 1] = {entry, field}
+      end
     end
-    local _, holds = counter_set(key, r)
-    return tonumber(holds[1] and redis.call('ZSCORE', holds[1], hold_member(key, r))) or 0
+    return moved
+  end
+
+  -- Reads everything a reversal of record `r` (at `key`) touches before its first write, so that
+  -- a failure (a key of the wrong type, a key the call did not declare) writes nothing: sets
+  -- r.moved (its counters whose key exists, {entry, field}), r.holds (its hold sets) and, for a
+  -- reservation with counters, r.hold_score (its hold expiry in its first hold set) and r.held
+  -- (its hold is still there: not given back). A reservation whose member a sweep removed was
+  -- given back by that sweep (release_member), which leaves the record as it is.
+  -- `text`: the counter set's text when the caller brought it (the original), else the record's
+  -- set is read. `reading`: a set that is gone leaves nothing (inspect), else it is an error.
+  local function prepare(key, r, text, reading)
+    r.moved, r.holds = {}, {}
+    if not r.counters or r.counters == '-' then
+      return
+    end
+    if not text then
+      local set_key = counter_set_prefix(key) .. r.counters
+      need({set_key})
+      text = redis.call('GET', set_key)
+      if not text then
+        if reading then
+          return
+        end
+        -- never while its records live (see keep_counter_set)
+        error('limit: the counter set ' .. r.counters .. ' of ' .. key .. ' is gone')
+      end
+    end
+    local counters, holds = set_lines(text)
+    local wanted = {}
+    for _, counter in ipairs(counters) do
+      wanted[#wanted + 1] = counter[1]
+    end
+    for _, hold in ipairs(holds) do
+      wanted[#wanted + 1] = hold
+    end
+    need(wanted)
+    r.moved, r.holds = existing_counters(counters, r.fields, redis.call), holds
+    local split = split_fields(r.fields)
+    r.listed = {}
+    for j, counter in ipairs(counters) do
+      r.listed[j] = counter[1] .. ' ' .. split[counter[2]]
+    end
+    if r.state == 'reserved' then
+      local member = hold_member(key, r)
+      for i, hold in ipairs(holds) do
+        local score = redis.call('ZSCORE', hold, member) -- (each: a hold set of another type fails here)
+        if i == 1 then
+          r.hold_score = tonumber(score)
+        end
+      end
+      r.held = r.hold_score ~= nil
+    end
+  end
+
+  -- Takes count and amount back out of every counter the record moved, never below zero.
+  -- Keys that have expired since are left alone (their window is over).
+  local function give_back(r, count, amount)
+    for _, moved in ipairs(r.moved) do
+      local entry, field = moved[1], moved[2]
+      local c, a = read_cell(entry, field)
+      write_cell(entry, field, math.max(c - count, 0), math.max(a - amount, 0))
+    end
+  end
+
+  -- When a reservation's hold expires (ms): its record's, or its members' score in its hold sets
+  -- (0 if they no longer hold it: a sweep released it as expired).
+  local function hold_expiry_of(r)
+    return r.hexp or r.hold_score or 0
   end
 
   local function drop_holds(key, r)
-    local _, holds = counter_set(key, r)
-    for _, hold_set in ipairs(holds) do
+    for _, hold_set in ipairs(r.holds) do
       redis.call('ZREM', hold_set, hold_member(key, r))
     end
   end
 
-  -- Ends a reservation: gives back, releases its hold and sets its final state.
+  -- Ends a reservation (prepared): gives back what its hold still holds, releases the hold and
+  -- sets its final state.
   local function release_reservation(key, r, state, count, amount)
-    give_back(key, r, count, amount)
-    drop_holds(key, r)
+    if r.held then
+      give_back(r, count, amount)
+      drop_holds(key, r)
+    end
     r.state = state
     store(key, r)
   end
 
-  -- Releases up to 64 expired holds of one set. Returns how many it released and how many
-  -- members it looked at (64: there may be more).
-  local function release_expired_holds(holds, now)
-    local released = 0
-    local expired = redis.call('ZRANGEBYSCORE', holds, '-inf', now, 'LIMIT', '0', '64')
-    for _, member in ipairs(expired) do
-      local key, amount, counters, fields = string.match(member, '^(%S+) (%d+) (%S+) (%S+)$')
-      local r = key and load(key)
-      if r and r.state == 'reserved' then
-        release_reservation(key, r, 'expired', 1, r.amount)
-        released = released + 1
-      elseif key and not r then
-        -- Its record is gone (past the replay horizon; the hold expired before, as a horizon is
-        -- never shorter than a hold): the member says what it holds. (Its counter set lives until
-        -- its windows end; if someone deleted it, there is nothing left to give back to.)
-        give_back(key, {counters = counters, fields = fields}, 1, tonumber(amount), true)
-        redis.call('ZREM', holds, member)
-        released = released + 1
-      else
-        redis.call('ZREM', holds, member)
+  -- Releases the expired hold `member` ("<record> <amount> <counter set> <fields>") of the hold
+  -- set `hold`: gives its count and amount back to its counters and removes it from its hold
+  -- sets; its record is left as it is (prepare reads a reservation without its member as
+  -- expired and given back). `own`: the call's counter sets' texts by key, whose keys the call
+  -- declared. A member of another counter set (a reservation of other windows) is released
+  -- through `undeclared`: the one access of keys a call does not declare in this script (its
+  -- record's windows are not the call's; see the contract).
+  local function release_member(hold, member, own)
+    local record, amount, name, fields = string.match(member, '^(%S+) (%d+) (%S+) (%S+)$')
+    if record and name ~= '-' then
+      local set_key = counter_set_prefix(record) .. name
+      local text, call = own[set_key], redis.call
+      if not text then
+        call = undeclared.call
+        text = call('GET', set_key)
+      end
+      if text then -- (gone only if someone deleted it: nothing left to give back to)
+        local counters, holds = set_lines(text)
+        local r = {moved = existing_counters(counters, fields, call)}
+        give_back(r, 1, tonumber(amount))
+        for _, other in ipairs(holds) do
+          if other ~= hold then
+            call('ZREM', other, member)
+          end
+        end
       end
     end
-    return released, #expired
+    redis.call('ZREM', hold, member)
+  end
+
+  -- Releases up to 64 expired holds of one set. Returns how many it released and how many
+  -- members it looked at (64: there may be more).
+  local function release_expired_holds(holds, now, own)
+    local expired = redis.call('ZRANGEBYSCORE', holds, '-inf', now, 'LIMIT', '0', '64')
+    for _, member in ipairs(expired) do
+      release_member(holds, member, own)
+    end
+    return #expired, #expired
   end
 
   -- Releases the expired holds of the call's hold sets: every one of them when `all` (an
   -- expired hold must never deny), else up to 64 per set. Returns how many.
-  local function release_all_expired(holds, now, all)
+  local function release_all_expired(holds, now, all, own)
     local released = 0
     for _, hold_set in ipairs(holds) do
       repeat
-        local batch, seen = release_expired_holds(hold_set, now)
+        local batch, seen = release_expired_holds(hold_set, now, own)
         released = released + batch
       until not all or seen < 64
     end
@@ -682,31 +797,43 @@ local function reversals()
   -- The record of a reversal: the one in Redis, else (refund only) the original transaction the
   -- caller brought (ARGV[o..o+4]), as consumed (r.fresh: not written yet; `record_original`
   -- writes it once the refund is decided, so that a refused refund writes nothing); nil if
-  -- neither.
+  -- neither. Then the record is prepared (every key it touches read: see prepare).
   local function load_or_original(o, recreate)
     local r = load(KEYS[1])
     if not ARGV[o + 4] then
+      if r then
+        prepare(KEYS[1], r)
+      end
       return r, r ~= nil
     end
     if r then
       local amount = tonumber(ARGV[o + 1])
-      return r, true, (r.fp ~= ARGV[o] and r.fp ~= ARGV[o + 5]) or
+      local mismatch = (r.fp ~= ARGV[o] and r.fp ~= ARGV[o + 5]) or
         (amount ~= r.amount and amount ~= r.requested)
+      if not mismatch then
+        prepare(KEYS[1], r)
+      end
+      return r, true, mismatch
     end
     if not recreate then
       return nil, true
     end
     r = {state = 'consumed', fp = ARGV[o], amount = tonumber(ARGV[o + 1]), counters = '-',
          refunded = 0, count_back = false, refunds = {}, fresh = true}
+    if ARGV[o + 3] ~= '' then
+      need({KEYS[2]})
+      stored_counter_set(KEYS[2], ARGV[o + 3]) -- (read: a collision fails before any write)
+      r.counters, r.fields = ARGV[o + 2], ARGV[o + 6]
+      prepare(KEYS[1], r, ARGV[o + 3])
+    end
     return r, true
   end
 
   -- Writes the record `load_or_original` made from the original (its counter set first).
   local function record_original(o, r)
     refuse_past_expiry(ARGV[o + 4])
-    if ARGV[o + 3] ~= '' then
-      r.counters = ARGV[o + 2] .. keep_counter_set(KEYS[2], ARGV[o + 3], ARGV[o + 4])
-      r.fields = ARGV[o + 6]
+    if r.counters ~= '-' then
+      keep_counter_set(KEYS[2], ARGV[o + 3], ARGV[o + 4])
     end
     redis.call('SET', KEYS[1], record_text(r), 'PXAT', ARGV[o + 4])
   end
@@ -746,9 +873,7 @@ local function reversals()
       count = 1
       r.count_back = true
     end
-    if give > 0 or count > 0 then
-      give_back(KEYS[1], r, count, give)
-    end
+    give_back(r, count, give)
     r.refunded = r.refunded + give
     r.refunds[ARGV[3]] = ARGV[2] .. ':' .. string.format('%d', give)
     store(KEYS[1], r)
@@ -771,7 +896,7 @@ local function reversals()
       return {'bad_state', r.state}
     end
     local held = r.amount
-    if hold_expiry_of(KEYS[1], r) <= tonumber(ARGV[3]) then
+    if hold_expiry_of(r) <= tonumber(ARGV[3]) then
       release_reservation(KEYS[1], r, 'expired', 1, held)
       return {'expired'}
     end
@@ -781,7 +906,7 @@ local function reversals()
     elseif final > held then
       return {'too_much', string.format('%d', held)}
     end
-    give_back(KEYS[1], r, 0, held - final)
+    give_back(r, 0, held - final)
     drop_holds(KEYS[1], r)
     if final < held then
       r.requested = held -- what a retry of the reserve asks for
@@ -789,6 +914,11 @@ local function reversals()
     r.state, r.amount = 'confirmed', final
     store(KEYS[1], r)
     return {'confirmed', string.format('%d', final), string.format('%d', held - final)}
+  end
+
+  -- A record of a reservation whose hold a sweep released reads as expired.
+  local function released_by_sweep(r)
+    return r.state == 'reserved' and r.counters ~= '-' and not r.held
   end
 
   local function cancel()
@@ -807,6 +937,9 @@ local function reversals()
       redis.call('SET', KEYS[1], 'x - 0 -', 'PXAT', ARGV[3])
       return {'tombstone'}
     end
+    if released_by_sweep(r) then
+      release_reservation(KEYS[1], r, 'expired', 1, r.amount) -- (records what the sweep did)
+    end
     if r.state == 'cancelled' or r.state == 'expired' then
       return {'already', r.state}
     end
@@ -817,10 +950,14 @@ local function reversals()
     return {'cancelled', string.format('%d', r.amount)}
   end
 
+  -- op void: ARGV[2] the expiry (ms) of the tombstone it leaves for an id without a record, so
+  -- that a share of the voided transaction that arrives later counts nothing.
   local function void()
     local r = load(KEYS[1])
     if not r then
-      return {'unknown'}
+      refuse_past_expiry(ARGV[2])
+      redis.call('SET', KEYS[1], 'v - 0 -', 'PXAT', ARGV[2])
+      return {'tombstone'}
     end
     if r.state == 'voided' or r.state == 'denied' then
       return {'already'}
@@ -828,8 +965,11 @@ local function reversals()
     if r.state ~= 'consumed' and r.state ~= 'reserved' then
       return {'bad_state', r.state}
     end
-    give_back(KEYS[1], r, r.count_back and 0 or 1, r.amount - r.refunded)
-    drop_holds(KEYS[1], r)
+    prepare(KEYS[1], r)
+    if r.state == 'consumed' or r.held or r.counters == '-' then
+      give_back(r, r.count_back and 0 or 1, r.amount - r.refunded)
+      drop_holds(KEYS[1], r)
+    end
     r.state, r.count_back = 'voided', true
     store(KEYS[1], r)
     return {'voided'}
@@ -858,20 +998,17 @@ local function reversals()
     if r.fp == '-' then
       return reply -- a tombstone
     end
-    add('state', r.state)
+    prepare(record, r, nil, true)
+    add('state', released_by_sweep(r) and 'expired' or r.state)
     add('amount', string.format('%d', r.amount))
     add('refunded', string.format('%d', r.refunded))
-    if r.state == 'reserved' then
-      add('hexp', string.format('%d', hold_expiry_of(record, r)))
+    if r.state == 'reserved' and not released_by_sweep(r) then
+      add('hexp', string.format('%d', hold_expiry_of(r)))
     end
     if r.denial then
       add('denial', r.denial)
     end
-    local lines = {}
-    for _, counter in ipairs((counter_set(record, r, true))) do
-      lines[#lines + 1] = counter[1] .. ' ' .. counter[2]
-    end
-    add('keys', table.concat(lines, '\n'))
+    add('keys', table.concat(r.listed or {}, '\n'))
     for id, value in pairs(r.refunds) do
       add(id == '' and 'rf' or 'r:' .. id, value)
     end
@@ -905,7 +1042,7 @@ local function decide(record, set, fingerprint, amount_text, fields_word, kind, 
   elseif kind == 'reserve' and not swept then
     -- A reserve adds to the hold sets, so it sweeps them (at most 64 each): they stay small.
     -- (For an id decided before, that is housekeeping of other records; nothing of its own.)
-    reversals().release_all_expired(hold_sets(set), now, false)
+    reversals().release_all_expired(set.holds, now, false, own_sets)
   end
   -- its counters (read_ahead cached every cell)
   local fields = c > 1 and split_word(fields_word)
@@ -948,7 +1085,7 @@ local function decide(record, set, fingerprint, amount_text, fields_word, kind, 
   -- A consume sweeps expired holds only when they could be what stands in its way, then decides
   -- again (an expired hold never denies).
   if denied ~= 0 and not swept and
-    reversals().release_all_expired(hold_sets(set), now, true) > 0 then
+    reversals().release_all_expired(set.holds, now, true, own_sets) > 0 then
     return decide(record, set, fingerprint, amount_text, fields_word, kind, now, record_expiry,
       hold_expiry, true)
   end
@@ -1011,7 +1148,7 @@ local function decide(record, set, fingerprint, amount_text, fields_word, kind, 
   if kind == 'reserve' then
     local member = record .. ' ' .. amount_text .. ' ' ..
       (kept and kept .. ' ' .. fields_word or '-')
-    for _, hold_set in ipairs(hold_sets(set)) do
+    for _, hold_set in ipairs(set.holds) do
       redis.call('ZADD', hold_set, hold_expiry, member)
       -- the set lives as long as the counters its members hold, and their holds
       local life = math.max(program.windows_end, tonumber(hold_expiry))
@@ -1077,6 +1214,14 @@ local function decide_all(kind)
   local now, record_expiry, hold_expiry = ARGV[3], ARGV[4], ARGV[5]
   if kind ~= 'check' then
     refuse_past_expiry(record_expiry)
+    if not only_set then
+      -- (one set's is read before its first record is written; several sets' before any)
+      for _, set in pairs(sets) do
+        if set.program.c > 0 then
+          stored_counter_set(KEYS[set.k], set.text)
+        end
+      end
+    end
   end
   local tx = ARGV -- the transactions' arguments, from tx[a] on
   if op == 'batch' then
@@ -1113,9 +1258,13 @@ local function run()
   return redis.error_reply('limit: unknown op ' .. tostring(op))
 end
 
+-- Every failure comes before the call's first write (reads and checks first), so a failed
+-- call has written nothing and its cached counters are dropped, never flushed.
 local ok, result = pcall(run)
-flush_counters()
 if not ok then
+  if type(result) == 'table' and result.needs then
+    return {'needs', unpack(result.needs)}
+  end
   -- pcall gives an error as text: raise it as Redis would have, with its code (READONLY, OOM,
   -- ... which the client acts on), or ERR for an error of this script's own
   if type(result) == 'string' then
@@ -1123,4 +1272,5 @@ if not ok then
   end
   error(result, 0)
 end
+flush_counters()
 return result

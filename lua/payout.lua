@@ -6,9 +6,11 @@
 --
 -- Partition keys: ready (zset task -> due ms), inflight (zset task -> deadline ms),
 -- tasks (hash task -> "<amount>:<attempts>:<lease>[:<display>]", or "dead:<lease>" once
--- dead-lettered), dead (list of "<task>:<amount>:<attempts>"). A task id is
--- "<packet>:<user>". Amounts stay the decimal strings they were stored as: formatting a Lua
--- number (%.14g) would round amounts of 10^14 or more.
+-- dead-lettered; and "<task>:requeued" -> requeue time ms from a requeue until that task is
+-- paid or dies again, which tells a retried requeue from a task never dead), dead (list of
+-- "<task>:<amount>:<attempts>"). A task id is "<packet>:<user>" (neither part has a ':', so
+-- no task id ends in ":requeued"). Amounts stay the decimal strings they were stored as:
+-- formatting a Lua number (%.14g) would round amounts of 10^14 or more.
 --
 -- Exactly once across lost replies: a lease ends once. The packet's paid hash records the
 -- lease that was paid (user -> "<time ms>:<lease>"), so an ack retried with that lease is
@@ -33,8 +35,9 @@
 --   A dead-lettered task goes back to ready, due now, with its attempts reset and its lease
 --   kept (the next take leases it anew, so an old lease still acks nothing); its dead-letter
 --   entry is removed. Its display data was dropped when it died: the task goes on without it.
---   Reply: {"requeued", amount} | {"not_dead"} (unknown, paid, queued or in flight: nothing
---   changed, so a retry after a lost reply changes nothing more)
+--   Reply: {"requeued", amount} | {"already"} (requeued by an earlier call and neither paid
+--   nor dead since: a retry after a lost reply; nothing changed) | {"not_dead"} (unknown,
+--   paid, queued or in flight otherwise: nothing changed)
 
 local op = ARGV[1]
 
@@ -68,6 +71,7 @@ local function failed(ready, inflight, tasks, dead, task, now, max_attempts, bac
   redis.call('ZREM', inflight, task)
   if attempts >= max_attempts then
     redis.call('HSET', tasks, task, string.format('dead:%d', lease))
+    redis.call('HDEL', tasks, task .. ':requeued')
     redis.call('RPUSH', dead, task .. ':' .. amount .. string.format(':%d', attempts))
     return {'dead'}
   end
@@ -128,7 +132,7 @@ elseif op == 'ack' then
     return {'stale'}
   end
   redis.call('ZREM', inflight, ARGV[2])
-  redis.call('HDEL', tasks, ARGV[2])
+  redis.call('HDEL', tasks, ARGV[2], ARGV[2] .. ':requeued')
   redis.call('HSET', paid, ARGV[4], ARGV[5] .. string.format(':%d', lease))
   redis.call('PEXPIRE', paid, ARGV[6], 'NX')
   return {'paid'}
@@ -144,6 +148,9 @@ if op == 'requeue' then
   local ready, tasks, dead, task = KEYS[1], KEYS[2], KEYS[3], ARGV[2]
   local value = redis.call('HGET', tasks, task)
   if not value or string.sub(value, 1, 5) ~= 'dead:' then
+    if value and redis.call('HEXISTS', tasks, task .. ':requeued') == 1 then
+      return {'already'}
+    end
     return {'not_dead'}
   end
   local prefix = task .. ':'
@@ -152,7 +159,8 @@ if op == 'requeue' then
       local amount = string.match(string.sub(entry, #prefix + 1), '^(%d+):%d+$')
       if amount then
         redis.call('LREM', dead, 1, entry)
-        redis.call('HSET', tasks, task, encode(amount, 0, tonumber(string.sub(value, 6)), ''))
+        redis.call('HSET', tasks, task, encode(amount, 0, tonumber(string.sub(value, 6)), ''),
+          task .. ':requeued', ARGV[3])
         redis.call('ZADD', ready, ARGV[3], task)
         return {'requeued', amount}
       end

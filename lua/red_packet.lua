@@ -34,7 +34,7 @@
 -- op close: KEYS meta, list, packets
 --   ARGV[2] packet id
 --   Reply: {"closed", leftover, packets left} | {"already", leftover, packets left}
---          | {"not_ready"} | {"unknown"} (the id is dropped from packets then)
+--          | {"not_ready"} | {"unknown"}; every answer leaves the id out of packets
 -- op status: KEYS meta, list, drawn, attempts (reads only, for operators)
 --   Reply: {"status", total, count, expires (ms), ready 0/1, closed 0/1, packets left, amount
 --           left, grabs won, users whose grabs won nothing} | {"unknown"}
@@ -147,16 +147,19 @@ end
 local function close()
   local meta, list, packets = KEYS[1], KEYS[2], KEYS[3]
   local state = redis.call('HMGET', meta, 'closed', 'ready', 'leftover', 'packets_left')
+  -- Only a complete packet not closed yet belongs in the expiry index (its last chunk adds
+  -- it). Every other answer drops the id too: an id left there (its keys gone, or created
+  -- anew under the same id) would come back on every page of close_expired.
   if not state[1] then
-    -- Gone (its retention passed) or never created: drop it from the expiry index, so that
-    -- close_expired does not meet it again.
     redis.call('ZREM', packets, ARGV[2])
     return {'unknown'}
   end
   if state[2] == '0' then
+    redis.call('ZREM', packets, ARGV[2])
     return {'not_ready'}
   end
   if state[1] == '1' then
+    redis.call('ZREM', packets, ARGV[2])
     return {'already', state[3] or '0', state[4] or '0'}
   end
   local leftover = 0

@@ -9,9 +9,10 @@ export LIMITCOUNTER_ROOT
 # (Used by the scripts that source this file.)
 # shellcheck disable=SC2034
 BUILD_PACKAGES=(build-essential cmake pkg-config libhiredis-dev libfmt-dev libhowardhinnant-date-dev libyaml-cpp-dev libcli11-dev
-                libssl-dev openssl tzdata libsqlite3-dev redis-server redis-tools)
+                libssl-dev openssl tzdata libsqlite3-dev libmariadb-dev redis-server redis-tools)
 # shellcheck disable=SC2034
-TEST_PACKAGES=(catch2 libbenchmark-dev clang-14 libclang-rt-14-dev redis-sentinel)
+TEST_PACKAGES=(catch2 libbenchmark-dev clang-14 libclang-rt-14-dev redis-sentinel sqlite3
+               mariadb-server)
 # What scripts/bench.sh --callgrind needs to count the client's instructions.
 # shellcheck disable=SC2034
 PROFILE_PACKAGES=(valgrind)
@@ -76,35 +77,57 @@ free_port() {
   return 1
 }
 
+# start_on_free_port NAME LOG TRIES LAUNCH READY: starts a server on a free loopback port, up
+# to five ports tried. Each try sets SERVER_PORT and calls the function LAUNCH, which starts the
+# server in the background on $SERVER_PORT and sets SERVER_PID; then calls the function READY
+# every 0.05 s, at most TRIES times, until it succeeds. A server that exits meanwhile (its port
+# taken?) or never answers is stopped, the tail of LOG printed, and another port tried.
+start_on_free_port() {
+  local name="$1" log="$2" tries="$3" launch="$4" ready="$5" attempt i
+  for attempt in 1 2 3 4 5; do
+    SERVER_PORT="$(free_port)" || return 1
+    "$launch"
+    for i in $(seq 1 "$tries"); do
+      kill -0 "$SERVER_PID" 2>/dev/null || break
+      if "$ready"; then
+        echo "$name (pid $SERVER_PID) listening on 127.0.0.1:$SERVER_PORT" >&2
+        return 0
+      fi
+      sleep 0.05
+    done
+    echo "$name did not come up on port $SERVER_PORT (attempt $attempt):" >&2
+    tail -n 20 "$log" >&2 || true
+    kill "$SERVER_PID" 2>/dev/null || true
+    wait "$SERVER_PID" 2>/dev/null || true
+  done
+  return 1
+}
+
 # start_private_redis [LAUNCHER...]: starts a throw-away redis-server (no persistence) on a free
 # loopback port in the background, under LAUNCHER if given (e.g. valgrind and its options), and
 # waits until it answers. Sets REDIS_PORT, REDIS_PID and REDIS_LOG. Pair it with
 # `trap stop_private_redis EXIT`.
 start_private_redis() {
   command -v redis-server >/dev/null 2>&1 || die "redis-server is not installed"
-  local attempt i
-  for attempt in 1 2 3 4 5; do
-    REDIS_PORT="$(free_port)" || return 1
-    REDIS_LOG="$(mktemp "${TMPDIR:-/tmp}/limitcounter-redis.XXXXXX")"
-    "$@" redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save "" --appendonly no \
-      --daemonize no --protected-mode yes --logfile "" >"$REDIS_LOG" 2>&1 &
-    REDIS_PID=$!
-    for i in $(seq 1 200); do
-      if ! kill -0 "$REDIS_PID" 2>/dev/null; then
-        break # it exited (port taken meanwhile?): try another port
-      fi
-      if [ "$(redis-cli -h 127.0.0.1 -p "$REDIS_PORT" ping 2>/dev/null)" = PONG ]; then
-        echo "redis-server (pid $REDIS_PID) listening on 127.0.0.1:$REDIS_PORT" >&2
-        return 0
-      fi
-      sleep 0.05
-    done
-    echo "redis-server did not come up on port $REDIS_PORT (attempt $attempt):" >&2
-    tail -n 20 "$REDIS_LOG" >&2 || true
+  REDIS_LAUNCHER=("$@")
+  REDIS_LOG="$(mktemp "${TMPDIR:-/tmp}/limitcounter-redis.XXXXXX")"
+  if ! start_on_free_port redis-server "$REDIS_LOG" 200 launch_private_redis redis_answers; then
+    REDIS_PID=""
     stop_private_redis
-  done
-  return 1
+    return 1
+  fi
+  # shellcheck disable=SC2034 # read by the scripts that source this file
+  REDIS_PORT="$SERVER_PORT"
 }
+
+launch_private_redis() {
+  "${REDIS_LAUNCHER[@]}" redis-server --port "$SERVER_PORT" --bind 127.0.0.1 --save "" \
+    --appendonly no --daemonize no --protected-mode yes --logfile "" >"$REDIS_LOG" 2>&1 &
+  SERVER_PID=$!
+  REDIS_PID=$SERVER_PID # set at once: an EXIT trap during the wait stops it
+}
+
+redis_answers() { [ "$(redis-cli -h 127.0.0.1 -p "$SERVER_PORT" ping 2>/dev/null)" = PONG ]; }
 
 # stop_private_redis: stops the server start_private_redis started, by its pid.
 stop_private_redis() {

@@ -2,10 +2,11 @@
 # Builds and runs every test. Installs the Debian packages it needs when they are missing.
 #
 #   main  RelWithDebInfo build in build/ (the benchmark drivers too, not run), every CTest label
-#         (unit, redis, cluster, fault, sentinel, simulation, packaging); prints the simulation's
-#         seeds and figures
+#         (unit, redis, cluster, fault, sentinel, simulation, packaging, database: the billing
+#         example on SQLite and on a private mariadbd); prints the simulation's seeds and figures
 #   docs  the API reference (scripts/docs.sh: Doxygen into build-docs/api/); fails on any warning
-#   asan  ASan+UBSan build in build-asan/, every label but packaging
+#   asan  ASan+UBSan build in build-asan/, every label but packaging, every Lua script behind
+#         lua/check/declared_keys_guard.lua (a key a script touches outside its KEYS fails)
 #   tsan  TSan build in build-tsan/, every label but packaging
 #   fuzz  libFuzzer targets (clang 14, ASan+UBSan) in build-fuzz/, LIMITCOUNTER_FUZZ_SECONDS each
 #
@@ -89,9 +90,10 @@ run_stage() {
       scripts/docs.sh
       ;;
     asan)
-      section "ASan + UBSan build: Debug in build-asan/, all labels but packaging"
+      section "ASan + UBSan build: Debug in build-asan/, all labels but packaging; every script behind the guard of declared keys"
+      # (LIMITCOUNTER_CHECK_SCRIPT_KEYS: a script touching a key not in its KEYS fails its test)
       configure_build build-asan -DCMAKE_BUILD_TYPE=Debug -DLIMITCOUNTER_SANITIZE=address,undefined \
-        -DLIMITCOUNTER_BUILD_EXAMPLES=OFF
+        -DLIMITCOUNTER_BUILD_EXAMPLES=OFF -DLIMITCOUNTER_CHECK_SCRIPT_KEYS=ON
       ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
         UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
         LIMITCOUNTER_SIM_SECONDS="$sanitizer_sim_seconds" \

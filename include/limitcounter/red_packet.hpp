@@ -140,10 +140,11 @@ struct PacketStatus {
 
 /// The outcome of `RedPacketPool::requeue_payout`.
 enum class RequeueResult {
-  requeued, ///< the dead-lettered task is back in its queue, due now, its attempts reset
-  not_dead, ///< no dead-lettered task of that packet and user (unknown, paid, queued, in
-            ///< flight, or requeued already, e.g. by this call whose reply was lost): nothing
-            ///< changed
+  requeued,         ///< the dead-lettered task is back in its queue, due now, its attempts reset
+  already_requeued, ///< an earlier call requeued it (e.g. this call, whose reply was lost) and
+                    ///< it is queued or in flight since, neither paid nor dead: nothing changed
+  not_dead,         ///< no dead-lettered task of that packet and user, nor a requeued one
+                    ///< still to pay (unknown, paid, or never dead): nothing changed
 };
 
 /// Red packets in Redis. Thread-safe; share one instance.
@@ -151,6 +152,9 @@ class RedPacketPool {
 public:
   /// Most amounts stored by one command of `create`: bounds each command's time.
   static constexpr std::size_t chunk_amounts = 10'000;
+  /// Packet ids `close_expired` reads from a partition's index per command: bounds the
+  /// memory and time of one read, not how many packets a call closes.
+  static constexpr std::size_t close_page = 1'000;
   /// Longest nickname or avatar URL of `UserDisplay`, in bytes.
   static constexpr std::size_t max_display_bytes = 256;
 
@@ -217,9 +221,14 @@ public:
   /// completely created id.
   CloseResult close(const std::string& packet_id);
 
-  /// Closes every packet of every partition that expired before `now`; returns the closes.
-  /// A packet whose keys are gone (it outlived its retention unclosed) is reported with
-  /// `gone` set and dropped from the index; the others are still closed.
+  /// Closes every packet of every partition that expired at or before `now` (however many:
+  /// it reads each partition's expiry index in pages of `close_page` ids, one close per
+  /// packet); returns the closes, one per packet. A packet whose keys are gone (it outlived
+  /// its retention unclosed) is reported with `gone` set and dropped from the index; the
+  /// others are still closed. A close leaves the index with its packet, so a later call does
+  /// not report it again: if this call throws (a Redis failure; nothing is thrown for one
+  /// gone packet), the packets it closed before are not listed by the next call, and
+  /// `close(id)` of one of them replays its leftover.
   std::vector<std::pair<std::string, CloseResult>> close_expired(TimePoint now = Clock::now());
 
   // ---- Payout queue ----
@@ -252,8 +261,11 @@ public:
   /// operator's retry once the cause is fixed), in one script: due at `now`, attempts counted
   /// from zero again; the lease number is kept, so the next take leases it anew and a worker
   /// still holding an old lease cannot acknowledge it. The display data of a dead task is not
-  /// kept, so the requeued task has none. Idempotent: a second call answers not_dead and
-  /// changes nothing. Throws invalid_argument for a bad id (nothing sent).
+  /// kept, so the requeued task has none. Idempotent: a call retried with the same ids after
+  /// a lost reply changes nothing and answers already_requeued while the task waits in its
+  /// queue or is in flight, not_dead once it was paid; if it died again meanwhile, the call
+  /// requeues it again (an operator's retry of a dead task). Throws invalid_argument for a
+  /// bad id (nothing sent).
   RequeueResult requeue_payout(const std::string& packet_id, const std::string& user_id,
                                TimePoint now = Clock::now());
 

@@ -65,6 +65,15 @@ struct RuleStoreOptions {
 /// been stored: `current()` tells (its author, reason and yaml are yours), or retry with
 /// `expected_version`: a retry whose first attempt was stored returns that version instead of
 /// storing a second one. Thread-safe.
+///
+/// Retries: `put` and `put_yaml` with `expected_version` are idempotent by version. Sent
+/// again with the same arguments after a lost reply, the call stores nothing and returns the
+/// version its first attempt stored (recognised by content: yaml, author, reason, action;
+/// while that version is kept in the history), even if other writers stored newer versions
+/// since. Without `expected_version` a retry may store the same set once more as a new
+/// version; so may `put_rule`, `clear` and `rollback` (each edits the current version it
+/// reads, which is then the first attempt's), and a retried `delete_rule` finds no rule to
+/// delete. To make those safe, read `current()` before retrying.
 class RuleStore {
 public:
   /// Largest YAML text stored, in bytes: a bigger set is refused before anything is sent.
@@ -77,9 +86,10 @@ public:
   /// Validates `rules` (rules_from_yaml(to_yaml(rules)) must give the set back) and stores it
   /// as the next version, atomically (one script). `expected_version` (optional): compare-and-
   /// set, throws Error(conflict) naming both versions when the current one differs (0: expects
-  /// an empty store). Without it, a concurrent writer only makes it try again on the newer
-  /// version. Returns the new version. Throws invalid_argument for a set over
-  /// `max_yaml_bytes` as YAML.
+  /// an empty store), unless version `expected_version + 1` holds this very change (a retry
+  /// after a lost reply: that version is returned, nothing stored). Without it, a concurrent
+  /// writer only makes it try again on the newer version. Returns the new version. Throws
+  /// invalid_argument for a set over `max_yaml_bytes` as YAML.
   std::uint64_t put(const RuleSet& rules, const RuleChange& change,
                     std::optional<std::uint64_t> expected_version = std::nullopt);
   /// Same from YAML text (validated before anything is stored; errors as rules_from_yaml, the

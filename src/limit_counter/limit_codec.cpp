@@ -118,6 +118,7 @@ struct CallTemplate {
   std::string program; // MessagePack: h, c, c key expiries, c field numbers, r, 3r rule args
   std::string names;   // the rules' names
   std::vector<std::string> counter_keys;  // per counter
+  std::vector<std::string> hold_keys;     // per counter shape: its hold set
   std::vector<std::size_t> field_numbers; // per counter: its field's number among the fields
   std::vector<const Rule*> field_rules;   // per field: a rule that counts by it
   std::string text;                       // the counter set's text (lua/limit.lua)
@@ -198,9 +199,10 @@ struct CallTemplate {
     }
     for (const auto hold : holds) {
       text.append(1, '\n').append(hold);
+      hold_keys.emplace_back(hold);
     }
     // 48 bits: few distinct sets (one per rules, windows and buckets), and a collision is
-    // resolved by the script (keep_counter_set's suffixes), never silent
+    // refused by the script before it writes anything, never silent
     Digest digest;
     digest.add(text);
     name = digest.text(8);
@@ -408,6 +410,7 @@ LimitCall build_decide(std::string_view op, const Transaction& transaction,
   const TimePoint record_expiry = std::max(context.now + context.replay_horizon, hold_expiry);
   call.keys.push_back(shared.set_key);
   call.keys.insert(call.keys.end(), shared.counter_keys.begin(), shared.counter_keys.end());
+  call.keys.insert(call.keys.end(), shared.hold_keys.begin(), shared.hold_keys.end());
 
   call.args.reserve(DecideLayout::transaction + 3);
   call.args.emplace_back(op);
@@ -478,7 +481,7 @@ void DecideBatch::add(std::vector<std::string>&& keys, std::vector<std::string>&
     added.program = program;
     added.name = std::move(args[at::set + 1]);
     added.text = std::move(args[at::set + 2]);
-    // KEYS: the record, then the set's key and its counters' keys
+    // KEYS: the record, then the set's key, its counters' keys and its hold sets
     added.keys.assign(std::make_move_iterator(keys.begin() + 1),
                       std::make_move_iterator(keys.end()));
   }

@@ -149,7 +149,7 @@ private:
     std::size_t program = 0; // index into programs_
     std::string name;
     std::string text;
-    std::vector<std::string> keys; // the set's key, then its counters'
+    std::vector<std::string> keys; // the set's key, then its counters' and its hold sets'
   };
   std::size_t size_ = 0;
   std::vector<std::string> header_;                           // now, record expiry, hold expiry

@@ -7,6 +7,7 @@
 
 #include <limitcounter/detail/lua_scripts.hpp>
 
+#include "limit_counter/declared_keys.hpp"
 #include "limit_counter/home_record.hpp"
 #include "limit_counter/limit_codec.hpp"
 #include "limit_counter/window_closed.hpp"
@@ -120,7 +121,7 @@ LimitCounter::transaction_record(const std::string& transaction_id,
     if (std::find(record.records.begin(), record.records.end(), key) != record.records.end()) {
       continue;
     }
-    const Reply reply = redis_.eval(scripts::limit, {key}, {"inspect"});
+    const Reply reply = detail::eval_declaring(redis_, {&scripts::limit, {key}, {"inspect"}});
     if (reply.at(0).as_string() == "missing") {
       continue;
     }

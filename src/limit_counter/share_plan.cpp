@@ -23,4 +23,12 @@ std::vector<SharePlan> share_plans(const CounterKeys& keys, const Transaction& t
   return plans;
 }
 
+std::vector<std::string> void_share(std::chrono::system_clock::time_point now,
+                                    std::chrono::milliseconds replay_horizon) {
+  const auto expiry = now + replay_horizon + share_record_margin;
+  return {"void", std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                     expiry.time_since_epoch())
+                                     .count())};
+}
+
 } // namespace limitcounter::detail

@@ -19,6 +19,12 @@ namespace limitcounter::detail {
 /// whose clocks differ by less than this cannot.
 constexpr std::chrono::hours share_record_margin{1};
 
+/// A share's void (lua/limit.lua op void) at `now`: a share without a record keeps a tombstone
+/// as long as a share's record would live, so that its decision sent late (delayed in the
+/// network past the sweep that abandoned its transaction) counts nothing.
+std::vector<std::string> void_share(std::chrono::system_clock::time_point now,
+                                    std::chrono::milliseconds replay_horizon);
+
 /// One share: the rules whose counters live in `slot`, and the counter tag of the first of them
 /// (its share record's key is in that tag's slot).
 struct SharePlan {

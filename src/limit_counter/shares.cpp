@@ -12,6 +12,7 @@
 
 #include <limitcounter/detail/lua_scripts.hpp>
 
+#include "limit_counter/declared_keys.hpp"
 #include "limit_counter/limit_codec.hpp"
 #include "limit_counter/share_plan.hpp"
 #include "redis/key_slot.hpp"
@@ -70,7 +71,7 @@ LimitCounter::run_on_shares(const std::vector<std::string>& plan,
       calls.back() = *instead;
     }
   }
-  std::vector<Reply> replies = redis_.eval_pipeline(calls);
+  std::vector<Reply> replies = detail::eval_pipeline_declaring(redis_, std::move(calls));
   for (const Reply& reply : replies) {
     if (reply.is_error()) {
       throw Error(errc::server_error, "a share of a transaction: " + reply.as_string(),
@@ -446,7 +447,7 @@ LimitCounter::SharesDecided LimitCounter::after_shares(std::string_view op,
   if (share_error || (!combined.allowed() && !combined.denial)) {
     // Nothing to decide on (a conflict, an overflow, a share voided long ago): give back what
     // moved and leave the home record pending.
-    run_on_shares(decided.counted, {{"void"}});
+    run_on_shares(decided.counted, {detail::void_share(Clock::now(), options_.replay_horizon)});
     throw share_error.value_or(
         Error(errc::conflict,
               quoted_id(transaction.id) + " was voided before and its home record is gone",
@@ -508,7 +509,7 @@ Decision LimitCounter::replay_voided(const Transaction& transaction) {
 void LimitCounter::void_shares(const Transaction& transaction,
                                const std::vector<std::string>& shares) {
   try {
-    run_on_shares(shares, {{"void"}});
+    run_on_shares(shares, {detail::void_share(Clock::now(), options_.replay_horizon)});
   } catch (const Error& e) {
     throw Error(static_cast<errc>(e.code().value()),
                 quoted_id(transaction.id) + " is denied, but not every share gave back what it " +
@@ -594,7 +595,7 @@ Reply LimitCounter::run_transition(const std::string& transaction_id,
   // rules, a tombstone, or with the original, the record of one past its horizon.
   std::vector<std::string> keys{keys_.transaction(transaction_id)};
   if (original == nullptr) {
-    return run_limit(keys, args);
+    return detail::eval_declaring(redis_, {&scripts::limit, std::move(keys), args});
   }
   std::vector<std::string> with_original = args;
   std::shared_ptr<const RulesInForce> in_force;
@@ -608,7 +609,8 @@ Reply LimitCounter::run_transition(const std::string& transaction_id,
   if (!counter_set.empty()) {
     keys.push_back(std::move(counter_set));
   }
-  return run_limit(keys, with_original);
+  return detail::eval_declaring(redis_,
+                                {&scripts::limit, std::move(keys), std::move(with_original)});
 }
 
 void LimitCounter::follow_home_change(const std::string& transaction_id,

@@ -12,6 +12,7 @@
 #include <limitcounter/detail/lua_scripts.hpp>
 
 #include "limit_counter/limit_codec.hpp"
+#include "limit_counter/share_plan.hpp"
 #include "redis/cluster_protocol.hpp"
 #include "shared/amount.hpp"
 
@@ -145,7 +146,7 @@ std::optional<InterruptedFanOut> LimitCounter::follow_home(const std::string& ho
   const std::string& amount = taken.at(4).as_string();
   std::vector<std::vector<std::string>> operations;
   if (result.state == "voided" || result.state == "denied") {
-    operations.push_back({"void"});
+    operations.push_back(detail::void_share(Clock::now(), options_.replay_horizon));
   } else if (result.state == "cancelled") {
     const auto now = Clock::now();
     operations.push_back({"cancel", std::to_string(detail::unix_millis(now)),

@@ -289,22 +289,29 @@ CloseResult RedPacketPool::close(const std::string& packet_id) {
 
 std::vector<std::pair<std::string, CloseResult>> RedPacketPool::close_expired(TimePoint now) {
   std::vector<std::pair<std::string, CloseResult>> closed;
+  const std::string until = millis(now);
   for (std::uint32_t partition = 0; partition < keys_.partitions(); ++partition) {
-    const Reply expired = redis_.command(
-        {"ZRANGEBYSCORE", keys_.packets(partition), "-inf", millis(now), "LIMIT", "0", "1000"});
-    for (const Reply& id : expired.as_array()) {
-      CloseResult result;
-      try {
-        result = close(id.as_string());
-      } catch (const Error& e) {
-        if (e.code() != errc::not_found) {
-          throw;
+    // Each page is read from the start of the index again: every close answered (closed,
+    // already, not ready, unknown) drops its id from the index, so the next page holds the
+    // packets not yet met, and a short page is the last.
+    for (std::size_t page_size = close_page; page_size == close_page;) {
+      const Reply page = redis_.command({"ZRANGEBYSCORE", keys_.packets(partition), "-inf", until,
+                                         "LIMIT", "0", std::to_string(close_page)});
+      page_size = page.as_array().size();
+      for (const Reply& id : page.as_array()) {
+        CloseResult result;
+        try {
+          result = close(id.as_string());
+        } catch (const Error& e) {
+          if (e.code() != errc::not_found) {
+            throw;
+          }
+          // Its keys outlived their retention (or an id of theirs is being created anew):
+          // the close script dropped the id from the index. The others are still closed.
+          result.gone = true;
         }
-        // Its keys outlived their retention: the close script dropped the id from the
-        // index. The others are still closed.
-        result.gone = true;
+        closed.emplace_back(id.as_string(), result);
       }
-      closed.emplace_back(id.as_string(), result);
     }
   }
   return closed;

@@ -51,6 +51,9 @@ RequeueResult RedPacketPool::requeue_payout(const std::string& packet_id,
   if (answer == "requeued") {
     return RequeueResult::requeued;
   }
+  if (answer == "already") {
+    return RequeueResult::already_requeued;
+  }
   if (answer == "not_dead") {
     return RequeueResult::not_dead;
   }

@@ -137,12 +137,14 @@ std::uint64_t RuleStore::store_next(const std::string& yaml, const RuleChange& c
       return *stored;
     }
     if (expected_version) {
-      // A retry after a lost reply finds its own first attempt stored: report that one.
-      if (found == expected + 1) {
-        const auto mine = get(found);
+      // A retry after a lost reply finds its own first attempt stored as the version after
+      // the one it expected (also when another writer stored more versions since): report
+      // that one, as the first attempt would have.
+      if (found > expected) {
+        const auto mine = get(expected + 1);
         if (mine && mine->yaml == yaml && mine->author == change.author &&
             mine->reason == change.reason && mine->action == action) {
-          return found;
+          return expected + 1;
         }
       }
       throw Error(errc::conflict,

@@ -13,6 +13,7 @@
 #include <limitcounter/detail/lua_scripts.hpp>
 #include <limitcounter/limitcounter.hpp>
 
+#include "limit_counter/declared_keys.hpp"
 #include "redis/key_slot.hpp"
 #include "support/probe.hpp"
 #include "support/redis_cluster.hpp"
@@ -428,7 +429,8 @@ TEST_CASE_METHOD(ShortHolds,
   REQUIRE(record->records.size() == 3); // home, dept share, merchant share
   // the dept share's hold is released as expired (as by a clock far ahead), then the home
   // record takes the confirm
-  REQUIRE(redis.eval(scripts::limit, {record->records[1]}, {"confirm", "-1", "9007199254740991"})
+  REQUIRE(detail::eval_declaring(
+              redis, {&scripts::limit, {record->records[1]}, {"confirm", "-1", "9007199254740991"}})
               .at(0)
               .as_string() == "expired");
   REQUIRE(confirm_at_home("lost", home_hold_expiry("lost") - 1).at(0).as_string() == "confirmed");

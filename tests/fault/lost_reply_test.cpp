@@ -463,6 +463,45 @@ TEST_CASE_METHOD(PacketsThroughProxy,
   CHECK(retried[0].attempt == 2); // one failed attempt, not two
 }
 
+// An operator's requeue of a dead payout whose reply was lost: the retry must not move the
+// task twice (a second queue entry is a second payment attempt) and must say it was requeued.
+TEST_CASE_METHOD(PacketsThroughProxy,
+                 "red packets: a requeue of a dead payout retried after a lost reply moves it "
+                 "once and answers already_requeued",
+                 "[fault][lost_reply][red_packet]") {
+  limitcounter::PacketOptions packet_options;
+  packet_options.expires_at = limitcounter::Clock::now() + 1h;
+  pool.create("rq", {70}, packet_options);
+  REQUIRE(pool.grab("rq", "alice").status == limitcounter::GrabResult::Status::granted);
+  const std::uint32_t partition = pool.keys().partition_of("rq");
+  const auto now = limitcounter::Clock::now();
+  bool dead = false;
+  for (int attempt = 1; !dead && attempt <= options.max_payout_attempts; ++attempt) {
+    const auto tasks = pool.take_payouts(partition, 10, now + attempt * 1s);
+    REQUIRE(tasks.size() == 1);
+    dead = pool.fail_payout(tasks[0], now + attempt * 1s);
+  }
+  REQUIRE(dead);
+  const std::string dead_list = pool.keys().payout(partition, "dead");
+  const std::string ready = pool.keys().payout(partition, "ready");
+  REQUIRE(direct.command({"LLEN", dead_list}).as_integer() == 1);
+
+  const auto later = now + 10s;
+  run_with_lost_reply([&] { pool.requeue_payout("rq", "alice", later); });
+  CHECK(direct.command({"LLEN", dead_list}).as_integer() == 0); // it ran: moved
+  CHECK(direct.command({"ZCARD", ready}).as_integer() == 1);
+
+  const long long before = command_calls(direct, "evalsha");
+  CHECK(pool.requeue_payout("rq", "alice", later) == limitcounter::RequeueResult::already_requeued);
+  CHECK(command_calls(direct, "evalsha") - before == 1);
+  CHECK(direct.command({"LLEN", dead_list}).as_integer() == 0);
+  CHECK(direct.command({"ZCARD", ready}).as_integer() == 1); // queued once
+  const auto retaken = pool.take_payouts(partition, 10, later);
+  REQUIRE(retaken.size() == 1);
+  CHECK(retaken[0].attempt == 1); // attempts reset once
+  CHECK(retaken[0].amount == 70);
+}
+
 // A create whose reply was lost, retried after the packet's expiry (a short packet, a slow
 // retry): the retry must not be told "expires in the past" as if nothing had been created, or
 // the host refunds the sender while the packet's leftover is refunded by close too.

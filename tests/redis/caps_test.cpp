@@ -189,3 +189,32 @@ TEST_CASE_METHOD(CapsFixture, "hit_sliding_window_many: one pipeline, one result
   CHECK_THROWS_WITH(limits.hit_sliding_window_many(requests), Catch::Contains("0 ms"));
   CHECK(redis.command({"EXISTS", limits.keys().sliding("pay", "batch-o")}).as_integer() == 0);
 }
+
+TEST_CASE_METHOD(CapsFixture, "a take of n with fewer than n left is refused and counts nothing",
+                 "[caps][redis]") {
+  const TimePoint at = next_year_noon();
+  REQUIRE(limits.take_daily_cap("sms", "few-left", 10, at, 8).allowed);
+  const auto refused = limits.take_daily_cap("sms", "few-left", 10, at, 3);
+  CHECK_FALSE(refused.allowed);
+  CHECK(refused.used == 8);
+  CHECK(refused.remaining == 2);
+  // exactly what is left still fits, then nothing
+  const auto rest = limits.take_daily_cap("sms", "few-left", 10, at, 2);
+  CHECK(rest.allowed);
+  CHECK(rest.used == 10);
+  CHECK_FALSE(limits.take_daily_cap("sms", "few-left", 10, at, 1).allowed);
+}
+
+TEST_CASE_METHOD(CapsFixture, "a sliding-window hit at a refusal's retry_at is admitted",
+                 "[sliding][redis]") {
+  const TimePoint t0 =
+      std::chrono::time_point_cast<std::chrono::milliseconds>(limitcounter::Clock::now());
+  REQUIRE(limits.hit_sliding_window("pay", "at-retry", 1, 1000ms, t0).allowed);
+  const auto refused = limits.hit_sliding_window("pay", "at-retry", 1, 1000ms, t0 + 400ms);
+  REQUIRE_FALSE(refused.allowed);
+  REQUIRE(refused.retry_at == t0 + 1000ms);
+  // one millisecond before, the first hit is still in the window; at retry_at it has left
+  CHECK_FALSE(
+      limits.hit_sliding_window("pay", "at-retry", 1, 1000ms, refused.retry_at - 1ms).allowed);
+  CHECK(limits.hit_sliding_window("pay", "at-retry", 1, 1000ms, refused.retry_at).allowed);
+}

@@ -624,6 +624,38 @@ TEST_CASE_METHOD(ShortReservations,
   }
 }
 
+TEST_CASE_METHOD(ShortReservations, "a denied reservation's record shows no hold",
+                 "[limits][redis][reserve]") {
+  limits.set_rules(RuleSet().add(Rule("day").where("merchant").per(Period::day).max_amount(1000)));
+  const Transaction big = tx(2000);
+  REQUIRE_FALSE(limits.reserve(big).allowed());
+  const auto record = limits.transaction_record(big.id, {});
+  REQUIRE(record);
+  CHECK(record->state == "denied");
+  CHECK_FALSE(record->hold_expires);
+}
+
+// A consume that needs the room releases an expired hold from its hold set and leaves the
+// reservation's record as it was: the record reads as expired, holding nothing, and a cancel or
+// confirm of it gives nothing back again.
+TEST_CASE_METHOD(ShortReservations,
+                 "a reservation whose expired hold a consume released reads as expired",
+                 "[limits][redis][reserve][standalone]") {
+  limits.set_rules(RuleSet().add(Rule("day").where("merchant").per(Period::day).max_amount(1000)));
+  const Transaction auth = tx(600);
+  REQUIRE(limits.reserve(auth).allowed());
+  std::this_thread::sleep_for(400ms);
+  REQUIRE(limits.consume(tx(500)).allowed()); // releases the expired hold first
+  REQUIRE(used("merchant", Dimension{"m1"}, Period::day, at) == Usage{1, 500});
+  const auto record = limits.transaction_record(auth.id, {});
+  REQUIRE(record);
+  CHECK(record->state == "expired");
+  CHECK_FALSE(record->hold_expires);
+  CHECK(limits.cancel(auth.id) == CancelResult::already_ended);
+  CHECK(limits.cancel(auth.id) == CancelResult::already_ended);
+  CHECK(used("merchant", Dimension{"m1"}, Period::day, at) == Usage{1, 500});
+}
+
 TEST_CASE_METHOD(LimitsFixture, "check decides without consuming", "[limits][redis]") {
   limits.set_rules(RuleSet().add(Rule("day").where("merchant").per(Period::day).max_count(1)));
   const Decision peek = limits.check(tx(5));

@@ -232,13 +232,29 @@ TEST_CASE_METHOD(PoolFixture, "requeue_payout moves a dead payout back to its qu
 
   CHECK(pool.requeue_payout("rq-1", "bob", now + 5s) == limitcounter::RequeueResult::requeued);
   CHECK(pool.dead_payouts(partition).empty());
-  // A retry (a lost reply) changes nothing more.
-  CHECK(pool.requeue_payout("rq-1", "bob", now + 5s) == limitcounter::RequeueResult::not_dead);
-  const auto tasks = pool.take_payouts(partition, 10, now + 6s);
+  // A retry (a lost reply) changes nothing more, and says the task was requeued, while it
+  // waits and while it is in flight.
+  CHECK(pool.requeue_payout("rq-1", "bob", now + 5s) ==
+        limitcounter::RequeueResult::already_requeued);
+  auto tasks = pool.take_payouts(partition, 10, now + 6s);
   REQUIRE(tasks.size() == 1);
   CHECK(tasks[0].user_id == "bob");
   CHECK(tasks[0].amount == 50);
   CHECK(tasks[0].attempt == 1);
-  CHECK(pool.ack_payout(tasks[0], now + 6s));
+  CHECK(pool.requeue_payout("rq-1", "bob", now + 6s) ==
+        limitcounter::RequeueResult::already_requeued);
+
+  // Dead again: a requeue moves it back again.
+  pool.fail_payout(tasks[0], now + 6s);
+  tasks = pool.take_payouts(partition, 10, now + 8s);
+  REQUIRE(tasks.size() == 1);
+  REQUIRE(pool.fail_payout(tasks[0], now + 8s)); // dead-lettered
+  CHECK(pool.requeue_payout("rq-1", "bob", now + 9s) == limitcounter::RequeueResult::requeued);
+  tasks = pool.take_payouts(partition, 10, now + 9s);
+  REQUIRE(tasks.size() == 1);
+  CHECK(pool.ack_payout(tasks[0], now + 9s));
   CHECK(pool.take_payouts(partition, 10, now + 60s).empty());
+  // Paid: nothing of the task is left, and a late retry is not_dead.
+  CHECK(redis.command({"HLEN", pool.keys().payout(partition, "tasks")}).as_integer() == 0);
+  CHECK(pool.requeue_payout("rq-1", "bob", now + 60s) == limitcounter::RequeueResult::not_dead);
 }

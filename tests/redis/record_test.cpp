@@ -11,6 +11,7 @@
 #include <limitcounter/detail/lua_scripts.hpp>
 #include <limitcounter/limit_counter.hpp>
 
+#include "limit_counter/declared_keys.hpp"
 #include "limit_counter/limit_codec.hpp"
 #include "shared/amount.hpp"
 #include "support/probe.hpp"
@@ -644,7 +645,9 @@ TEST_CASE_METHOD(RecordFixture,
     for (const auto& [keys, args] :
          {std::pair{std::vector<std::string>{record_key(tx.id), counter_set}, refund},
           std::pair{std::vector<std::string>{record_key("past-tombstone")}, cancel}}) {
-      const Error error = error_of([&] { redis.eval(limitcounter::scripts::limit, keys, args); });
+      const Error error = error_of([&] {
+        limitcounter::detail::eval_declaring(redis, {&limitcounter::scripts::limit, keys, args});
+      });
       CHECK_THAT(error.what(), Catch::Contains("would be gone at once"));
       CHECK(error.outcome() == limitcounter::Outcome::failed);
     }
@@ -652,4 +655,66 @@ TEST_CASE_METHOD(RecordFixture,
   CHECK(merchant_day() == Usage{1, 10});
   CHECK(redis.command({"EXISTS", record_key(tx.id)}).as_integer() == 0);
   CHECK(redis.command({"EXISTS", record_key("past-tombstone")}).as_integer() == 0);
+}
+
+// lua/limit.lua reads and checks everything before its first write: a reversal that meets a
+// key it cannot use (a counter hash replaced by a string) fails having given nothing back,
+// and its record is as it was (a script that failed half way used to flush the counters it had
+// given back in its cache, while the record still said "not refunded": every retry gave back
+// again).
+TEST_CASE_METHOD(RecordFixture, "a refund that fails at a later counter has written nothing",
+                 "[record][redis][standalone]") {
+  limits.set_rules(
+      RuleSet()
+          .add(Rule("merchant-day").where("merchant").per(Period::day).max_amount(1000))
+          .add(Rule("merchant-month").where("merchant").per(Period::month).max_amount(1'000'000)));
+  REQUIRE(limits.consume(payment("fail-late-1", 300)).allowed());
+  REQUIRE(limits.consume(payment("fail-late-2", 600)).allowed());
+  const auto months = keys_matching(prefix + "*:month:*");
+  REQUIRE(months.size() == 1);
+  // the month counter becomes a string: the refund fails at it, after the day counter
+  REQUIRE(redis.command({"SET", months.front(), "not a hash"}).as_string() == "OK");
+  const std::string record_before = redis.command({"GET", record_key("fail-late-1")}).as_string();
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    const Error error = error_of([&] { limits.refund("fail-late-1"); });
+    CHECK_THAT(error.what(), Catch::Contains("WRONGTYPE"));
+    CHECK(error.outcome() == limitcounter::Outcome::failed);
+    CHECK(merchant_day() == Usage{2, 900});
+    CHECK(redis.command({"GET", record_key("fail-late-1")}).as_string() == record_before);
+  }
+}
+
+// A batch of consumes under two counter sets checks both sets before it writes any record: the
+// second set's key holding something else fails the call with nothing written.
+TEST_CASE_METHOD(RecordFixture, "a batch whose second counter set fails has written nothing",
+                 "[record][redis][standalone]") {
+  limits.set_rules(
+      RuleSet()
+          .add(Rule("merchant-day").where("merchant").per(Period::day).max_amount(1000))
+          .add(Rule("cmb-day").where("dept", "cmb").per(Period::day).max_amount(1000)));
+  // dept cmb matches both rules, dept icbc only the merchant's: two counter sets
+  const auto icbc = [](Transaction tx) {
+    tx.attributes["dept"] = "icbc";
+    return tx;
+  };
+  REQUIRE(limits.consume(payment("batch-set-a", 10)).allowed());
+  REQUIRE(limits.consume(icbc(payment("batch-set-b", 10))).allowed());
+  const auto sets = keys_matching(prefix + "*cs:*");
+  REQUIRE(sets.size() == 2);
+  std::string icbc_set; // the set of one counter ("1\n<key> 1\n<holds>")
+  for (const auto& key : sets) {
+    if (redis.command({"GET", key}).as_string().rfind("1\n", 0) == 0) {
+      icbc_set = key;
+    }
+    REQUIRE(redis.command({"DEL", key}).as_integer() == 1);
+  }
+  REQUIRE_FALSE(icbc_set.empty());
+  REQUIRE(redis.command({"RPUSH", icbc_set, "x"}).as_integer() == 1);
+  const std::vector<Transaction> batch{payment("batch-1", 10), icbc(payment("batch-2", 10))};
+  const auto results = limits.consume_many(batch);
+  for (const auto& result : results) {
+    CHECK(std::holds_alternative<Error>(result));
+  }
+  CHECK(redis.command({"EXISTS", record_key("batch-1"), record_key("batch-2")}).as_integer() == 0);
+  CHECK(merchant_day() == Usage{2, 20});
 }

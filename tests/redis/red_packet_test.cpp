@@ -31,6 +31,8 @@ using limitcounter::Redis;
 using limitcounter::RedisOptions;
 using limitcounter::RedPacketOptions;
 using limitcounter::RedPacketPool;
+using limitcounter::Reply;
+using limitcounter::TimePoint;
 using limitcounter::testing::test_options;
 using limitcounter::testing::unique_prefix;
 
@@ -512,6 +514,44 @@ TEST_CASE_METHOD(PoolFixture,
   CHECK(closed[2].second.closed_now);
   CHECK(closed[2].second.leftover == 9);
   CHECK(pool.close_expired(Clock::now() + 3h).empty()); // the gone one does not come back
+}
+
+TEST_CASE("close_expired closes every expired packet of a partition, past one page of the index",
+          "[redpacket][redis]") {
+  Redis redis{test_options()};
+  RedPacketOptions options = PoolFixture::options();
+  options.partitions = 1; // every packet in one index
+  RedPacketPool pool{redis, options};
+  const std::size_t expired = 2 * RedPacketPool::close_page + 1; // three pages
+  const TimePoint expiry = Clock::now() + 1h;
+  PacketOptions soon;
+  soon.expires_at = expiry;
+  for (std::size_t i = 0; i < expired; ++i) {
+    pool.create("pg-" + std::to_string(i), {3, 4}, soon);
+  }
+  PacketOptions later;
+  later.expires_at = expiry + 2h;
+  pool.create("pg-later", {5}, later);
+  REQUIRE(pool.grab("pg-0", "alice").status == GrabResult::Status::granted);
+
+  const auto closed = pool.close_expired(expiry + 1h);
+  REQUIRE(closed.size() == expired);
+  std::set<std::string> ids;
+  std::int64_t leftover = 0;
+  for (const auto& [id, result] : closed) {
+    ids.insert(id);
+    CHECK(result.closed_now);
+    leftover += result.leftover;
+  }
+  CHECK(ids.size() == expired); // each once
+  CHECK(ids.count("pg-later") == 0);
+  CHECK(leftover == 7 * static_cast<std::int64_t>(expired) - pool.grab("pg-0", "alice").amount);
+  // the server's side: only the packet not expired yet is left in the index
+  const Reply index = redis.command({"ZRANGE", pool.keys().packets(0), "0", "-1"});
+  REQUIRE(index.as_array().size() == 1);
+  CHECK(index.at(0).as_string() == "pg-later");
+  CHECK(pool.status("pg-" + std::to_string(expired - 1))->closed);
+  CHECK(pool.close_expired(expiry + 1h).empty());
 }
 
 TEST_CASE_METHOD(PoolFixture,

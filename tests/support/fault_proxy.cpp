@@ -35,7 +35,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using Argv = std::vector<std::string>;
 
-constexpr std::size_t fault_kinds = static_cast<std::size_t>(Fault::error_reply) + 1;
+constexpr std::size_t fault_kinds = static_cast<std::size_t>(Fault::delay_forward) + 1;
 
 // ---- RESP framing -------------------------------------------------------------------------
 
@@ -308,6 +308,7 @@ const char* to_string(Fault fault) noexcept {
   case Fault::close_before_forward: return "close_before_forward";
   case Fault::blackhole: return "blackhole";
   case Fault::error_reply: return "error_reply";
+  case Fault::delay_forward: return "delay_forward";
   }
   return "unknown";
 }
@@ -521,6 +522,7 @@ private:
       release_filled();
       return true;
     case Fault::drop_reply: silent_ = true; break;
+    case Fault::delay_forward: std::this_thread::sleep_for(decision.delay); break;
     default: break;
     }
     to_server_.append(request);

@@ -48,6 +48,9 @@ enum class Fault {
   blackhole,
   /// Answers it with the rule's `error` (a RESP error reply) without sending it: did not run.
   error_reply,
+  /// Holds it for the rule's `delay`, then sends it: it runs late, as over a slow network (the
+  /// connection's traffic waits behind it).
+  delay_forward,
 };
 
 /// "drop_reply", "delay_reply", ... for reports and failure messages.
@@ -81,7 +84,7 @@ struct FaultRule {
   Fault fault = Fault::forward;
   /// How many commands it applies to; then it is spent.
   int times = 1;
-  /// For delay_reply: how long the reply is held.
+  /// For delay_reply: how long the reply is held; for delay_forward, the command.
   std::chrono::milliseconds delay{100};
   /// For error_reply: the error text, without the leading '-'.
   std::string error = loading_error;

@@ -15,6 +15,7 @@
 #include <limitcounter/limit_counter.hpp>
 #include <limitcounter/redis.hpp>
 
+#include "limit_counter/declared_keys.hpp"
 #include "limit_counter/home_record.hpp"
 #include "limit_counter/limit_codec.hpp"
 
@@ -44,7 +45,7 @@ inline detail::DecideContext decide_context(const LimitCounter& limits, TimePoin
 /// given those names): state, amount, refunded, hexp, ...; empty if the record or the field is
 /// absent.
 inline std::string record_field(Redis& redis, const std::string& key, const std::string& name) {
-  const Reply reply = redis.eval(scripts::limit, {key}, {"inspect"});
+  const Reply reply = detail::eval_declaring(redis, {&scripts::limit, {key}, {"inspect"}});
   if (reply.at(0).as_string() == "missing") {
     return {};
   }

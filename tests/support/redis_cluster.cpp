@@ -145,21 +145,32 @@ void RedisCluster::begin_migration(int slot, RedisServer& source, RedisServer& t
 }
 
 void RedisCluster::move_keys(int slot, RedisServer& source, RedisServer& target) const {
-  const std::string slot_text = std::to_string(slot);
   for (;;) {
-    const Reply keys = run(source, {"CLUSTER", "GETKEYSINSLOT", slot_text, "100"});
-    if (keys.as_array().empty()) {
+    const std::vector<std::string> keys = keys_in_slot(slot, source);
+    if (keys.empty()) {
       break;
     }
-    std::vector<std::string> migrate{"MIGRATE", "127.0.0.1", std::to_string(target.port()), "", "0",
-                                     "5000",    "KEYS"};
-    for (const Reply& key : keys.as_array()) {
-      migrate.push_back(key.as_string());
-    }
-    const Reply moved = run(source, migrate);
-    if (moved.is_error()) {
-      throw std::runtime_error("MIGRATE failed: " + moved.as_string());
-    }
+    move_some_keys(keys, source, target);
+  }
+}
+
+std::vector<std::string> RedisCluster::keys_in_slot(int slot, RedisServer& node) const {
+  const Reply found = run(node, {"CLUSTER", "GETKEYSINSLOT", std::to_string(slot), "100"});
+  std::vector<std::string> keys;
+  for (const Reply& key : found.as_array()) {
+    keys.push_back(key.as_string());
+  }
+  return keys;
+}
+
+void RedisCluster::move_some_keys(const std::vector<std::string>& keys, RedisServer& source,
+                                  RedisServer& target) const {
+  std::vector<std::string> migrate{"MIGRATE", "127.0.0.1", std::to_string(target.port()), "", "0",
+                                   "5000",    "KEYS"};
+  migrate.insert(migrate.end(), keys.begin(), keys.end());
+  const Reply moved = run(source, migrate);
+  if (moved.is_error()) {
+    throw std::runtime_error("MIGRATE failed: " + moved.as_string());
   }
 }
 

@@ -34,6 +34,11 @@ public:
   /// move its keys, and hand it over on every master.
   void begin_migration(int slot, RedisServer& source, RedisServer& target) const;
   void move_keys(int slot, RedisServer& source, RedisServer& target) const;
+  /// Up to 100 keys of `slot` that `node` holds (CLUSTER GETKEYSINSLOT).
+  std::vector<std::string> keys_in_slot(int slot, RedisServer& node) const;
+  /// Moves just `keys` (one MIGRATE ... KEYS batch), to half move a slot key by key.
+  void move_some_keys(const std::vector<std::string>& keys, RedisServer& source,
+                      RedisServer& target) const;
   void finish_migration(int slot, RedisServer& target) const;
 
 private:
