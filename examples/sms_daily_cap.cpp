@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <iostream>
+#include <optional>
 #include <string>
 
 #include <limitcounter/limitcounter.hpp>
@@ -23,21 +24,45 @@ int main(int argc, char** argv) try {
 
   const auto now = lc::Clock::now();
   const std::string account = "acct-" + std::to_string(now.time_since_epoch().count() % 1000000);
+  // A take has no id: after a lost reply it is not sent again (it might take twice). The SMS
+  // is not sent and the take is counted as if it happened: the account may lose one SMS of
+  // the day, the cap is never passed.
   int sent = 0;
-  for (int attempt = 1; attempt <= 7; ++attempt) {
-    const auto decision = limits.take_daily_cap("sms", account, 5, now);
-    std::cout << "  SMS " << attempt << ": " << (decision.allowed ? "sent   " : "refused")
-              << "  used " << decision.used << ", remaining " << decision.remaining << '\n';
-    sent += decision.allowed ? 1 : 0;
+  int refused = 0;
+  int lost = 0;
+  for (int attempt = 1; refused < 2 && attempt <= 20; ++attempt) {
+    const auto decision =
+        example::at_most_once([&] { return limits.take_daily_cap("sms", account, 5, now); });
+    if (!decision) {
+      ++lost;
+      std::cout << "  SMS " << attempt << ": not sent (the reply was lost; may be counted)\n";
+      continue;
+    }
+    std::cout << "  SMS " << attempt << ": " << (decision->allowed ? "sent   " : "refused")
+              << "  used " << decision->used << ", remaining " << decision->remaining << '\n';
+    sent += decision->allowed ? 1 : 0;
+    refused += decision->allowed ? 0 : 1;
   }
-  checks.expect(sent == 5, "exactly 5 of 7 sent today");
-  checks.expect(limits.take_daily_cap("sms", account, 5, now).used == 5,
-                "refused attempts were not counted");
-  const auto tomorrow = limits.take_daily_cap("sms", account, 5, now + 24h);
-  checks.expect(tomorrow.allowed && tomorrow.used == 1,
-                "tomorrow (" + tomorrow.window.id + ") starts afresh");
+  const auto used =
+      example::with_same_id([&] { return limits.cap_usage("sms", account, now); }).used;
+  checks.expect(sent <= 5 && sent + lost >= 5, std::to_string(sent) + " sent today, at most 5 (" +
+                                                   std::to_string(lost) +
+                                                   " lost replies counted as taken)");
+  checks.expect(refused >= 2 && used == 5,
+                "refused attempts were not counted: used " + std::to_string(used) + " of 5");
+  int lost_tomorrow = 0;
+  std::optional<lc::CapDecision> tomorrow;
+  while (!tomorrow && lost_tomorrow < 10) {
+    tomorrow =
+        example::at_most_once([&] { return limits.take_daily_cap("sms", account, 5, now + 24h); });
+    lost_tomorrow += tomorrow ? 0 : 1;
+  }
+  checks.expect(tomorrow && tomorrow->allowed && tomorrow->used >= 1 &&
+                    tomorrow->used <= 1 + lost_tomorrow,
+                "tomorrow starts afresh");
+  example::print_resends();
   return checks.exit_code();
-} catch (const lc::Error& e) {
+} catch (const std::exception& e) { // what the helpers throw: alert
   std::cerr << "sms_daily_cap: " << e.what() << '\n';
   return 1;
 }

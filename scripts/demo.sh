@@ -43,7 +43,7 @@ for example in "${examples[@]}"; do
   fi
 done
 
-# limitctl (README, "limitctl") on what the tour wrote: channel_quota's counter, with the
+# limitctl (docs/OPERATIONS.md, "limitctl") on what the tour wrote: channel_quota's counter, with the
 # example's key prefix and time zone.
 limitctl="$build_dir/tools/limitctl/limitctl"
 if [ -x "$limitctl" ]; then

@@ -17,9 +17,9 @@
 
 namespace limitcounter {
 
-/// TLS for every connection (`rediss://`; see README, "TLS"). OpenSSL does the TLS; the
-/// server's certificate is verified by default. Checked when `Redis` is constructed: a file
-/// that cannot be read or a key that does not match its certificate throws `Error`
+/// TLS for every connection (`rediss://`; see docs/CONNECTION.md, "TLS"). OpenSSL does the
+/// TLS; the server's certificate is verified by default. Checked when `Redis` is constructed:
+/// a file that cannot be read or a key that does not match its certificate throws `Error`
 /// (invalid_argument) naming the path; a field set while `enabled` is false throws too, so that
 /// a forgotten `enabled` never sends in plaintext. Not available over `unix_socket`. With
 /// `sentinels`, these options apply to the sentinels and the master alike. The TCP connect
@@ -126,7 +126,7 @@ struct RedisOptions {
   /// the other "did not run" replies are. No sentinel answering, or none knowing the name, is
   /// Error(connect_failed, Outcome::not_sent) naming the master and what each sentinel said.
   /// Sentinels are asked again only when something fails (no `+switch-master` subscription):
-  /// see the README's "Sentinel" section for what a failover can lose. Asking is done by the
+  /// see docs/CONNECTION.md, "Sentinel", for what a failover can lose. Asking is done by the
   /// call that needs it and adds to its time: a new connection to one sentinel and one command
   /// (`connect_timeout` + `command_timeout` at most), the ROLE check of the address it names (a
   /// new connection there), and the next sentinels only while the call's budget lasts. Checked

@@ -155,9 +155,11 @@ public:
           call.policy);
     });
     if (reply.is_error()) {
+      // a NOSCRIPT left after the budget (no time to load the script) did not run
+      const bool ran = detail::classify(reply, false) != detail::ReplyKind::noscript;
       throw Error(errc::server_error,
                   "script " + std::string(script.name) + " on " + peer_ + ": " + reply.as_string(),
-                  Outcome::failed);
+                  ran ? Outcome::failed : Outcome::not_sent);
     }
     return reply;
   }

@@ -11,6 +11,7 @@
 #include <limitcounter/error.hpp>
 #include <limitcounter/redis.hpp>
 
+#include "support/fault_proxy.hpp"
 #include "support/probe.hpp"
 #include "support/redis_server.hpp"
 
@@ -275,4 +276,24 @@ TEST_CASE("a server answering LOADING: calls end in their budget, nothing ran, t
   CHECK(admin.command({"EXISTS", key}).as_integer() == 0);
   server.kill();
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("a NOSCRIPT answered after the call's budget is thrown as not sent", "[redis][fault]") {
+  RedisServer server;
+  Redis admin(server.options());
+  admin.command({"SCRIPT", "FLUSH"});
+  limitcounter::testing::FaultProxy proxy(server);
+  // the NOSCRIPT comes 30 ms late, past a 1 ms budget: no time is left to load the script
+  proxy.add_rule({limitcounter::testing::command_named("EVALSHA"),
+                  limitcounter::testing::Fault::delay_reply, 1, 30ms});
+  RedisOptions options = proxy.options();
+  options.command_timeout = 2000ms;
+  options.call_budget = 1ms;
+  Redis redis(options);
+  const std::string key = unique_prefix() + "noscript";
+  const Error e = error_of([&] { redis.eval(probe, {key}, probe_args()); });
+  CHECK(e.code() == errc::server_error);
+  CHECK(e.outcome() == Outcome::not_sent);
+  CHECK(std::string(e.what()).find("NOSCRIPT") != std::string::npos);
+  CHECK(admin.command({"EXISTS", key}).as_integer() == 0);
 }

@@ -355,6 +355,11 @@ struct FaultProxy::State {
   std::condition_variable changed;
   std::vector<FaultRule> rules;
   std::optional<std::pair<std::mt19937_64, FaultMix>> schedule;
+  // delay_reply_chunks: its generator, probability and delay, and how many it delayed
+  std::mt19937_64 chunk_generator;
+  double chunk_probability = 0;
+  std::chrono::milliseconds chunk_delay{0};
+  std::size_t delayed_chunks = 0;
   ReplyRewriter rewriter;
   std::array<std::size_t, fault_kinds> injected{};
   std::size_t forwarded = 0;
@@ -369,6 +374,7 @@ struct FaultProxy::State {
   std::thread acceptor;
 
   Decision decide(const Argv& argv);
+  std::chrono::milliseconds decide_chunk();
   void accept_loop(int listener);
 };
 
@@ -532,6 +538,7 @@ private:
   // no command asked for.
   bool take_replies() {
     std::size_t pos = 0;
+    std::size_t replies = 0;
     while (pos < from_server_.size()) {
       const std::size_t end = skip_value(from_server_, pos);
       if (end == incomplete) {
@@ -545,9 +552,10 @@ private:
       slot->reply = rewrite(slot->argv, from_server_.substr(pos, end - pos));
       slot->filled = true;
       pos = end;
+      ++replies;
     }
     from_server_.erase(0, pos);
-    release_filled();
+    release_filled(replies > 0 ? state_.decide_chunk() : std::chrono::milliseconds{0});
     return true;
   }
 
@@ -560,8 +568,10 @@ private:
     return rewriter ? rewriter(argv, std::move(reply)) : reply;
   }
 
-  // Moves the replies known, from the front, to the client's queue, applying their faults.
-  void release_filled() {
+  // Moves the replies known, from the front, to the client's queue, applying their faults;
+  // each is held `chunk_delay` more (the delay drawn for the chunk that completed them).
+  void release_filled(std::chrono::milliseconds chunk_delay = std::chrono::milliseconds{0}) {
+    const auto now = Clock::now() + chunk_delay;
     while (!slots_.empty() && slots_.front().filled) {
       Slot slot = std::move(slots_.front());
       slots_.pop_front();
@@ -571,14 +581,14 @@ private:
       switch (slot.fault) {
       case Fault::drop_reply: dropped_ = true; break;
       case Fault::delay_reply:
-        outgoing_.push_back({Clock::now() + slot.delay, std::move(slot.reply), false});
+        outgoing_.push_back({now + slot.delay, std::move(slot.reply), false});
         break;
       case Fault::cut_mid_reply:
         slot.reply.resize(slot.reply.size() / 2);
         outgoing_.push_back({Clock::now(), std::move(slot.reply), true});
         closing_ = true;
         break;
-      default: outgoing_.push_back({Clock::now(), std::move(slot.reply), false}); break;
+      default: outgoing_.push_back({now, std::move(slot.reply), false}); break;
       }
     }
   }
@@ -646,6 +656,19 @@ Decision FaultProxy::State::decide(const Argv& argv) {
     ++injected[static_cast<std::size_t>(decision.fault)];
   }
   return decision;
+}
+
+std::chrono::milliseconds FaultProxy::State::decide_chunk() {
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (chunk_probability <= 0) {
+    return std::chrono::milliseconds{0};
+  }
+  const double draw = static_cast<double>(chunk_generator() >> 11) * 0x1.0p-53;
+  if (draw >= chunk_probability) {
+    return std::chrono::milliseconds{0};
+  }
+  ++delayed_chunks;
+  return chunk_delay;
 }
 
 void FaultProxy::State::accept_loop(int listener) {
@@ -764,10 +787,24 @@ void FaultProxy::schedule(std::uint64_t seed, FaultMix mix) {
   state_->schedule.emplace(std::mt19937_64(seed), std::move(mix));
 }
 
+void FaultProxy::delay_reply_chunks(std::uint64_t seed, double probability,
+                                    std::chrono::milliseconds delay) {
+  const std::lock_guard<std::mutex> lock(state_->mutex);
+  state_->chunk_generator.seed(seed);
+  state_->chunk_probability = probability;
+  state_->chunk_delay = delay;
+}
+
+std::size_t FaultProxy::delayed_chunks() const {
+  const std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->delayed_chunks;
+}
+
 void FaultProxy::clear() {
   const std::lock_guard<std::mutex> lock(state_->mutex);
   state_->rules.clear();
   state_->schedule.reset();
+  state_->chunk_probability = 0;
 }
 
 void FaultProxy::refuse_connections(bool refuse, Refusal how) {

@@ -130,7 +130,15 @@ public:
   void add_rule(FaultRule rule);
   /// Applies random faults from now on (replacing an earlier schedule); rules still come first.
   void schedule(std::uint64_t seed, FaultMix mix);
-  /// Removes every rule and the schedule: everything is forwarded again.
+  /// From now on, holds back each chunk of replies (those that one read from the server
+  /// completes: a pipeline's replies often come in one) with probability `probability`, for
+  /// `delay`, and every reply after it on that connection, which stay in order: a busy host.
+  /// On top of rules and the schedule; the same seed and sequence of chunks give the same
+  /// delays. A probability of 0 turns it off.
+  void delay_reply_chunks(std::uint64_t seed, double probability, std::chrono::milliseconds delay);
+  /// How many reply chunks delay_reply_chunks held back.
+  std::size_t delayed_chunks() const;
+  /// Removes every rule, the schedule and the chunk delays: everything is forwarded again.
   void clear();
 
   /// While true, new connections are refused as `how` says; existing ones are not touched.

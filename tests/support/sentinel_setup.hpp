@@ -40,7 +40,7 @@ public:
   /// The first element of ROLE on `server` ("master", "slave").
   static std::string role(const RedisServer& server);
 
-  /// A failover in which Redis loses no acknowledged write (see the README's "Sentinel"
+  /// A failover in which Redis loses no acknowledged write (see docs/CONNECTION.md, the "Sentinel"
   /// section): holds the writes of every client of the master (CLIENT PAUSE WRITE), waits
   /// until the replica has everything the master has (equal replication offsets), asks a
   /// sentinel for `SENTINEL FAILOVER`, waits until every sentinel names the replica and it

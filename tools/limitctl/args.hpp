@@ -15,7 +15,7 @@
 
 namespace limitctl {
 
-/// The exit codes scripts rely on (documented in `limitctl --help` and the README).
+/// The exit codes scripts rely on (documented in `limitctl --help` and docs/OPERATIONS.md).
 enum ExitCode : int {
   exit_ok = 0,
   exit_not_found = 1, ///< no such transaction, account, packet or dead payout

@@ -1,4 +1,4 @@
-// limitctl: the operator CLI of limitcounter (README, section "limitctl").
+// limitctl: the operator CLI of limitcounter (docs/OPERATIONS.md, "limitctl").
 #include <cstdlib>
 #include <iostream>
 
