@@ -683,38 +683,3 @@ TEST_CASE_METHOD(RecordFixture, "a refund that fails at a later counter has writ
     CHECK(redis.command({"GET", record_key("fail-late-1")}).as_string() == record_before);
   }
 }
-
-// A batch of consumes under two counter sets checks both sets before it writes any record: the
-// second set's key holding something else fails the call with nothing written.
-TEST_CASE_METHOD(RecordFixture, "a batch whose second counter set fails has written nothing",
-                 "[record][redis][standalone]") {
-  limits.set_rules(
-      RuleSet()
-          .add(Rule("merchant-day").where("merchant").per(Period::day).max_amount(1000))
-          .add(Rule("cmb-day").where("dept", "cmb").per(Period::day).max_amount(1000)));
-  // dept cmb matches both rules, dept icbc only the merchant's: two counter sets
-  const auto icbc = [](Transaction tx) {
-    tx.attributes["dept"] = "icbc";
-    return tx;
-  };
-  REQUIRE(limits.consume(payment("batch-set-a", 10)).allowed());
-  REQUIRE(limits.consume(icbc(payment("batch-set-b", 10))).allowed());
-  const auto sets = keys_matching(prefix + "*cs:*");
-  REQUIRE(sets.size() == 2);
-  std::string icbc_set; // the set of one counter ("1\n<key> 1\n<holds>")
-  for (const auto& key : sets) {
-    if (redis.command({"GET", key}).as_string().rfind("1\n", 0) == 0) {
-      icbc_set = key;
-    }
-    REQUIRE(redis.command({"DEL", key}).as_integer() == 1);
-  }
-  REQUIRE_FALSE(icbc_set.empty());
-  REQUIRE(redis.command({"RPUSH", icbc_set, "x"}).as_integer() == 1);
-  const std::vector<Transaction> batch{payment("batch-1", 10), icbc(payment("batch-2", 10))};
-  const auto results = limits.consume_many(batch);
-  for (const auto& result : results) {
-    CHECK(std::holds_alternative<Error>(result));
-  }
-  CHECK(redis.command({"EXISTS", record_key("batch-1"), record_key("batch-2")}).as_integer() == 0);
-  CHECK(merchant_day() == Usage{2, 20});
-}

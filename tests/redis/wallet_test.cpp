@@ -477,8 +477,7 @@ TEST_CASE_METHOD(WalletFixture,
   const Error refused = error_of([&] { loading.deduct("nell", "d-2", 1'000); });
   CHECK(refused.code() == errc::conflict);
   CHECK(refused.outcome() == limitcounter::Outcome::failed);
-  CHECK_THAT(refused.what(), Catch::Contains("version 1") && Catch::Contains("d-1") &&
-                                 Catch::Contains("version 2"));
+  CHECK_THAT(refused.what(), Catch::Contains("version 1") && Catch::Contains("version 2"));
   CHECK(all_keys() == before); // nothing loaded, nothing deducted
   CHECK_FALSE(loading.account("nell"));
   CHECK(journal_length("nell") == 1);
