@@ -26,7 +26,7 @@ local redis = (function(server)
     SADD = first, SREM = first, SISMEMBER = first, SMEMBERS = first,
     RPUSH = first, LPOP = first, LRANGE = first, LREM = first, LLEN = first,
     XADD = first, XACK = first, XPENDING = first, XRANGE = first, XCLAIM = first, XTRIM = first,
-    XLEN = first, XINFO = second, XREADGROUP = streams,
+    XLEN = first, XINFO = second, XGROUP = second, XREADGROUP = streams,
   }
   local function check(command, ...)
     local name = string.upper(command)
