@@ -333,8 +333,7 @@ TEST_CASE_METHOD(FanOut,
 // shares that have no record ("unknown", unchecked): it answers refunded while no counter moved.
 // The host then does what the library asks (retries the lost call with the same original; a
 // refund by id that fails is retried with the original): every refund must be given back once.
-TEST_CASE_METHOD(FanOut, "review21: a refund by id after an interrupted adopt",
-                 "[cluster][proxy][home][review21]") {
+TEST_CASE_METHOD(FanOut, "a refund by id after an interrupted adopt", "[cluster][proxy][home]") {
   two_daily_limits();
   const Transaction paid = tx("late", 100);
   REQUIRE(limits.consume(paid).allowed());
@@ -375,7 +374,7 @@ TEST_CASE_METHOD(FanOut, "review21: a refund by id after an interrupted adopt",
 // `share_record_margin` (1 h): proven from the servers' side after a consume, and after a
 // refund with the original past the horizon records them anew.
 TEST_CASE_METHOD(FanOut, "a share's record outlives its home record by an hour",
-                 "[cluster][home][review21]") {
+                 "[cluster][home]") {
   two_daily_limits();
   const auto expires_at = [&](const std::string& key) {
     return direct.command({"PEXPIRETIME", key}).as_integer();
@@ -407,8 +406,7 @@ TEST_CASE_METHOD(FanOut, "a share's record outlives its home record by an hour",
 // Review 21 (holds): past the horizon, the reply of each step of a refund with the original is
 // lost in turn (adopt, the home record's refund, each share's refund): the retry with the same
 // original finishes it, and each share gives back once.
-TEST_CASE_METHOD(FanOut, "review21: lost replies of a refund with the original",
-                 "[cluster][proxy][home][review21]") {
+TEST_CASE_METHOD(FanOut, "lost replies of a refund with the original", "[cluster][proxy][home]") {
   two_daily_limits();
   int n = 0;
   for (const auto& [name, step_key, nth] :

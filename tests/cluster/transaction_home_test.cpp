@@ -483,8 +483,8 @@ TEST_CASE("a negative cluster_hold_grace is refused, naming it", "[cluster][limi
 // Review 21: the overloads taking the original (e92d8e9) racing each other and the ones by id,
 // while the home record lives: one of confirm and cancel wins, every share follows, and what
 // was given back is what the home record says.
-TEST_CASE_METHOD(SpreadLimitsOverBuckets, "review21: reversals with the original racing",
-                 "[cluster][limits][home][review21]") {
+TEST_CASE_METHOD(SpreadLimitsOverBuckets, "reversals with the original racing",
+                 "[cluster][limits][home]") {
   Usage expected{0, 0};
   for (int round = 0; round < 20; ++round) {
     const std::string id = "orig-" + std::to_string(round);

@@ -51,9 +51,9 @@ Transaction payment(const std::string& id, const std::string& merchant) {
 // still stands in its way: it is denied where a lone consume (its own `now`) is allowed, and
 // the exhausted cache then keeps that denial (the hold had ended by this consume's own time).
 TEST_CASE_METHOD(MergeFixture,
-                 "review 22: a merged consume made after a hold expired is decided at its own "
+                 "a merged consume made after a hold expired is decided at its own "
                  "time, not at the oldest queued consume's",
-                 "[fault][coalesce][review22]") {
+                 "[fault][coalesce]") {
   LimitCounterOptions options;
   options.key_prefix = prefix;
   options.consume_in_flight = 1;
@@ -146,9 +146,9 @@ std::vector<std::optional<Error>> merged_call_meets(MergeFixture& f, LimitCounte
 } // namespace
 
 TEST_CASE_METHOD(MergeFixture,
-                 "review 22: a merged call cut mid-reply or answered with an error: each caller "
+                 "a merged call cut mid-reply or answered with an error: each caller "
                  "unknown, each retry with its id counts once",
-                 "[fault][coalesce][review22]") {
+                 "[fault][coalesce]") {
   const Fault fault =
       GENERATE(Fault::cut_mid_reply, Fault::error_reply, Fault::blackhole, Fault::drop_reply);
   INFO(limitcounter::testing::to_string(fault));
@@ -188,9 +188,9 @@ TEST_CASE_METHOD(MergeFixture,
 }
 
 TEST_CASE_METHOD(MergeFixture,
-                 "review 22: one connection, 8 consumes in flight, a stalled reply: every caller "
+                 "one connection, 8 consumes in flight, a stalled reply: every caller "
                  "returns; what was not sent is not recorded, what was allowed is recorded",
-                 "[fault][coalesce][review22]") {
+                 "[fault][coalesce]") {
   LimitCounterOptions options;
   options.key_prefix = prefix;
   options.consume_in_flight = 8;

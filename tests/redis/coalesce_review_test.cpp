@@ -45,9 +45,9 @@ struct Outcome {
 
 } // namespace
 
-TEST_CASE("review 22: many threads, shared ids, conflicts, caps: every decision as Redis "
+TEST_CASE("many threads, shared ids, conflicts, caps: every decision as Redis "
           "recorded it",
-          "[redis][coalesce][threads][standalone][review22]") {
+          "[redis][coalesce][threads][standalone]") {
   const std::size_t in_flight = GENERATE(1, 2);
   const bool cache = GENERATE(false, true);
   const int threads = GENERATE(16, 32);

@@ -482,8 +482,8 @@ TEST_CASE("a replay horizon shorter than a reservation is refused, naming it", "
 // must write nothing: past the horizon the id stays forgotten, so the same id is decided anew
 // and counted. The script recorded the original as consumed before it compared the amount
 // (standalone: lua/limit.lua load_or_original; cluster: transaction_home.lua op adopt "create").
-TEST_CASE_METHOD(RecordFixture, "review21: a refused refund with the original writes nothing",
-                 "[record][redis][review21]") {
+TEST_CASE_METHOD(RecordFixture, "a refused refund with the original writes nothing",
+                 "[record][redis]") {
   limits.set_rules(four_rules());
   const Transaction paid = payment("late-too-much", 300);
   REQUIRE(limits.consume(paid).allowed());
@@ -504,8 +504,8 @@ TEST_CASE_METHOD(RecordFixture, "review21: a refused refund with the original wr
 // Review 21: past the horizon, refunds with the original (two ids, each twice, and the full
 // refund twice) race refunds by id of a third: once the host has retried every call that threw
 // with the original, the counters hold the amount less what the record says was refunded.
-TEST_CASE_METHOD(RecordFixture, "review21: refunds with the original race refunds by id",
-                 "[record][redis][race][review21]") {
+TEST_CASE_METHOD(RecordFixture, "refunds with the original race refunds by id",
+                 "[record][redis][race]") {
   limits.set_rules(four_rules());
   int disagreements = 0;
   for (int round = 0; round < 10; ++round) {
@@ -564,8 +564,7 @@ TEST_CASE_METHOD(RecordFixture, "review21: refunds with the original race refund
 
 // Review 21 (holds): refund ids that look like the encoding's parts (digits, ':', 'G', 'R',
 // '*') keep their asked and given apart, replay, and sum to the refunded total.
-TEST_CASE_METHOD(RecordFixture, "review21: refund ids shaped like the refund encoding",
-                 "[record][redis][review21]") {
+TEST_CASE_METHOD(RecordFixture, "refund ids shaped like the refund encoding", "[record][redis]") {
   limits.set_rules(four_rules());
   const Transaction paid = payment("enc", 100);
   REQUIRE(limits.consume(paid).allowed());
