@@ -189,11 +189,9 @@ struct FanOutFaults {
   // silence, and a replica's full sync at once instead of after the 5 s a master waits for more
   // replicas to share a diskless transfer.
   void prepare_nodes() {
+    cluster.load_scripts();
     for (RedisServer* node : cluster.nodes()) {
       Redis node_direct(node->options());
-      for (const Script* script : scripts::all) {
-        node_direct.command({"SCRIPT", "LOAD", std::string(script->source)});
-      }
       node_direct.command(
           {"CONFIG", "SET", "cluster-node-timeout", "1000", "repl-diskless-sync-delay", "0"});
     }

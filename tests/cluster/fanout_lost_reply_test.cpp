@@ -51,12 +51,7 @@ struct FanOut {
   FanOut() {
     REQUIRE(detail::key_slot("{dept}") != detail::key_slot("{merchant}"));
     // a first EVALSHA answered NOSCRIPT did not run: lose the reply of a script that runs
-    for (RedisServer* node : cluster.nodes()) {
-      Redis node_direct(node->options());
-      for (const Script* script : scripts::all) {
-        node_direct.command({"SCRIPT", "LOAD", std::string(script->source)});
-      }
-    }
+    cluster.load_scripts();
   }
 
   // A day limit on each of two shapes whose counters live in different slots: two shares.

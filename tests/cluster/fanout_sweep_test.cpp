@@ -46,12 +46,7 @@ struct Sweep {
     limits.set_rules(rules);
     sweeper.set_rules(rules);
     // a first EVALSHA answered NOSCRIPT did not run: cut the call that runs
-    for (RedisServer* node : cluster.nodes()) {
-      Redis node_direct(node->options());
-      for (const Script* script : scripts::all) {
-        node_direct.command({"SCRIPT", "LOAD", std::string(script->source)});
-      }
-    }
+    cluster.load_scripts();
   }
 
   LimitCounterOptions counter_options() const {

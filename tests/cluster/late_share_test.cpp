@@ -49,12 +49,7 @@ struct LateStep {
     limits.set_rules(rules);
     sweeper.set_rules(rules);
     // a first EVALSHA answered NOSCRIPT would be a call more on the key
-    for (RedisServer* node : cluster.nodes()) {
-      Redis node_direct(node->options());
-      for (const Script* script : scripts::all) {
-        node_direct.command({"SCRIPT", "LOAD", std::string(script->source)});
-      }
-    }
+    cluster.load_scripts();
   }
 
   LimitCounterOptions counter_options() const {

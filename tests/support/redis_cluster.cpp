@@ -9,6 +9,8 @@
 
 #include <unistd.h>
 
+#include <limitcounter/detail/lua_scripts.hpp>
+
 namespace limitcounter::testing {
 namespace {
 
@@ -151,6 +153,14 @@ void RedisCluster::move_keys(int slot, RedisServer& source, RedisServer& target)
       break;
     }
     move_some_keys(keys, source, target);
+  }
+}
+
+void RedisCluster::load_scripts() const {
+  for (const auto& node : nodes_) {
+    for (const Script* script : scripts::all) {
+      run(*node, {"SCRIPT", "LOAD", std::string(script->source)});
+    }
   }
 }
 
