@@ -118,18 +118,12 @@ std::vector<std::string> reversal_keys(Redis& redis, const std::vector<std::stri
   if (set_key.empty() && keys.size() > 1) {
     set_key = keys[1]; // the original's counter set, for a record that is gone
   }
-  std::vector<std::string> found;
-  if (!set_key.empty()) {
-    found.push_back(set_key);
-    add_missing(found, counter_set_keys(redis, set_key));
+  if (set_key.empty()) {
+    return {};
   }
-  std::vector<std::string> more;
-  for (const std::string& key : found) {
-    if (std::find(keys.begin(), keys.end(), key) == keys.end()) {
-      more.push_back(key);
-    }
-  }
-  return more;
+  std::vector<std::string> found{set_key};
+  add_missing(found, counter_set_keys(redis, set_key));
+  return found;
 }
 
 Reply eval_declaring(Redis& redis, ScriptCall call) {

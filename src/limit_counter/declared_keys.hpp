@@ -17,9 +17,10 @@ namespace limitcounter::detail {
 /// Whether `reply` is lua/limit.lua's {"needs", key...}.
 bool needs_keys(const Reply& reply);
 
-/// The keys a reversal of the record `keys.front()` touches besides those in `keys`, as the
+/// The keys besides its record that a reversal of the record `keys.front()` touches, as the
 /// record (or, with no record, the counter set `keys[1]` of an original the call brings) says
-/// now. Throws what `Redis::command` throws.
+/// now: its counter set, the set's counters and hold sets (some may be in `keys` already).
+/// Throws what `Redis::command` throws.
 std::vector<std::string> reversal_keys(Redis& redis, const std::vector<std::string>& keys);
 
 /// Runs `call` (as `Redis::eval` with `call.resend`) with the keys `reversal_keys` finds, until
