@@ -81,9 +81,13 @@ inline long long command_calls(Redis& redis, const std::string& command) {
   return at == std::string::npos ? 0 : std::stoll(stats.substr(at + tag.size()));
 }
 
-/// Polls `condition` every 10 ms for up to 10 s (a loaded CI machine); returns its last value.
-template <typename Condition> bool eventually(Condition&& condition) {
-  for (int i = 0; i < 1000; ++i) {
+/// Polls `condition` every 10 ms for up to `limit` (10 s by default: a loaded CI machine);
+/// returns its last value.
+template <typename Condition>
+bool eventually(Condition&& condition,
+                std::chrono::steady_clock::duration limit = std::chrono::seconds{10}) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
     if (condition()) {
       return true;
     }
