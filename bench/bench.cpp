@@ -888,26 +888,30 @@ void server_cpu_batch64(Bench& bench, bool json) {
   }
 }
 
-// Redis CPU per decision when 64 threads each call `consume` (single transactions, 1 and 4
-// rules, 64 x 100 consumes, the least of 3 rounds), and the decisions per second of that round:
-// the library with merging off (`consume_in_flight` 0), at its default (8, the pool's size:
-// consumes beyond 8 in flight merged into one script call), with `consume_in_flight` 1, and raw
-// hiredis sending the library's single-transaction script call on 64 connections of its own.
-// Also the script calls per decision: how many consumes each script call decided.
-void server_cpu_threads64(Bench& bench, bool json) {
-  constexpr int per_thread = 100;
-  constexpr double decisions = double{many_threads} * per_thread;
+// Redis CPU per decision when `threads` threads each call `consume` (single transactions, 1 and
+// 4 rules, `threads` x `per_thread` consumes, the least of 3 rounds), and the decisions per
+// second of that round: the library with merging off (`consume_in_flight` 0), at its default,
+// with `consume_in_flight` 1 and 2; raw hiredis sending the library's single-transaction script
+// call on a connection per thread; and a record-less limiter (bench/lua/reference_gcra.lua, one
+// call a decision) on a connection per thread, the cost a host pays for a peer's limiter called
+// the same way. Also the script calls per decision: how many consumes each script call decided.
+void server_cpu_threads(Bench& bench, bool json, int threads) {
+  const std::uint64_t per_thread = threads >= 64 ? 100 : 400;
+  const double decisions = double(threads) * double(per_thread);
   struct Side {
     const char* name;
-    std::optional<std::size_t> in_flight; // unset: the default; raw: unused
+    std::optional<std::size_t> in_flight; // unset: the default; raw sides: unused
     double cpu = 1e9;
     double calls = 0;
     double per_s = 0;
   };
+  const std::string gcra = load_bench_script(bench, "reference_gcra.lua");
   std::uint64_t round_number = 0;
   for (const int rule_count : {1, 4}) {
-    Side sides[] = {{"unmerged", 0}, {"merged", std::nullopt}, {"in_flight1", 1}, {"hiredis", 0}};
-    constexpr std::size_t raw_side = 3;
+    Side sides[] = {{"unmerged", 0},   {"merged", std::nullopt}, {"in_flight1", 1},
+                    {"in_flight2", 2}, {"hiredis", 0},           {"record_less_limiter", 0}};
+    constexpr std::size_t raw_side = 4;
+    constexpr std::size_t limiter_side = 5;
     const lc::RuleSet rules = consume_rules(rule_count);
     const auto now = lc::Clock::now();
     // Each round its own ids, so that nothing replays.
@@ -920,7 +924,8 @@ void server_cpu_threads64(Bench& bench, bool json) {
     std::vector<std::unique_ptr<lc::LimitCounter>> counters;
     for (std::size_t side = 0; side < raw_side; ++side) {
       lc::LimitCounterOptions options;
-      options.key_prefix = "bench:" + bench.nonce + ":t64cpu" + std::to_string(rule_count) + ":";
+      options.key_prefix = "bench:" + bench.nonce + ":t" + std::to_string(threads) + "cpu" +
+                           std::to_string(rule_count) + ":";
       options.consume_in_flight = sides[side].in_flight;
       counters.push_back(std::make_unique<lc::LimitCounter>(
           lc::Redis(bench.default_options), lc::Calendar("Asia/Shanghai"), options));
@@ -928,41 +933,61 @@ void server_cpu_threads64(Bench& bench, bool json) {
     }
     const auto raw_call = decide_calls(*counters[0], rules, now, transaction);
     std::vector<std::unique_ptr<RawClient>> raw;
-    for (int t = 0; t < many_threads; ++t) {
+    for (int t = 0; t < threads; ++t) {
       raw.push_back(std::make_unique<RawClient>(bench.options));
     }
+    // 1 ms apart, a burst of 10^12 ms: never denied
+    const auto limiter_call = [&bench, &gcra](int t, std::uint64_t i) {
+      return std::vector<std::string>{
+          "EVALSHA",
+          gcra,
+          "1",
+          "bench:" + bench.nonce + ":gcra" + std::to_string(t) + ":m" + std::to_string(i % 50),
+          "1",
+          "1000000000000"};
+    };
     for (int round = 0; round < 3; ++round) {
       for (std::size_t side = 0; side < std::size(sides); ++side) {
         ++round_number;
         std::atomic<int> failed{0};
+        std::mutex first_failure_mutex;
+        std::string first_failure = "denied";
         bench.redis.command({"CONFIG", "RESETSTAT"});
         const double before = server_cpu_usec(bench);
         const auto started = std::chrono::steady_clock::now();
-        std::vector<std::thread> threads;
-        for (int t = 0; t < many_threads; ++t) {
-          threads.emplace_back([&, t] {
+        std::vector<std::thread> workers;
+        for (int t = 0; t < threads; ++t) {
+          workers.emplace_back([&, t] {
+            RawClient& own = *raw[static_cast<std::size_t>(t)];
             for (std::uint64_t i = 0; i < per_thread; ++i) {
               try {
                 if (side == raw_side) {
-                  raw[static_cast<std::size_t>(t)]->append(raw_call(t, i));
-                  raw[static_cast<std::size_t>(t)]->read(1);
+                  own.append(raw_call(t, i));
+                  own.read(1);
+                } else if (side == limiter_side) {
+                  own.append(limiter_call(t, i));
+                  failed += own.read(1) == 1 ? 0 : 1;
                 } else if (!counters[side]->consume(transaction(t, i)).allowed()) {
                   ++failed;
                 }
-              } catch (const std::exception&) {
-                ++failed;
+              } catch (const std::exception& e) {
+                if (failed++ == 0) {
+                  const std::lock_guard<std::mutex> lock(first_failure_mutex);
+                  first_failure = e.what();
+                }
               }
             }
           });
         }
-        for (auto& thread : threads) {
-          thread.join();
+        for (auto& worker : workers) {
+          worker.join();
         }
         const std::chrono::duration<double> wall = std::chrono::steady_clock::now() - started;
         const double used = server_cpu_usec(bench) - before;
         if (failed > 0) {
-          throw std::runtime_error("consume_server_cpu_threads64: " + std::to_string(failed) +
-                                   " consumes failed or were denied");
+          throw std::runtime_error("consume_server_cpu_threads" + std::to_string(threads) + " (" +
+                                   sides[side].name + "): " + std::to_string(failed) +
+                                   " consumes failed or were denied, the first: " + first_failure);
         }
         const std::string stats = bench.redis.command({"INFO", "commandstats"}).as_string();
         const auto at = stats.find("calls=", stats.find("cmdstat_evalsha:"));
@@ -975,7 +1000,7 @@ void server_cpu_threads64(Bench& bench, bool json) {
       }
     }
     if (json) {
-      std::printf("{\"scenario\": \"consume_%d_rules_server_cpu_threads64\"", rule_count);
+      std::printf("{\"scenario\": \"consume_%d_rules_server_cpu_threads%d\"", rule_count, threads);
       for (const Side& side : sides) {
         std::printf(", \"cpu_usec_%s\": %.2f, \"script_calls_per_decision_%s\": %.3f, "
                     "\"decisions_per_s_%s\": %.0f",
@@ -983,8 +1008,8 @@ void server_cpu_threads64(Bench& bench, bool json) {
       }
       std::printf("}\n");
     } else {
-      std::printf("Redis CPU per decision, 64 threads calling consume (%d rule%s):", rule_count,
-                  rule_count == 1 ? "" : "s");
+      std::printf("Redis CPU per decision, %d threads calling consume (%d rule%s):", threads,
+                  rule_count, rule_count == 1 ? "" : "s");
       for (const Side& side : sides) {
         std::printf(" %s %.2f us (%.3f script calls per decision, %.0f/s);", side.name, side.cpu,
                     side.calls, side.per_s);
@@ -1128,8 +1153,10 @@ int main(int argc, char** argv) try {
   if (wanted("consume_server_cpu_batch64")) {
     server_cpu_batch64(bench, json);
   }
-  if (wanted("consume_1_rules_server_cpu_threads64")) {
-    server_cpu_threads64(bench, json);
+  for (const int threads : {16, 64}) {
+    if (wanted(("consume_1_rules_server_cpu_threads" + std::to_string(threads)).c_str())) {
+      server_cpu_threads(bench, json, threads);
+    }
   }
   if (wanted("server_time")) {
     server_time_per_rule(bench, counter, json);
