@@ -272,7 +272,8 @@ std::vector<std::string> slots_per_master(Target& target, const Scenario& scenar
   for (const auto& counter : counters) {
     std::vector<std::uint32_t> buckets(target.masters.size(), 0);
     for (std::uint32_t bucket = 0; bucket < keys.buckets(); ++bucket) {
-      const auto slot = lc::detail::key_slot(keys.holds(keys.bucket_tag(counter, bucket)));
+      const auto slot =
+          lc::detail::key_slot(lc::CounterKeys::slot_tag(keys.bucket_tag(counter, bucket)));
       ++buckets[master_of(target, slots, slot)];
     }
     for (std::size_t m = 0; m < served.size(); ++m) {

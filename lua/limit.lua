@@ -27,7 +27,7 @@
 -- Counter set (string <counter-set prefix><name>): which counters a transaction moved but their
 --   fields, so that every transaction under the same rules and windows shares one:
 --   "<c>\n" then c lines "<key> <i>" (the counter's field is the record's i-th field), then
---   the hold sets' keys, one a line. Its name is the client's digest of that text (48 bits; a
+--   c lines: counter j's hold set (its window's, "<key>:holds"). Its name is the client's digest of that text (48 bits; a
 --   name another text has is refused before anything is written, and records of an earlier
 --   version may name a set "<name>.<n>"); it lives the replay horizon and an hour after its
 --   latest use, so it outlives every record naming it (a reservation's: until its windows' keys
@@ -35,19 +35,19 @@
 -- Counter field value: "<count>:<amount>", integers below 2^53. A call reads each counter field
 --   it needs once and writes each one it moved once, when it ends. A call that fails writes
 --   nothing: every read and check that can fail comes before its first write.
--- Hold set (zset): member = "<record key> <amount> <counter set> <fields>" (what releasing the
---   hold takes), score = hold expiry in ms; it lives until its members' windows' keys expire.
---   Releasing an expired hold gives one count and its amount back to its counters and removes
---   its member from its hold sets, and leaves its record as it is: a reservation whose member is
---   gone from its hold sets reads as expired (given back), and a later cancel or confirm records
---   it so without giving back again.
+-- Hold set (zset, one per counter window hash, "<key>:holds"): a reservation has one member in
+--   the hold set of each counter it moved, "<record key> <amount> <field>" (what releasing that
+--   hold takes from that counter alone), score = hold expiry in ms; the set lives as long as its
+--   window's key. Releasing an expired member gives one count and its amount back to its own
+--   window's field and removes it, and leaves the record as it is: a reservation's counters
+--   whose members are gone were given back; one with none left reads as expired, and a later
+--   cancel or confirm records it so without giving back again.
 --
 -- Keys: every key a call touches is in its KEYS (Redis's migration guard, TRYAGAIN/ASK while a
---   slot is half moved, protects only declared keys), with one exception: a decision releasing
---   an expired hold of a reservation of other windows (its counter set and counters are not the
---   call's) reaches them undeclared. A reversal finds its keys in its record and counter set:
---   one it was not given ends the call with {"needs", key...}, nothing written; the client sends
---   it again with those keys.
+--   slot is half moved, protects only declared keys). A decision declares each of its counters'
+--   hold sets, and releasing an expired member there touches only that counter. A reversal finds
+--   its keys in its record and counter set: one it was not given ends the call with
+--   {"needs", key...}, nothing written; the client sends it again with those keys.
 --
 -- ARGV[1] = op.
 --
@@ -71,8 +71,8 @@
 --   counters); op batch sends them, in that order, as one argument: a MessagePack array of
 --   strings (Redis makes an object of each argument it reads; cmsgpack makes only the strings).
 --   KEYS: the n transactions' records, then per counter set: its key (with no counters, any key
---   of the call's slot), its c counter window hashes, its h hold sets (the last h lines of the
---   counter set's text, one per counter shape).
+--   of the call's slot), its c counter window hashes, its h = c hold sets (the last c lines of
+--   the counter set's text, counter j's window's hold set j).
 --   Reply: one flat array of integers (strings only in a replay), each transaction's reply
 --   after the one before (a batch's n, in order; a reply's length follows from its code and c):
 --          {code, c, then per counter: count, amount, then the code's extras} with the
@@ -143,8 +143,8 @@ local metric_codes = {count = 'c', amount = 'a', single_amount = 's'}
 -- The keys the call declared, and what a reversal needs beyond them: a reversal learns the keys
 -- it touches from its record and counter set, and one the call did not declare ends the call
 -- with {"needs", key...} before anything is written; the client declares them and sends the
--- call again. So every key this script touches is in KEYS (but `undeclared`'s, below), and
--- Redis's migration guard (TRYAGAIN/ASK when a slot's keys are half moved) covers them all.
+-- call again. So every key this script touches is in KEYS, and Redis's migration guard
+-- (TRYAGAIN/ASK when a slot's keys are half moved) covers them all.
 local declared
 local function is_declared(key)
   if not declared then
@@ -166,9 +166,6 @@ local function need(keys)
     error({needs = missing})
   end
 end
--- The one reach past KEYS: a decision's release of an expired hold of other windows (see
--- release_member). (A test build's guard of declared keys, lua/check/, lets it through here.)
-local undeclared = redis.undeclared or redis
 local metric_names = {c = 'count', a = 'amount', s = 'single_amount'}
 
 -- Counter fields are read once and written once a call, however many of its transactions
@@ -183,7 +180,7 @@ local counters, counter_keys = {}, {}
 local function counter_entry(key)
   local entry = counters[key]
   if not entry then
-    entry = {key = key, fields = {}, call = redis.call}
+    entry = {key = key, fields = {}}
     counters[key] = entry
     counter_keys[#counter_keys + 1] = key
   end
@@ -209,7 +206,7 @@ local flush_chunk = 256
 local function flush_counters()
   for _, key in ipairs(counter_keys) do
     local entry = counters[key]
-    local call = entry.call
+    local call = redis.call
     local args, created = {key}, 0
     for field, cell in pairs(entry.fields) do
       if cell and cell[3] then -- (false: asked by read_ahead, never read)
@@ -410,10 +407,6 @@ local function read_programs()
   return programs, at
 end
 
--- The texts of the call's counter sets by their keys (a decision releases the expired holds of
--- these itself: their keys are the call's).
-local own_sets = {}
-
 -- The counter sets of a decide call (ARGV[at] = S, then the sets), whose keys start at
 -- KEYS[k], by their number as the transactions' arguments name them ('1', '2', ...); the one
 -- set if S is 1 (the transactions then name none), else nil; and where the transactions'
@@ -433,7 +426,6 @@ local function read_sets(programs, at, k)
     local set = {program = program, name = ARGV[at + 2], text = ARGV[at + 3], k = k,
                  entries = entries, holds = holds}
     sets[tostring(s)] = set
-    own_sets[KEYS[k]] = set.text
     at = at + 3
     k = k + 1 + program.c + program.h
   end
@@ -535,7 +527,7 @@ local function reversals()
   local function cell_of(entry, field)
     local cell = entry.fields[field]
     if not cell then
-      cell = parse_counter(entry.call('HGET', entry.key, field))
+      cell = parse_counter(redis.call('HGET', entry.key, field))
       entry.fields[field] = cell
     end
     return cell
@@ -561,13 +553,13 @@ local function reversals()
     end
   end
 
-  -- Whether the counter key exists (or this call wrote it); `call` reaches it.
-  local function counter_key_exists(key, call)
+  -- Whether the counter key exists (or this call wrote it).
+  local function counter_key_exists(key)
     local entry = counters[key]
     if entry and entry.expiry then
       return true
     end
-    return call('EXISTS', key) == 1
+    return redis.call('EXISTS', key) == 1
   end
 
   -- The text of record `r`.
@@ -631,41 +623,17 @@ local function reversals()
     return counters, holds
   end
 
-  -- A reservation's member in its hold sets: its record key, then what releasing the hold takes
-  -- when the record is gone (kept the replay horizon, while the hold may wait for a sweep until
-  -- its windows end): "<record> <amount> <counter set> <fields>".
-  local function hold_member(key, r)
-    return key .. ' ' .. string.format('%d', r.amount) .. ' ' .. r.counters .. ' ' .. r.fields
-  end
-
-  -- The counters (with their cache cells read) a counter set's text names for `fields` (a
-  -- record's fields word), those whose key exists: {{entry, field}...}; `call` reaches them.
-  local function existing_counters(counters, fields, call)
-    local split, moved = split_fields(fields), {}
-    for _, counter in ipairs(counters) do
-      if counter_key_exists(counter[1], call) then
-        local entry = counter_entry(counter[1])
-        if not is_declared(counter[1]) then
-          entry.call = call
-        end
-        local field = split[counter[2]]
-        cell_of(entry, field)
-        moved[#moved + 1] = {entry, field}
-      end
-    end
-    return moved
-  end
-
   -- Reads everything a reversal of record `r` (at `key`) touches before its first write, so that
   -- a failure (a key of the wrong type, a key the call did not declare) writes nothing: sets
-  -- r.moved (its counters whose key exists, {entry, field}), r.holds (its hold sets) and, for a
-  -- reservation with counters, r.hold_score (its hold expiry in its first hold set) and r.held
-  -- (its hold is still there: not given back). A reservation whose member a sweep removed was
-  -- given back by that sweep (release_member), which leaves the record as it is.
+  -- r.moved (the counters it would give back to: those whose key exists and, for a reservation,
+  -- whose hold member is still there; {entry, field}) and, for a reservation with counters,
+  -- r.members (its members still in their hold sets, {hold set, member}), r.hold_score (its hold
+  -- expiry) and r.held (some hold is still there). A member a sweep released was given back to
+  -- its counter by that sweep (release_expired_holds), which leaves the record as it is.
   -- `text`: the counter set's text when the caller brought it (the original), else the record's
   -- set is read. `reading`: a set that is gone leaves nothing (inspect), else it is an error.
   local function prepare(key, r, text, reading)
-    r.moved, r.holds = {}, {}
+    r.moved, r.members = {}, {}
     if not r.counters or r.counters == '-' then
       return
     end
@@ -690,22 +658,46 @@ local function reversals()
       wanted[#wanted + 1] = hold
     end
     need(wanted)
-    r.moved, r.holds = existing_counters(counters, r.fields, redis.call), holds
-    local split = split_fields(r.fields)
+    local split, reserved = split_fields(r.fields), r.state == 'reserved'
+    -- (a set an earlier version wrote has one hold set per counter shape, "<p>{<tag>}:holds",
+    -- each holding one member for all of the reservation's counters)
+    local shared = #counters > 0 and holds[1] ~= counters[1][1] .. ':holds'
+    local amount = string.format('%d', r.amount)
     r.listed = {}
     for j, counter in ipairs(counters) do
-      r.listed[j] = counter[1] .. ' ' .. split[counter[2]]
+      local counter_key, field = counter[1], split[counter[2]]
+      r.listed[j] = counter_key .. ' ' .. field
+      local held = true
+      if reserved and not shared then
+        local member = key .. ' ' .. amount .. ' ' .. field
+        -- (each read: a hold set of another type fails here)
+        local score = tonumber(redis.call('ZSCORE', holds[j], member))
+        if score then
+          r.hold_score = r.hold_score or score
+          r.members[#r.members + 1] = {holds[j], member}
+        end
+        held = score ~= nil
+      end
+      if held and counter_key_exists(counter_key) then
+        local entry = counter_entry(counter_key)
+        cell_of(entry, field)
+        r.moved[#r.moved + 1] = {entry, field}
+      end
     end
-    if r.state == 'reserved' then
-      local member = hold_member(key, r)
-      for i, hold in ipairs(holds) do
-        local score = redis.call('ZSCORE', hold, member) -- (each: a hold set of another type fails here)
-        if i == 1 then
-          r.hold_score = tonumber(score)
+    if reserved and shared then
+      local member = key .. ' ' .. amount .. ' ' .. r.counters .. ' ' .. r.fields
+      for _, hold in ipairs(holds) do
+        local score = tonumber(redis.call('ZSCORE', hold, member))
+        if score then
+          r.hold_score = r.hold_score or score
+          r.members[#r.members + 1] = {hold, member}
         end
       end
-      r.held = r.hold_score ~= nil
+      if not r.hold_score then
+        r.moved = {}
+      end
     end
+    r.held = #r.members > 0
   end
 
   -- Takes count and amount back out of every counter the record moved, never below zero.
@@ -724,9 +716,9 @@ local function reversals()
     return r.hexp or r.hold_score or 0
   end
 
-  local function drop_holds(key, r)
-    for _, hold_set in ipairs(r.holds) do
-      redis.call('ZREM', hold_set, hold_member(key, r))
+  local function drop_holds(r)
+    for _, held in ipairs(r.members) do
+      redis.call('ZREM', held[1], held[2])
     end
   end
 
@@ -735,61 +727,40 @@ local function reversals()
   local function release_reservation(key, r, state, count, amount)
     if r.held then
       give_back(r, count, amount)
-      drop_holds(key, r)
+      drop_holds(r)
     end
     r.state = state
     store(key, r)
   end
 
-  -- Releases the expired hold `member` ("<record> <amount> <counter set> <fields>") of the hold
-  -- set `hold`: gives its count and amount back to its counters and removes it from its hold
-  -- sets; its record is left as it is (prepare reads a reservation without its member as
-  -- expired and given back). `own`: the call's counter sets' texts by key, whose keys the call
-  -- declared. A member of another counter set (a reservation of other windows) is released
-  -- through `undeclared`: the one access of keys a call does not declare in this script (its
-  -- record's windows are not the call's; see the contract).
-  local function release_member(hold, member, own)
-    local record, amount, name, fields = string.match(member, '^(%S+) (%d+) (%S+) (%S+)$')
-    if record and name ~= '-' then
-      local set_key = counter_set_prefix(record) .. name
-      local text, call = own[set_key], redis.call
-      if not text then
-        call = undeclared.call
-        text = call('GET', set_key)
-      end
-      if text then -- (gone only if someone deleted it: nothing left to give back to)
-        local counters, holds = set_lines(text)
-        local r = {moved = existing_counters(counters, fields, call)}
-        give_back(r, 1, tonumber(amount))
-        for _, other in ipairs(holds) do
-          if other ~= hold then
-            call('ZREM', other, member)
-          end
-        end
-      end
-    end
-    redis.call('ZREM', hold, member)
-  end
-
-  -- Releases up to 64 expired holds of one set. Returns how many it released and how many
-  -- members it looked at (64: there may be more).
-  local function release_expired_holds(holds, now, own)
-    local expired = redis.call('ZRANGEBYSCORE', holds, '-inf', now, 'LIMIT', '0', '64')
+  -- Releases up to 64 expired members of the hold set of `entry`'s counter (`hold`): gives each
+  -- one's count and amount back to its field of that counter (if the window's key is still
+  -- there) and removes it; their records are left as they are (prepare reads a reservation
+  -- without members as given back). Returns how many it released (64: there may be more).
+  local function release_expired_holds(hold, entry, now)
+    local expired = redis.call('ZRANGEBYSCORE', hold, '-inf', now, 'LIMIT', '0', '64')
+    local exists = #expired > 0 and counter_key_exists(entry.key)
     for _, member in ipairs(expired) do
-      release_member(holds, member, own)
+      local amount, field = string.match(member, '^%S+ (%d+) (%S+)$')
+      if exists and amount then
+        local c, a = read_cell(entry, field)
+        write_cell(entry, field, math.max(c - 1, 0), math.max(a - tonumber(amount), 0))
+      end
+      redis.call('ZREM', hold, member)
     end
-    return #expired, #expired
+    return #expired
   end
 
-  -- Releases the expired holds of the call's hold sets: every one of them when `all` (an
-  -- expired hold must never deny), else up to 64 per set. Returns how many.
-  local function release_all_expired(holds, now, all, own)
+  -- Releases the expired holds of counter set `set`'s hold sets (counter j's in set.holds[j]):
+  -- every one of them when `all` (an expired hold must never deny), else up to 64 per set.
+  -- Returns how many.
+  local function release_all_expired(set, now, all)
     local released = 0
-    for _, hold_set in ipairs(holds) do
+    for j, hold in ipairs(set.holds) do
       repeat
-        local batch, seen = release_expired_holds(hold_set, now, own)
+        local batch = release_expired_holds(hold, set.entries[j], now)
         released = released + batch
-      until not all or seen < 64
+      until not all or batch < 64
     end
     return released
   end
@@ -907,7 +878,7 @@ local function reversals()
       return {'too_much', string.format('%d', held)}
     end
     give_back(r, 0, held - final)
-    drop_holds(KEYS[1], r)
+    drop_holds(r)
     if final < held then
       r.requested = held -- what a retry of the reserve asks for
     end
@@ -968,7 +939,7 @@ local function reversals()
     prepare(KEYS[1], r)
     if r.state == 'consumed' or r.held or r.counters == '-' then
       give_back(r, r.count_back and 0 or 1, r.amount - r.refunded)
-      drop_holds(KEYS[1], r)
+      drop_holds(r)
     end
     r.state, r.count_back = 'voided', true
     store(KEYS[1], r)
@@ -1042,7 +1013,7 @@ local function decide(record, set, fingerprint, amount_text, fields_word, kind, 
   elseif kind == 'reserve' and not swept then
     -- A reserve adds to the hold sets, so it sweeps them (at most 64 each): they stay small.
     -- (For an id decided before, that is housekeeping of other records; nothing of its own.)
-    reversals().release_all_expired(set.holds, now, false, own_sets)
+    reversals().release_all_expired(set, now, false)
   end
   -- its counters (read_ahead cached every cell)
   local fields = c > 1 and split_word(fields_word)
@@ -1085,7 +1056,7 @@ local function decide(record, set, fingerprint, amount_text, fields_word, kind, 
   -- A consume sweeps expired holds only when they could be what stands in its way, then decides
   -- again (an expired hold never denies).
   if denied ~= 0 and not swept and
-    reversals().release_all_expired(set.holds, now, true, own_sets) > 0 then
+    reversals().release_all_expired(set, now, true) > 0 then
     return decide(record, set, fingerprint, amount_text, fields_word, kind, now, record_expiry,
       hold_expiry, true)
   end
@@ -1146,14 +1117,16 @@ local function decide(record, set, fingerprint, amount_text, fields_word, kind, 
   end
   out_n = at
   if kind == 'reserve' then
-    local member = record .. ' ' .. amount_text .. ' ' ..
-      (kept and kept .. ' ' .. fields_word or '-')
-    for _, hold_set in ipairs(set.holds) do
-      redis.call('ZADD', hold_set, hold_expiry, member)
-      -- the set lives as long as the counters its members hold, and their holds
-      local life = math.max(program.windows_end, tonumber(hold_expiry))
-      if redis.call('PEXPIREAT', hold_set, life, 'NX') == 0 then
-        redis.call('PEXPIREAT', hold_set, life, 'GT')
+    -- one member per counter, in its window's hold set, which lives as long as the window's key
+    -- (or the hold, if that is later)
+    local head = record .. ' ' .. amount_text .. ' '
+    local holds = set.holds
+    for j = 1, c do
+      local hold = holds[j]
+      redis.call('ZADD', hold, hold_expiry, head .. (fields and fields[field[j]] or fields_word))
+      local life = math.max(expiries[j], tonumber(hold_expiry))
+      if redis.call('PEXPIREAT', hold, life, 'NX') == 0 then
+        redis.call('PEXPIREAT', hold, life, 'GT')
       end
     end
   end

@@ -206,10 +206,17 @@ public:
   /// nothing (the cluster sweep reads record ids back from keys).
   static std::string record_id(std::string_view id);
 
-  /// The set of open reservations holding quota in `counter`'s windows:
-  /// `<prefix>{<counter>}:holds`, a sorted set scored by hold expiry.
-  std::string holds(std::string_view counter) const {
-    return tagged_key(prefix_, counter, ":holds");
+  /// The set of open reservations holding quota in the window hash `window` (a key of
+  /// `window`): `<window>:holds`, a sorted set scored by hold expiry, in the window's slot.
+  /// Each member holds quota in this window only, so releasing it touches no other key.
+  static std::string window_holds(std::string_view window) {
+    return std::string(window).append(":holds");
+  }
+
+  /// The cluster slot's hash tag of `counter` (a counter tag, see `tag`): `{<counter>}`, the
+  /// part of every key of `counter` that Redis Cluster hashes.
+  static std::string slot_tag(std::string_view counter) {
+    return std::string(1, '{').append(counter).append(1, '}');
   }
 
   /// The ids of the local-fallback reports added to `counter`'s windows:

@@ -59,9 +59,6 @@ local redis = (function(server)
     end
   end
   return setmetatable({
-    -- a script's one documented reach past KEYS goes through this, unchecked (lua/limit.lua's
-    -- release of another window's expired hold)
-    undeclared = server,
     call = function(...)
       check(...)
       return server.call(...)

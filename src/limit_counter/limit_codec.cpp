@@ -118,7 +118,7 @@ struct CallTemplate {
   std::string program; // MessagePack: h, c, c key expiries, c field numbers, r, 3r rule args
   std::string names;   // the rules' names
   std::vector<std::string> counter_keys;  // per counter
-  std::vector<std::string> hold_keys;     // per counter shape: its hold set
+  std::vector<std::string> hold_keys;     // per counter: its window's hold set
   std::vector<std::size_t> field_numbers; // per counter: its field's number among the fields
   std::vector<const Rule*> field_rules;   // per field: a rule that counts by it
   std::string text;                       // the counter set's text (lua/limit.lua)
@@ -139,12 +139,9 @@ struct CallTemplate {
       : keys(context.keys), grace(context.window_grace), per_transaction_rules(per_transaction),
         window_rules(window) {
     const std::size_t n = window.size();
-    std::vector<RuleArgs> own_args;        // without context.rule_args: built for this call
-    std::vector<std::string> bucket_holds; // with several buckets: the holds keys built here
-    std::vector<std::string_view> holds;   // into the rule args or bucket_holds
-    own_args.reserve(n);                   // never reallocated: `args_of` points at its elements
-    bucket_holds.reserve(n);               // never reallocated: `holds` views its strings
-    std::vector<std::size_t> counter_of;   // per window rule: its counter's index
+    std::vector<RuleArgs> own_args;      // without context.rule_args: built for this call
+    own_args.reserve(n);                 // never reallocated: `args_of` points at its elements
+    std::vector<std::size_t> counter_of; // per window rule: its counter's index
     std::vector<const Window*> counter_windows;
     std::vector<const RuleArgs*> args_of;
     window_ends.reserve(n);
@@ -159,7 +156,6 @@ struct CallTemplate {
       args_of.push_back(args);
       const Period period = *rule->period();
       std::string key;
-      std::string_view hold = args->holds;
       if (!args->window_key_head.empty()) {
         const std::string_view period_name = to_string(period);
         key.reserve(args->window_key_head.size() + period_name.size() + 1 + in.id.size());
@@ -169,12 +165,12 @@ struct CallTemplate {
         const std::string tag =
             context.keys->tag(args->counter_name, dimension_field(*rule, transaction));
         key = context.keys->window(tag, period, in.id);
-        hold = bucket_holds.emplace_back(context.keys->holds(tag));
       }
       // one counter per key: a shape (and so its dimension) and a window make a key
       const auto same = std::find(counter_keys.begin(), counter_keys.end(), key);
       counter_of.push_back(static_cast<std::size_t>(same - counter_keys.begin()));
       if (same == counter_keys.end()) {
+        hold_keys.push_back(CounterKeys::window_holds(key));
         counter_keys.push_back(std::move(key));
         counter_windows.push_back(&in);
         shape.counters.push_back({period, in.id, in.end});
@@ -187,9 +183,6 @@ struct CallTemplate {
         }
         field_numbers.push_back(field + 1);
       }
-      if (std::find(holds.begin(), holds.end(), hold) == holds.end()) {
-        holds.push_back(hold);
-      }
     }
 
     append_number(text, static_cast<std::int64_t>(counter_keys.size()));
@@ -197,9 +190,8 @@ struct CallTemplate {
       text.append(1, '\n').append(counter_keys[j]).append(1, ' ');
       append_number(text, static_cast<std::int64_t>(field_numbers[j]));
     }
-    for (const auto hold : holds) {
+    for (const std::string& hold : hold_keys) {
       text.append(1, '\n').append(hold);
-      hold_keys.emplace_back(hold);
     }
     // 48 bits: few distinct sets (one per rules, windows and buckets), and a collision is
     // refused by the script before it writes anything, never silent
@@ -222,7 +214,7 @@ struct CallTemplate {
     }
     const std::size_t c = counter_keys.size();
     append_msgpack_array(program, 3 + 2 * c + 3 * rule_count);
-    append_msgpack_int(program, static_cast<std::int64_t>(holds.size()));
+    append_msgpack_int(program, static_cast<std::int64_t>(hold_keys.size()));
     append_msgpack_int(program, static_cast<std::int64_t>(c));
     for (const Window* in : counter_windows) {
       append_msgpack_int(program, unix_millis(in->end + context.window_grace));
@@ -305,7 +297,6 @@ RuleArgs rule_args(const Rule& rule, const CounterKeys& keys) {
     // `<prefix>{<tag>}:day:` less its period: what every period's window key begins with
     args.window_key_head = keys.window(tag, Period::day, "");
     args.window_key_head.resize(args.window_key_head.size() - to_string(Period::day).size() - 1);
-    args.holds = keys.holds(tag);
   }
   return args;
 }

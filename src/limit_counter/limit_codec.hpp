@@ -59,10 +59,9 @@ struct LimitCall {
 struct RuleArgs {
   std::string counter_name;
   /// With one bucket, where the counter name is the tag: `<prefix>{<counter name>}:`, the
-  /// head of the rule's window keys, and its hold set's key. Empty with several buckets,
-  /// where the tag depends on the dimension.
+  /// head of the rule's window keys. Empty with several buckets, where the tag depends on the
+  /// dimension.
   std::string window_key_head;
-  std::string holds;
 };
 
 /// The RuleArgs of `rule` under `keys`.

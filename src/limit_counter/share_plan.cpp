@@ -12,7 +12,7 @@ std::vector<SharePlan> share_plans(const CounterKeys& keys, const Transaction& t
   std::vector<SharePlan> plans;
   for (const Rule* rule : window_rules) {
     std::string tag = keys.tag(rule->counter_name(), dimension_field(*rule, transaction));
-    const std::uint16_t slot = key_slot(keys.holds(tag));
+    const std::uint16_t slot = key_slot(CounterKeys::slot_tag(tag));
     auto share = std::find_if(plans.begin(), plans.end(),
                               [&](const SharePlan& plan) { return plan.slot == slot; });
     if (share == plans.end()) {

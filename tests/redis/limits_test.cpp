@@ -1,6 +1,8 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <iterator>
+#include <sstream>
 #include <thread>
 
 #include <date/date.h>
@@ -14,6 +16,7 @@
 
 using namespace std::chrono_literals;
 using limitcounter::CancelResult;
+using limitcounter::CounterKeys;
 using limitcounter::Decision;
 using limitcounter::Dimension;
 using limitcounter::errc;
@@ -654,6 +657,64 @@ TEST_CASE_METHOD(ShortReservations,
   CHECK(limits.cancel(auth.id) == CancelResult::already_ended);
   CHECK(limits.cancel(auth.id) == CancelResult::already_ended);
   CHECK(used("merchant", Dimension{"m1"}, Period::day, at) == Usage{1, 500});
+}
+
+// A reservation holds each window it moved through that window's own hold set: a consume under
+// fewer windows releases the expired hold in its windows only (touching no key it did not
+// declare), and the windows it does not use keep theirs until the reservation ends, given back
+// once.
+TEST_CASE_METHOD(ShortReservations,
+                 "an expired hold is released window by window, each given back once",
+                 "[limits][redis][reserve]") {
+  const Rule day = Rule("day").where("merchant").per(Period::day).max_amount(1000);
+  limits.set_rules(
+      RuleSet().add(day).add(Rule("month").where("merchant").per(Period::month).max_amount(5000)));
+  const Transaction auth = tx(600);
+  REQUIRE(limits.reserve(auth).allowed());
+  std::this_thread::sleep_for(400ms);
+  limits.set_rules(RuleSet().add(day));
+  // no room in the day beside the expired hold: the day's hold is released, then decided again
+  REQUIRE(limits.consume(tx(500)).allowed());
+  CHECK(used("merchant", Dimension{"m1"}, Period::day, at) == Usage{1, 500});
+  CHECK(used("merchant", Dimension{"m1"}, Period::month, at) == Usage{1, 600}); // still held
+  // ending the reservation gives back what it still holds (the month), and nothing twice
+  const CancelResult ended = limits.cancel(auth.id);
+  CHECK(ended == CancelResult::cancelled);
+  CHECK(limits.cancel(auth.id) == CancelResult::already_ended);
+  CHECK(used("merchant", Dimension{"m1"}, Period::day, at) == Usage{1, 500});
+  CHECK(used("merchant", Dimension{"m1"}, Period::month, at) == Usage{});
+}
+
+// A reservation an earlier version made kept one member per counter shape, in
+// "<prefix>{<shape>}:holds", naming its counter set and fields; its counter set lists those hold
+// sets. Such a reservation, still open at an upgrade, is still cancelled once.
+TEST_CASE_METHOD(LimitsFixture, "a reservation held in a per-shape hold set is cancelled once",
+                 "[limits][redis][reserve][standalone]") {
+  limits.set_rules(RuleSet().add(Rule("day").where("merchant").per(Period::day).max_amount(1000)));
+  const Transaction auth = tx(600);
+  REQUIRE(limits.reserve(auth).allowed());
+  // rewrite what the reserve left into what the earlier version left
+  const std::string record = limits.keys().transaction(auth.id);
+  std::istringstream record_text(redis.command({"GET", record}).as_string());
+  const std::vector<std::string> words{std::istream_iterator<std::string>(record_text), {}};
+  REQUIRE(words.size() == 5); // r <fingerprint> <amount> <counter set> <fields>
+  const std::string set_key = prefix + "cs:" + words[3];
+  const std::string text = redis.command({"GET", set_key}).as_string();
+  const std::string window = text.substr(2, text.find(' ') - 2);
+  const std::string hold = CounterKeys::window_holds(window);
+  REQUIRE(text == "1\n" + window + " 1\n" + hold);
+  const std::string score = redis.command({"ZSCORE", hold, record + " 600 m1"}).as_string();
+  const std::string shape_hold = prefix + "{merchant}:holds";
+  redis.command({"SET", set_key, "1\n" + window + " 1\n" + shape_hold, "KEEPTTL"});
+  redis.command({"DEL", hold});
+  redis.command({"ZADD", shape_hold, score, record + " 600 " + words[3] + " m1"});
+  REQUIRE(used("merchant", Dimension{"m1"}, Period::day, at) == Usage{1, 600});
+
+  CHECK(limits.cancel(auth.id) == CancelResult::cancelled);
+  CHECK(used("merchant", Dimension{"m1"}, Period::day, at) == Usage{});
+  CHECK(redis.command({"ZCARD", shape_hold}).as_integer() == 0);
+  CHECK(limits.cancel(auth.id) == CancelResult::already_ended);
+  CHECK(used("merchant", Dimension{"m1"}, Period::day, at) == Usage{});
 }
 
 TEST_CASE_METHOD(LimitsFixture, "check decides without consuming", "[limits][redis]") {

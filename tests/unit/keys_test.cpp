@@ -103,7 +103,9 @@ TEST_CASE("one bucket keeps today's keys; several put the bucket before the coun
   CHECK(spread.tag("channel+transType+dept", "Ali+Deduct+cmb") == "759:channel+transType+dept");
   CHECK(spread.window(spread.tag("channel", "Ali+Deduct+cmb"), Period::month, "202111") ==
         "p:{759:channel}:month:202111");
-  CHECK(spread.holds(spread.bucket_tag("channel", 7)) == "p:{7:channel}:holds");
+  CHECK(CounterKeys::window_holds(spread.window(spread.bucket_tag("channel", 7), Period::day,
+                                                "20211101")) == "p:{7:channel}:day:20211101:holds");
+  CHECK(CounterKeys::slot_tag(spread.bucket_tag("channel", 7)) == "{7:channel}");
   CHECK(spread.audit(spread.bucket_tag("channel", 7)) == "p:{7:channel}:audit");
   CHECK(spread.local_reports(spread.bucket_tag("channel", 7)) == "p:{7:channel}:reports");
   CHECK(spread.transaction_share(spread.bucket_tag("c", 0), "t1") == "p:{0:c}:tx:t1");

@@ -133,7 +133,7 @@ TEST_CASE("a decide call names every counter once and every rule", "[limit-codec
   // the counters' keys and the number of each one's field: no dimension value, so that the
   // transactions under the same rules and windows share one counter set
   const std::string text = "2\np:{dept}:day:20211112 1\np:{merchant}:month:202111 2\n"
-                           "p:{dept}:holds\np:{merchant}:holds";
+                           "p:{dept}:day:20211112:holds\np:{merchant}:month:202111:holds";
   // header: op, n, now, record expiry, hold expiry, programs; a program, S, a counter set, the
   // transaction (no set number: there is one set)
   REQUIRE(call.args.size() == 6 + 2 + 1 + 3 + 3);
@@ -145,8 +145,8 @@ TEST_CASE("a decide call names every counter once and every rule", "[limit-codec
   CHECK(std::stoll(call.args[3]) == now_ms + 24 * 3600 * 1000);
   CHECK(std::stoll(call.args[4]) == now_ms + 15 * 60 * 1000);
   CHECK(call.args[5] == "1");
-  // the program: 2 hold sets, 2 counters (both dept rules share one), their keys' expiries and
-  // field numbers, 4 rules of 3; the names
+  // the program: 2 hold sets (one per counter), 2 counters (both dept rules share one), their keys'
+  // expiries and field numbers, 4 rules of 3; the names
   const std::vector<std::int64_t> numbers = msgpack_ints(call.args[6]);
   REQUIRE(numbers.size() == 2 + 2 + 2 + 1 + 3 * 4);
   const std::int64_t day_expiry = numbers[2];
@@ -168,10 +168,11 @@ TEST_CASE("a decide call names every counter once and every rule", "[limit-codec
   CHECK(decide_amount(call.args) == "42");
   CHECK(decide_record_expiry(call.args) == call.args[3]);
   CHECK(call.args[14] == "cmb:m1");
-  // the record, the counter set, its counters, its hold sets (one per counter shape)
+  // the record, the counter set, its counters, their hold sets (each counter's window's)
   CHECK(call.keys == std::vector<std::string>{"p:tx:{t1}", "p:cs:" + name, "p:{dept}:day:20211112",
-                                              "p:{merchant}:month:202111", "p:{dept}:holds",
-                                              "p:{merchant}:holds"});
+                                              "p:{merchant}:month:202111",
+                                              "p:{dept}:day:20211112:holds",
+                                              "p:{merchant}:month:202111:holds"});
   // what the reply is read with stays in the client
   REQUIRE(call.shape.counters.size() == 2);
   CHECK(call.shape.counters[0].window_id == "20211112");
@@ -330,7 +331,7 @@ TEST_CASE("a reversal brings the original transaction's counters", "[limit-codec
   CHECK(args[4] == "42");
   CHECK(counter_set == "p:cs:" + args[5]);
   CHECK(args[6] == "2\np:{dept}:day:20211112 1\np:{merchant}:month:202111 2\n"
-                   "p:{dept}:holds\np:{merchant}:holds");
+                   "p:{dept}:day:20211112:holds\np:{merchant}:month:202111:holds");
   CHECK(args[9] == "cmb:m1");
   // the same counters as the decide call named
   CHECK(args[5] == example.call().args[10]);

@@ -24,13 +24,14 @@ TEST_CASE("a transaction's shares group its rules by the slot of their counters"
     const auto plans = share_plans(keys, paid, {&merchant_day, &user_day, &merchant_month});
     const std::string merchant = keys.tag(merchant_day.counter_name(), "m1");
     const std::string user = keys.tag(user_day.counter_name(), "u1");
-    REQUIRE(key_slot(keys.holds(merchant)) != key_slot(keys.holds(user)));
+    REQUIRE(key_slot(keys.window(merchant, Period::day, "20260101")) !=
+            key_slot(keys.window(user, Period::day, "20260101")));
     REQUIRE(plans.size() == 2);
     CHECK(plans[0].tag == merchant); // in the order of each slot's first rule
     CHECK(plans[0].rules == std::vector<const Rule*>{&merchant_day, &merchant_month});
     CHECK(plans[1].tag == user);
     CHECK(plans[1].rules == std::vector<const Rule*>{&user_day});
-    CHECK(plans[1].slot == key_slot(keys.holds(user)));
+    CHECK(plans[1].slot == key_slot(keys.window(user, Period::day, "20260101")));
   }
   SECTION("buckets: the dimension value picks the slot, the same for every call") {
     const CounterKeys keys("p:", 64);
