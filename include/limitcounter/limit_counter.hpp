@@ -131,8 +131,9 @@ struct LimitCounterOptions {
   /// `RedisOptions::pool_size`, so consumes are merged only when they would otherwise wait for a
   /// connection. 0: never merged. On a Redis Cluster the merged consumes are decided together as
   /// `consume_many` decides (each step, begin, shares and finish, of all of them in one
-  /// pipeline; a slot's shares in one script call): a lost reply is unknown for each of them
-  /// whose call of that step went to that node, a call not sent falls to its consume's failure
+  /// pipeline; a slot's shares in one script call): a reply lost past the resends
+  /// (`RedisOptions::retry`) is unknown for each of them whose call of that step went to that
+  /// node, a call not sent falls to its consume's failure
   /// policy. Ignored by `reserve` and `check`.
   std::optional<std::size_t> consume_in_flight;
 };
@@ -404,8 +405,9 @@ public:
   /// replays too. A lost reply is never a failure-policy decision: the library sends the same
   /// call again (`RedisOptions::retry`), which returns what Redis decided, marked `replayed`
   /// when the first send ran; Outcome::unknown reaches the caller only when those resends are
-  /// spent (or, on a Redis Cluster, when a step of a transaction spread over several slots lost
-  /// its reply), and its retry with the same id returns what Redis decided.
+  /// spent, and its retry with the same id returns what Redis decided. On a Redis Cluster, a
+  /// transaction spread over several slots takes steps (begin, shares, finish): each is resent
+  /// the same way, within one `retry` budget and `max_attempts` for the whole call.
   ///
   /// Failure policies (Rule::on_redis_failure) decide only a call that was not sent
   /// (Outcome::not_sent); the decision is `degraded`. Throws invalid_argument for a bad id,
@@ -436,7 +438,8 @@ public:
   /// as `consume` would: its failure policy when its call was not sent (its node down, or
   /// behind an open breaker: the other nodes' items go on), Outcome::unknown (retry with the
   /// same ids) when its call may have run (every item whose call of a step went to a node whose
-  /// reply was lost, or into a script call that answered with an error), the local fallback
+  /// reply stayed lost through the resends, which the whole batch shares, or into a script call
+  /// that answered with an error), the local fallback
   /// reported after.
   /// Bad input anywhere throws before anything is sent.
   std::vector<BatchResult<Decision>> consume_many(const std::vector<Transaction>& transactions);
@@ -683,12 +686,16 @@ private:
     Decision combined;
     std::vector<std::string> counted; ///< the share records whose counters it moved
     bool replayed_share = false;      ///< a share was decided by an earlier caller of the id
+    /// The home record's decision when a share was voided (the sweep abandoned the transaction
+    /// before that share was decided, e.g. between a send whose reply was lost and its resend):
+    /// no finish then.
+    std::optional<Decision> abandoned;
   };
   /// The home record's answer to begin: the decision it already has, or none (go on).
   std::optional<Decision> after_begin(const Transaction& transaction,
                                       const PreparedDecision& prepared, const Reply& begun);
   /// Reads the shares' replies; gives back what moved and throws when there is nothing to
-  /// decide on.
+  /// decide on, or answers from the home record when a share was voided.
   SharesDecided after_shares(std::string_view op, const Transaction& transaction,
                              const PreparedDecision& prepared, const std::vector<Reply>& replies);
   /// The home record's answer to finish: the decision.

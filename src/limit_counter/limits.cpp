@@ -9,6 +9,7 @@
 #include "limit_counter/local_ledger.hpp"
 #include "limit_counter/rule_matching.hpp"
 #include "limit_counter/share_plan.hpp"
+#include "redis/operation_resends.hpp"
 #include "shared/amount.hpp"
 #include "shared/batch.hpp"
 #include "shared/observed.hpp"
@@ -229,7 +230,8 @@ LimitCounter::PreparedDecision LimitCounter::prepare_decide(std::string_view op,
       context.record_key = &record;
       auto call =
           detail::build_decide(op, transaction, matched.per_transaction, share_rules, context);
-      prepared.shares.push_back({&scripts::limit, std::move(call.keys), std::move(call.args)});
+      prepared.shares.push_back(
+          {&scripts::limit, std::move(call.keys), std::move(call.args), Resend::same_id});
       prepared.shapes.push_back(std::move(call.shape));
       prepared.share_tags.push_back(tag);
     }
@@ -466,6 +468,7 @@ std::vector<Reply> batch_replies(const std::vector<Reply>& replies,
 std::vector<BatchResult<Decision>>
 LimitCounter::consume_many(const std::vector<Transaction>& transactions) {
   const TimePoint started = Clock::now();
+  const detail::OperationResends resends(redis_); // (one budget for the batch and the steps)
   std::vector<PreparedDecision> prepared;
   prepared.reserve(transactions.size());
   std::vector<ScriptCall> batches;

@@ -16,6 +16,7 @@
 #include "limit_counter/limit_codec.hpp"
 #include "limit_counter/share_plan.hpp"
 #include "redis/key_slot.hpp"
+#include "redis/operation_resends.hpp"
 #include "shared/amount.hpp"
 #include "shared/batch.hpp"
 #include "shared/coalescer.hpp"
@@ -51,7 +52,8 @@ std::string LimitCounter::home_fingerprint(const PreparedDecision& prepared) {
 
 Reply LimitCounter::run_home(const std::string& transaction_id,
                              const std::vector<std::string>& args) {
-  return redis_.eval(scripts::transaction_home, {keys_.transaction(transaction_id)}, args);
+  return redis_.eval(scripts::transaction_home, {keys_.transaction(transaction_id)}, args,
+                     Resend::same_id);
 }
 
 std::vector<Reply>
@@ -62,7 +64,7 @@ LimitCounter::run_on_shares(const std::vector<std::string>& plan,
   calls.reserve(plan.size() * operations.size());
   for (const auto& record : plan) {
     for (const auto& args : operations) {
-      calls.push_back({&scripts::limit, {record}, args});
+      calls.push_back({&scripts::limit, {record}, args, Resend::same_id});
     }
     const auto instead =
         std::find_if(last_instead.begin(), last_instead.end(),
@@ -210,7 +212,7 @@ run_shares(Redis& redis, bool batch_consumes,
         batch.add(std::move(copy.keys), std::move(copy.args));
       }
       auto [keys, args] = batch.take();
-      calls.push_back({&scripts::limit, std::move(keys), std::move(args)});
+      calls.push_back({&scripts::limit, std::move(keys), std::move(args), Resend::same_id});
     }
   }
   const std::vector<ScriptCall>& sent = alone ? *shares_of.front() : calls;
@@ -264,6 +266,7 @@ std::vector<BatchResult<Decision>>
 LimitCounter::decide_many_in_shares(std::string_view op,
                                     const std::vector<const Transaction*>& transactions,
                                     const std::vector<const PreparedDecision*>& prepared) {
+  const detail::OperationResends resends(redis_); // (one budget for all the steps)
   const std::size_t n = transactions.size();
   std::vector<std::optional<BatchResult<Decision>>> results(n);
   const auto half = [&](const Error& e, std::size_t i) {
@@ -281,8 +284,10 @@ LimitCounter::decide_many_in_shares(std::string_view op,
     std::vector<ScriptCall> calls;
     calls.reserve(of.size());
     for (const std::size_t i : of) {
-      calls.push_back(
-          {&scripts::transaction_home, {keys_.transaction(transactions[i]->id)}, args_of(i)});
+      calls.push_back({&scripts::transaction_home,
+                       {keys_.transaction(transactions[i]->id)},
+                       args_of(i),
+                       Resend::same_id});
     }
     std::vector<Reply> replies;
     std::vector<std::optional<Error>> refusals;
@@ -355,7 +360,11 @@ LimitCounter::decide_many_in_shares(std::string_view op,
     try {
       decided[i] = after_shares(op, *transactions[i], *prepared[i],
                                 detail::value_or_throw(std::move(share_replies[k])));
-      deciding.push_back(i);
+      if (decided[i]->abandoned) {
+        results[i] = std::move(*decided[i]->abandoned);
+      } else {
+        deciding.push_back(i);
+      }
     } catch (const Error& e) {
       results[i] = half(e, i);
     }
@@ -424,10 +433,12 @@ LimitCounter::SharesDecided LimitCounter::after_shares(std::string_view op,
   SharesDecided decided;
   Decision& combined = decided.combined;
   std::optional<Error> share_error;
+  bool voided_share = false;
   for (std::size_t i = 0; i < replies.size(); ++i) {
     try {
       const Decision part = finish_decide(op, transaction, prepared.shapes[i], replies[i]);
       decided.replayed_share = decided.replayed_share || part.replayed;
+      voided_share = voided_share || (part.replayed && part.state == "voided");
       combined.rules.insert(combined.rules.end(), part.rules.begin(), part.rules.end());
       if (part.allowed() && part.state != "voided") {
         decided.counted.push_back(prepared.shares[i].keys.front());
@@ -448,6 +459,15 @@ LimitCounter::SharesDecided LimitCounter::after_shares(std::string_view op,
     // Nothing to decide on (a conflict, an overflow, a share voided long ago): give back what
     // moved and leave the home record pending.
     run_on_shares(decided.counted, {detail::void_share(Clock::now(), options_.replay_horizon)});
+    if (voided_share && !share_error) {
+      // A share decided after the sweep abandoned the transaction (late, or resent after its
+      // reply was lost) met the void: the home record has the answer, unless it is gone too.
+      const Reply home = run_home(transaction.id, {"read"});
+      if (home.at(0).as_string() == "final") {
+        decided.abandoned = replay_home(transaction, home);
+        return decided;
+      }
+    }
     throw share_error.value_or(
         Error(errc::conflict,
               quoted_id(transaction.id) + " was voided before and its home record is gone",
@@ -568,6 +588,7 @@ Reply LimitCounter::run_transition(const std::string& transaction_id,
                                    const std::vector<std::string>& args,
                                    const Transaction* original) {
   const std::string& op = args.front();
+  const detail::OperationResends resends(redis_); // (one budget for all the steps)
   if (redis_.is_cluster()) {
     std::vector<ScriptCall> refunds_with_original;
     bool home_record = true;
@@ -699,8 +720,10 @@ Reply LimitCounter::check_original_at_home(const std::string& transaction_id,
       std::string record = keys_.transaction_share(share.tag, original.id);
       std::vector<std::string> share_args = args;
       std::string counter_set = append_original_args(share_args, original, share.rules, record);
-      refunds_with_original.push_back(
-          {&scripts::limit, {std::move(record), std::move(counter_set)}, std::move(share_args)});
+      refunds_with_original.push_back({&scripts::limit,
+                                       {std::move(record), std::move(counter_set)},
+                                       std::move(share_args),
+                                       Resend::same_id});
       tags.push_back(share.tag);
     }
   }

@@ -17,6 +17,7 @@
 #include "redis/cluster_protocol.hpp"
 #include "redis/connection_pool.hpp"
 #include "redis/key_slot.hpp"
+#include "redis/operation_resends.hpp"
 #include "redis/retry_policy.hpp"
 #include "redis/router.hpp"
 #include "redis/sentinel_master.hpp"
@@ -379,9 +380,9 @@ public:
     if (resend == Resend::never || options_.retry.max_attempts <= 1) {
       return guarded(run);
     }
-    detail::ResendPolicy resends(options_.retry, Clock::now());
+    std::optional<detail::ResendPolicy> own;
     std::optional<Error> lost;
-    return resending(resends, lost, run);
+    return resending(resend_policy(own), lost, run);
   }
 
   /// `eval_pipeline` with the resends of "Lost replies": the whole pipeline when it threw a lost
@@ -393,7 +394,8 @@ public:
     if (options_.retry.max_attempts <= 1 || std::none_of(calls.begin(), calls.end(), by_id)) {
       return guarded([&](Call& call) { return eval_pipeline(calls, call, refusals); });
     }
-    detail::ResendPolicy resends(options_.retry, Clock::now());
+    std::optional<detail::ResendPolicy> own;
+    detail::ResendPolicy& resends = resend_policy(own);
     std::optional<Error> lost;
     const auto whole = [&](Call& call) { return eval_pipeline(calls, call, refusals); };
     std::vector<Reply> replies = std::all_of(calls.begin(), calls.end(), by_id)
@@ -455,6 +457,14 @@ public:
 private:
   using Clock = detail::RetryPolicy::Clock;
   static constexpr int no_slot = -1; ///< a call without keys: any node will do
+
+  // The resends of a call: its operation's (detail::OperationResends) or, alone, `own`'s.
+  detail::ResendPolicy& resend_policy(std::optional<detail::ResendPolicy>& own) const {
+    if (detail::ResendPolicy* shared = detail::OperationResends::of(options_)) {
+      return *shared;
+    }
+    return own.emplace(options_.retry, Clock::now());
+  }
 
   // Sends `run` (a call idempotent by id) until a reply comes: after a lost reply (kept in
   // `lost`, which may be set on entry: then the first send is already a resend), a send that

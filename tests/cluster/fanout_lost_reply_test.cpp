@@ -1,7 +1,8 @@
 // A transaction spread over two cluster slots, with the reply of each step of its fan-out lost
 // in turn (the home record's begin and finish, each share, a void): the call says the outcome
 // is unknown, the step ran on its node, and the same id sent again finishes the transaction
-// with every shape counted exactly once.
+// with every shape counted exactly once. The library's own resends are off here (the host's
+// retry is what is tested); tests/cluster/fanout_resend_test.cpp has them on.
 #include <catch2/catch.hpp>
 
 #include <functional>
@@ -15,93 +16,12 @@
 #include <limitcounter/detail/lua_scripts.hpp>
 #include <limitcounter/limitcounter.hpp>
 
+#include "cluster/fan_out.hpp"
 #include "redis/key_slot.hpp"
-#include "support/fault_proxy.hpp"
-#include "support/probe.hpp"
-#include "support/redis_cluster.hpp"
 
 using namespace std::chrono_literals;
 using namespace limitcounter;
 using namespace limitcounter::testing;
-
-namespace {
-
-struct FanOut {
-  RedisCluster& cluster = shared_cluster();
-  ClusterFaultProxy proxies{cluster};
-  std::string prefix = unique_prefix() + "fan:";
-  Redis through{[this] {
-    RedisOptions options = proxies.options();
-    options.command_timeout = 300ms;
-    options.breaker_failures = 0;
-    return options;
-  }()};
-  Redis direct{cluster.options()};
-  LimitCounter limits{through, Calendar("UTC"), [this] {
-                        LimitCounterOptions options;
-                        options.key_prefix = prefix;
-                        return options;
-                      }()};
-  LimitCounter reader{direct, Calendar("UTC"), [this] {
-                        LimitCounterOptions options;
-                        options.key_prefix = prefix;
-                        return options;
-                      }()};
-
-  FanOut() {
-    REQUIRE(detail::key_slot("{dept}") != detail::key_slot("{merchant}"));
-    // a first EVALSHA answered NOSCRIPT did not run: lose the reply of a script that runs
-    cluster.load_scripts();
-  }
-
-  // A day limit on each of two shapes whose counters live in different slots: two shares.
-  void two_daily_limits() {
-    limits.set_rules(
-        RuleSet()
-            .add(Rule("dept-day").where("dept").per(Period::day).max_amount(100'000))
-            .add(Rule("merchant-day").where("merchant").per(Period::day).max_amount(100'000)));
-  }
-
-  // A LimitCounter whose reservations hold `timeout` (their shares 100 ms longer), under a day
-  // limit of 150 on each of two shapes whose counters live in different slots.
-  std::unique_ptr<LimitCounter> limits_holding_for(std::chrono::milliseconds timeout) {
-    LimitCounterOptions options;
-    options.key_prefix = prefix;
-    options.reservation_timeout = timeout;
-    options.cluster_hold_grace = 100ms;
-    auto held = std::make_unique<LimitCounter>(through, Calendar("UTC"), options);
-    held->set_rules(
-        RuleSet()
-            .add(Rule("dept-day").where("dept").per(Period::day).max_amount(150))
-            .add(Rule("merchant-day").where("merchant").per(Period::day).max_amount(150)));
-    return held;
-  }
-
-  Transaction tx(const std::string& id, std::int64_t amount = 100) const {
-    return Transaction{id, {{"merchant", "m1"}, {"dept", "cmb"}}, amount};
-  }
-  Usage dept() { return reader.usage("dept", Dimension{"cmb"}, Period::day); }
-  Usage merchant() { return reader.usage("merchant", Dimension{"m1"}, Period::day); }
-
-  // The key whose script call a step sends: the home record, or the share of a shape.
-  std::string home(const std::string& id) const { return prefix + "tx:{" + id + "}"; }
-  std::string share(const std::string& shape, const std::string& id) const {
-    return prefix + "{" + shape + "}:tx:" + id;
-  }
-
-  // Loses the reply of the `nth` (1-based) script call on `key` from now on, on the node that
-  // serves it.
-  FaultProxy& lose_reply(const std::string& key, int nth = 1) {
-    FaultProxy& proxy = proxies.proxy_of(cluster.owner_of(detail::key_slot(key)));
-    if (nth > 1) {
-      proxy.add_rule({evalsha_with_key_prefix(key), Fault::forward, nth - 1});
-    }
-    proxy.add_rule({evalsha_with_key_prefix(key), Fault::drop_reply});
-    return proxy;
-  }
-};
-
-} // namespace
 
 TEST_CASE_METHOD(FanOut, "a lost reply at each step of an allowed fan-out: the retry finishes it",
                  "[cluster][proxy][home]") {

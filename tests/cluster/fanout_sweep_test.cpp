@@ -31,6 +31,7 @@ struct Sweep {
     RedisOptions options = proxies.options();
     options.command_timeout = 300ms;
     options.breaker_failures = 0;
+    options.retry.max_attempts = 1; // an interrupted fan-out stays so, for the sweep
     return options;
   }()};
   Redis direct{cluster.options()};

@@ -1,8 +1,8 @@
 // The library resends a call idempotent by id whose reply was lost (RedisOptions::retry, with
-// its defaults here): each test loses one reply through the fault proxy after the command ran,
-// and proves from the server (INFO commandstats, the keys) that the resend replayed it: the
-// caller gets the first call's answer, marked replayed, and it took effect once. A call that is
-// not idempotent is never resent.
+// its defaults here): each test loses one reply through the fault proxy after the command ran
+// (dropped: a timeout; cut mid-reply: a broken connection), and proves from the server (INFO
+// commandstats, the keys) that the resend replayed it: the caller gets the first call's answer,
+// marked replayed, and it took effect once. A call that is not idempotent is never resent.
 #include <catch2/catch.hpp>
 
 #include <string>
@@ -31,6 +31,7 @@ using limitcounter::Transaction;
 using limitcounter::Usage;
 using limitcounter::testing::command_calls;
 using limitcounter::testing::error_of;
+using limitcounter::testing::Fault;
 using limitcounter::testing::ResendFixture;
 
 namespace {
@@ -53,12 +54,29 @@ struct LimitsResending : ResendFixture {
   Usage used() { return limits.usage("merchant", Dimension{"m1"}, Period::day); }
 };
 
+// Red packets under the fixture's keys, dead-lettered after `max_payout_attempts`.
+struct PacketsResending : ResendFixture {
+  limitcounter::RedPacketOptions options(int max_payout_attempts) const {
+    limitcounter::RedPacketOptions o;
+    o.key_prefix = prefix + "rp:";
+    o.max_payout_attempts = max_payout_attempts;
+    return o;
+  }
+  // Open for an hour.
+  static limitcounter::PacketOptions packet() {
+    limitcounter::PacketOptions o;
+    o.expires_at = limitcounter::Clock::now() + 1h;
+    return o;
+  }
+};
+
 } // namespace
 
 TEST_CASE_METHOD(LimitsResending,
-                 "limits: a lost reply of consume, reserve, confirm, cancel and refund is "
+                 "limits: a lost reply of consume, reserve, confirm, cancel, refund and adjust is "
                  "resent and replays the first decision once",
                  "[fault][resend][limits]") {
+  fault = GENERATE(Fault::drop_reply, Fault::cut_mid_reply);
   const auto consumed = absorbed([&] { return limits.consume(payment("c-1", 100)); });
   CHECK(consumed.allowed());
   CHECK(consumed.replayed);
@@ -83,12 +101,20 @@ TEST_CASE_METHOD(LimitsResending,
   CHECK(refunded.replayed);
   CHECK(refunded.refunded_now == 50);
   CHECK(used() == Usage{2, 250});
+
+  const auto adjusted = absorbed([&] {
+    return limits.adjust("merchant", Dimension{"m1"}, Period::day, {"fix-1", 1, 5, "ops", "fix"});
+  });
+  CHECK(adjusted.replayed);
+  CHECK(adjusted.after == Usage{3, 255});
+  CHECK(used() == Usage{3, 255});
 }
 
 TEST_CASE_METHOD(LimitsResending,
                  "limits: consume_many's batch call whose reply was lost is resent, every "
                  "transaction replayed once",
                  "[fault][resend][limits]") {
+  fault = GENERATE(Fault::drop_reply, Fault::cut_mid_reply);
   const std::vector<Transaction> batch{payment("m-0", 10), payment("m-1", 20), payment("m-2", 30)};
   const auto results = absorbed([&] { return limits.consume_many(batch); });
   REQUIRE(results.size() == 3);
@@ -132,9 +158,10 @@ TEST_CASE_METHOD(LimitsResending,
 }
 
 TEST_CASE_METHOD(ResendFixture,
-                 "wallet: a lost reply of deduct, credit, rollback, freeze and deduct_many is "
-                 "resent and applies once",
+                 "wallet: a lost reply of deduct, credit, rollback, freeze, unfreeze and "
+                 "deduct_many is resent and applies once",
                  "[fault][resend][wallet]") {
+  fault = GENERATE(Fault::drop_reply, Fault::cut_mid_reply);
   limitcounter::WalletOptions options;
   options.key_prefix = prefix + "wal:";
   limitcounter::Wallet wallet(through, options);
@@ -153,13 +180,16 @@ TEST_CASE_METHOD(ResendFixture,
         limitcounter::RollbackResult::already);
   CHECK(balance() == 1050);
 
-  // whole pipeline resent: its four calls run twice, the second time as replays
+  // whole pipeline resent: its four calls run twice, the second time as replays (cut mid-reply,
+  // the calls after the first may not have run before the cut: then they run once, afresh)
   const std::vector<limitcounter::WalletOrder> batch{
       {"u1", "b1", 10}, {"u1", "b2", 20}, {"u1", "b3", 30}, {"u1", "b4", 40}};
-  for (const auto& result : absorbed([&] { return wallet.deduct_many(batch); }, 8)) {
+  const auto deducted_many =
+      absorbed([&] { return wallet.deduct_many(batch); }, 8, fault == Fault::drop_reply ? 8 : 5);
+  for (const auto& result : deducted_many) {
     REQUIRE(std::holds_alternative<limitcounter::WalletResult>(result));
-    CHECK(std::get<limitcounter::WalletResult>(result).replayed);
   }
+  CHECK(std::get<limitcounter::WalletResult>(deducted_many.front()).replayed);
   CHECK(balance() == 950);
   // one journal event per change: deduct, credit, rollback and the four of the batch
   CHECK(direct.command({"XLEN", wallet.keys().journal(wallet.keys().partition_of("u1"))})
@@ -168,29 +198,36 @@ TEST_CASE_METHOD(ResendFixture,
   // the first send froze the account: the resend finds it frozen and changes nothing
   CHECK_FALSE(absorbed([&] { return wallet.freeze("u1", "fraud review"); }));
   CHECK(wallet.account("u1")->frozen);
+  CHECK_FALSE(absorbed([&] { return wallet.unfreeze("u1", "cleared"); }));
+  CHECK_FALSE(wallet.account("u1")->frozen);
+  // and one journal event each
+  CHECK(direct.command({"XLEN", wallet.keys().journal(wallet.keys().partition_of("u1"))})
+            .as_integer() == 9);
 }
 
-TEST_CASE_METHOD(ResendFixture,
-                 "red packets: a lost reply of create, grab, close, payout ack and fail is resent "
-                 "and replays once",
+TEST_CASE_METHOD(PacketsResending,
+                 "red packets: a lost reply of create, grab, grab_many, close, payout ack and "
+                 "fail is resent and replays once",
                  "[fault][resend][red_packet]") {
-  limitcounter::RedPacketOptions options;
-  options.key_prefix = prefix + "rp:";
-  limitcounter::RedPacketPool pool(through, options);
-  limitcounter::PacketOptions packet;
-  packet.expires_at = limitcounter::Clock::now() + 1h;
+  fault = GENERATE(Fault::drop_reply, Fault::cut_mid_reply);
+  limitcounter::RedPacketPool pool(through, options(5));
   const std::string list = pool.keys().packet("p1", "list");
 
   // the begin's reply is lost: begin, its resend (replayed), then the chunk
-  const auto created = absorbed([&] { return pool.create("p1", {30, 20, 50}, packet); }, 3);
+  const auto created = absorbed([&] { return pool.create("p1", {30, 20, 50}, packet()); }, 3);
   CHECK(created.replayed);
   CHECK(direct.command({"LLEN", list}).as_integer() == 3);
 
   const auto grabbed = absorbed([&] { return pool.grab("p1", "alice"); });
   CHECK(grabbed.status == limitcounter::GrabResult::Status::already);
   CHECK(direct.command({"LLEN", list}).as_integer() == 2); // one packet popped, once
-  const auto other = pool.grab("p1", "bob");
-  REQUIRE(other.status == limitcounter::GrabResult::Status::granted);
+  // grab_many pipelines its grabs: the pipeline is resent whole
+  const auto many = absorbed([&] { return pool.grab_many("p1", {"bob"}); });
+  REQUIRE(many.size() == 1);
+  REQUIRE(std::holds_alternative<limitcounter::GrabResult>(many[0]));
+  const auto other = std::get<limitcounter::GrabResult>(many[0]);
+  CHECK(other.status == limitcounter::GrabResult::Status::already);
+  CHECK(direct.command({"LLEN", list}).as_integer() == 1);
 
   const auto closed = absorbed([&] { return pool.close("p1"); });
   CHECK(closed.replayed);
@@ -208,4 +245,29 @@ TEST_CASE_METHOD(ResendFixture,
   REQUIRE(again.size() == 1); // the paid task is gone, the failed one back once
   CHECK(again[0].user_id == tasks[1].user_id);
   CHECK(again[0].attempt == 2); // one failed attempt counted, not two
+}
+
+TEST_CASE_METHOD(PacketsResending,
+                 "red packets: a lost reply of requeue_payout is resent and requeues the dead "
+                 "payout once",
+                 "[fault][resend][red_packet]") {
+  fault = GENERATE(Fault::drop_reply, Fault::cut_mid_reply);
+  limitcounter::RedPacketPool pool(through, options(1));
+  REQUIRE(pool.create("p1", {40}, packet()).created_now);
+  REQUIRE(pool.grab("p1", "alice").status == limitcounter::GrabResult::Status::granted);
+  const std::uint32_t partition = pool.keys().partition_of("p1");
+  const auto tasks = pool.take_payouts(partition, 10);
+  REQUIRE(tasks.size() == 1);
+  REQUIRE(pool.fail_payout(tasks[0])); // dead at its first failure
+  REQUIRE(pool.dead_payouts(partition).size() == 1);
+
+  // the first send requeued it: the resend finds it waiting in its queue
+  CHECK(absorbed([&] { return pool.requeue_payout("p1", "alice"); }) ==
+        limitcounter::RequeueResult::already_requeued);
+  CHECK(pool.dead_payouts(partition).empty());
+  const auto again = pool.take_payouts(partition, 10);
+  REQUIRE(again.size() == 1); // queued once
+  CHECK(again[0].user_id == "alice");
+  CHECK(again[0].amount == 40);
+  CHECK(again[0].attempt == 1); // its attempts counted from zero again
 }

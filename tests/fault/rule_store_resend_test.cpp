@@ -9,12 +9,14 @@
 using limitcounter::Period;
 using limitcounter::Rule;
 using limitcounter::RuleSet;
+using limitcounter::testing::Fault;
 using limitcounter::testing::ResendFixture;
 
 TEST_CASE_METHOD(ResendFixture,
                  "rule store: a put with a version whose reply was lost is resent and returns "
                  "the version it stored, once",
                  "[fault][resend][rule_store]") {
+  fault = GENERATE(Fault::drop_reply, Fault::cut_mid_reply);
   limitcounter::RuleStoreOptions options;
   options.key_prefix = prefix;
   limitcounter::RuleStore store(through, "shared", options);

@@ -1,6 +1,10 @@
-// The retry policy without a server: which replies are retried, the back-off, the budget.
+// The retry policy without a server: which replies are retried, the back-off, the budget, and
+// the one resend policy of an operation's calls.
 #include <catch2/catch.hpp>
 
+#include <thread>
+
+#include "redis/operation_resends.hpp"
 #include "redis/retry_policy.hpp"
 
 using namespace std::chrono_literals;
@@ -121,4 +125,29 @@ TEST_CASE("resends after lost replies: jittered doubling back-off, ended by atte
   ResendPolicy once(RetryOptions{1, 1000ms, 20ms}, t0);
   CHECK_FALSE(once.after_lost(t0, 0.0));
   CHECK(once.sends() == 1);
+}
+
+TEST_CASE("the calls of one operation share one resend policy, per Redis and per thread",
+          "[retry]") {
+  using limitcounter::detail::OperationResends;
+  limitcounter::RedisOptions options; // (a Redis connects at its first call: none here)
+  const limitcounter::Redis redis(options);
+  const limitcounter::Redis other(options);
+  CHECK(OperationResends::of(redis.options()) == nullptr);
+  {
+    const OperationResends operation(redis);
+    limitcounter::detail::ResendPolicy* const shared = OperationResends::of(redis.options());
+    REQUIRE(shared != nullptr);
+    CHECK(OperationResends::of(limitcounter::Redis(redis).options()) == shared); // a copy
+    CHECK(OperationResends::of(other.options()) == nullptr);
+    {
+      const OperationResends step(redis); // joins the operation's
+      CHECK(OperationResends::of(redis.options()) == shared);
+      CHECK(shared->after_lost(std::chrono::steady_clock::now(), 0.0));
+    }
+    CHECK(OperationResends::of(redis.options()) == shared);
+    CHECK(shared->sends() == 2); // the step's resend counted for the operation
+    std::thread([&] { CHECK(OperationResends::of(redis.options()) == nullptr); }).join();
+  }
+  CHECK(OperationResends::of(redis.options()) == nullptr);
 }
