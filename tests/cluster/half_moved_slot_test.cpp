@@ -52,16 +52,6 @@ const char* name_of(Op op) {
   return "?";
 }
 
-// The count of one error code in a node's INFO errorstats ("errorstat_TRYAGAIN:count=3").
-std::int64_t error_count(const RedisServer& node, const std::string& code) {
-  RedisOptions options = node.options();
-  options.pool_size = 1;
-  const std::string info = Redis(options).command({"INFO", "errorstats"}).as_string();
-  const std::string head = "errorstat_" + code + ":count=";
-  const auto at = info.find(head);
-  return at == std::string::npos ? 0 : std::stoll(info.substr(at + head.size()));
-}
-
 struct HalfMovedSlot {
   RedisCluster& cluster = shared_cluster();
   std::string prefix = unique_prefix() + "hm:";
@@ -148,7 +138,8 @@ struct HalfMovedSlot {
     REQUIRE(!keys.records_and_sets.empty());
 
     const auto tryagains = [&] {
-      return error_count(source, "TRYAGAIN") + error_count(*target, "TRYAGAIN");
+      return info_count(source, "errorstats", "errorstat_TRYAGAIN:count=") +
+             info_count(*target, "errorstats", "errorstat_TRYAGAIN:count=");
     };
     const std::int64_t tryagain_before = tryagains();
     cluster.begin_migration(slot, source, *target);
