@@ -22,6 +22,14 @@ Reply run(const RedisServer& node, const std::vector<std::string>& argv) {
 
 std::string node_id(const RedisServer& node) { return run(node, {"CLUSTER", "MYID"}).as_string(); }
 
+std::string replication(const RedisServer& node) {
+  return run(node, {"INFO", "replication"}).as_string();
+}
+
+bool is_master(const RedisServer& node) {
+  return replication(node).find("role:master") != std::string::npos;
+}
+
 } // namespace
 
 RedisCluster::RedisCluster(int masters, int replicas_per_master)
@@ -113,6 +121,16 @@ std::vector<RedisServer*> RedisCluster::nodes() const {
   return out;
 }
 
+std::vector<RedisServer*> RedisCluster::masters() const {
+  std::vector<RedisServer*> out;
+  for (const auto& node : nodes_) {
+    if (node->pid() > 0 && is_master(*node)) {
+      out.push_back(node.get());
+    }
+  }
+  return out;
+}
+
 RedisServer& RedisCluster::owner_of(int slot) const {
   const auto live =
       std::find_if(nodes_.begin(), nodes_.end(), [](const auto& node) { return node->pid() > 0; });
@@ -186,9 +204,49 @@ void RedisCluster::move_some_keys(const std::vector<std::string>& keys, RedisSer
 
 void RedisCluster::finish_migration(int slot, RedisServer& target) const {
   const std::string target_id = node_id(target);
-  for (const auto& node : nodes_) {
+  for (RedisServer* node : masters()) { // a replica refuses SETSLOT and learns it by gossip
     run(*node, {"CLUSTER", "SETSLOT", std::to_string(slot), "NODE", target_id});
   }
+}
+
+RedisServer& RedisCluster::fail_over(RedisServer& master) const {
+  const std::string master_port = "master_port:" + std::to_string(master.port()) + "\r";
+  const auto replica = std::find_if(nodes_.begin(), nodes_.end(), [&](const auto& node) {
+    return node->pid() > 0 && replication(*node).find(master_port) != std::string::npos;
+  });
+  if (replica == nodes_.end()) {
+    throw std::runtime_error("no replica of the master on port " + std::to_string(master.port()));
+  }
+  const auto promoted = [&] {
+    if (!is_master(**replica) || is_master(master)) {
+      return false;
+    }
+    // no master's map of the slots names the old master any more (gossip reaches them in turn)
+    for (RedisServer* node : masters()) {
+      const Reply slots = run(*node, {"CLUSTER", "SLOTS"});
+      for (const Reply& range : slots.as_array()) {
+        if (range.at(2).at(1).as_integer() == master.port()) {
+          return false;
+        }
+      }
+    }
+    return true;
+  };
+  // A manual failover that the replica could not finish in time (a loaded machine) is aborted by
+  // the cluster: ask again.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(1);
+  while (std::chrono::steady_clock::now() < deadline) {
+    run(**replica, {"CLUSTER", "FAILOVER"});
+    const auto attempt_end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (std::chrono::steady_clock::now() < attempt_end) {
+      if (promoted()) {
+        return **replica;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  throw std::runtime_error("the replica on port " + std::to_string((*replica)->port()) +
+                           " was not promoted within a minute");
 }
 
 RedisCluster& shared_cluster() {

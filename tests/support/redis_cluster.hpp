@@ -25,6 +25,8 @@ public:
   /// Options with every node as a seed and generous test timeouts.
   RedisOptions options() const;
   std::vector<RedisServer*> nodes() const;
+  /// The running nodes that are masters now (INFO replication).
+  std::vector<RedisServer*> masters() const;
   /// The node serving `slot` now, according to CLUSTER SLOTS.
   RedisServer& owner_of(int slot) const;
   /// Moves `slot` with its keys from its owner to `target`, the way redis-cli reshards:
@@ -43,6 +45,11 @@ public:
   void move_some_keys(const std::vector<std::string>& keys, RedisServer& source,
                       RedisServer& target) const;
   void finish_migration(int slot, RedisServer& target) const;
+  /// Has a replica of `master` take its place with CLUSTER FAILOVER, the coordinated kind (the
+  /// master holds writes until the replica has caught up, so no acknowledged write is lost), and
+  /// returns the promoted replica once both report their new roles and CLUSTER SLOTS names it.
+  /// Throws std::runtime_error (no replica, or no promotion within a minute).
+  RedisServer& fail_over(RedisServer& master) const;
 
 private:
   RedisCluster(int masters, int replicas_per_master, const std::optional<TlsPort>& tls);

@@ -266,6 +266,15 @@ RedisServer& shared_server() {
   return server;
 }
 
+std::int64_t info_count(const RedisServer& node, const std::string& section,
+                        const std::string& head) {
+  RedisOptions options = node.options();
+  options.pool_size = 1;
+  const std::string info = Redis(options).command({"INFO", section}).as_string();
+  const auto at = info.find(head);
+  return at == std::string::npos ? 0 : std::stoll(info.substr(at + head.size()));
+}
+
 std::string unique_prefix() {
   static std::atomic<int> counter{0};
   return "t" + std::to_string(getpid()) + "-" + std::to_string(++counter) + ":";

@@ -2,6 +2,7 @@
 // A private redis-server for tests: started on a free loopback port with no
 // persistence, stopped by its pid. Never port 6379.
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <sys/types.h>
@@ -69,6 +70,11 @@ private:
 /// The server shared by all tests of one test binary, started on first use and
 /// stopped when the binary exits.
 RedisServer& shared_server();
+
+/// The number after `head` in `node`'s INFO `section` ("errorstat_TRYAGAIN:count=" in
+/// errorstats, "cmdstat_asking:calls=" in commandstats); 0 when the line is absent.
+std::int64_t info_count(const RedisServer& node, const std::string& section,
+                        const std::string& head);
 
 /// A key prefix unique to this call within the process (`t<N>:`), so tests on the
 /// shared server never see each other's keys.
