@@ -202,8 +202,13 @@ TEST_CASE_METHOD(HalfMovedSlot,
   // a retry replays, giving nothing back again
   switch (op) {
   case Op::refund: CHECK(limits.refund(id).replayed); break;
-  case Op::confirm: CHECK(limits.confirm(id, 400).already); break;
-  case Op::cancel: CHECK(limits.cancel(id) == CancelResult::already_ended); break;
+  case Op::confirm: CHECK(limits.confirm(id, 400).replayed); break;
+  case Op::cancel: {
+    const CancelResult result = limits.cancel(id);
+    CHECK(result.status == CancelResult::Status::cancelled);
+    CHECK(result.replayed);
+    break;
+  }
   }
   CHECK(usage(value, Period::day) == Usage{count, 300 + kept});
   // and the quota is what is left: 1000 - 300 - kept, no more, no less

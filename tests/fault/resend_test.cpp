@@ -70,12 +70,14 @@ TEST_CASE_METHOD(LimitsResending,
   CHECK(record_state(options(), "r-1") == "reserved");
 
   const auto confirmed = absorbed([&] { return limits.confirm("r-1", 200); });
-  CHECK(confirmed.already);
+  CHECK(confirmed.replayed);
   CHECK(confirmed.amount == 200);
   CHECK(used() == Usage{2, 300});
 
   REQUIRE(limits.reserve(payment("r-2", 50)).allowed());
-  CHECK(absorbed([&] { return limits.cancel("r-2"); }) == CancelResult::already_ended);
+  const auto cancelled = absorbed([&] { return limits.cancel("r-2"); });
+  CHECK(cancelled.status == CancelResult::Status::cancelled);
+  CHECK(cancelled.replayed);
   CHECK(record_state(options(), "r-2") == "cancelled");
   CHECK(used() == Usage{2, 300});
 
@@ -149,8 +151,9 @@ TEST_CASE_METHOD(ResendFixture,
   CHECK(credited.replayed);
   CHECK(balance() == 950);
 
-  CHECK(absorbed([&] { return wallet.rollback("u1", "o1"); }) ==
-        limitcounter::RollbackResult::already);
+  const auto rolled_back = absorbed([&] { return wallet.rollback("u1", "o1"); });
+  CHECK(rolled_back.status == limitcounter::RollbackResult::Status::rolled_back);
+  CHECK(rolled_back.replayed);
   CHECK(balance() == 1050);
 
   // whole pipeline resent: its four calls run twice, the second time as replays
@@ -187,10 +190,12 @@ TEST_CASE_METHOD(ResendFixture,
   CHECK(direct.command({"LLEN", list}).as_integer() == 3);
 
   const auto grabbed = absorbed([&] { return pool.grab("p1", "alice"); });
-  CHECK(grabbed.status == limitcounter::GrabResult::Status::already);
+  CHECK(grabbed.status == limitcounter::GrabResult::Status::granted);
+  CHECK(grabbed.replayed);
   CHECK(direct.command({"LLEN", list}).as_integer() == 2); // one packet popped, once
   const auto other = pool.grab("p1", "bob");
   REQUIRE(other.status == limitcounter::GrabResult::Status::granted);
+  CHECK_FALSE(other.replayed);
 
   const auto closed = absorbed([&] { return pool.close("p1"); });
   CHECK(closed.replayed);

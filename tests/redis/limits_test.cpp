@@ -8,6 +8,7 @@
 
 #include <limitcounter/limit_counter.hpp>
 
+#include "support/outcome.hpp"
 #include "support/probe.hpp"
 #include "support/redis_server.hpp"
 #include "support/topology.hpp"
@@ -31,6 +32,7 @@ using limitcounter::TimePoint;
 using limitcounter::Transaction;
 using limitcounter::Usage;
 using limitcounter::testing::error_of;
+using limitcounter::testing::outcome;
 using limitcounter::testing::test_options;
 using limitcounter::testing::unique_prefix;
 
@@ -562,20 +564,21 @@ TEST_CASE_METHOD(ShortReservations, "reservations hold, confirm in part, cancel 
   auto confirmed = limits.confirm(auth.id, 500);
   CHECK(confirmed.amount == 500);
   CHECK(confirmed.released == 300);
-  CHECK(limits.confirm(auth.id, 500).already);
+  CHECK(limits.confirm(auth.id, 500).replayed);
   CHECK(used("merchant", Dimension{"m1"}, Period::day, at) == Usage{1, 500});
   CHECK(limits.consume(tx(300)).allowed());
 
   // reserve -> cancel -> cancel
   const Transaction second = tx(100);
   REQUIRE(limits.reserve(second).allowed());
-  CHECK(limits.cancel(second.id) == CancelResult::cancelled);
-  CHECK(limits.cancel(second.id) == CancelResult::already_ended);
+  CHECK(outcome(limits.cancel(second.id)) == std::pair(CancelResult::Status::cancelled, false));
+  CHECK(outcome(limits.cancel(second.id)) == std::pair(CancelResult::Status::cancelled, true));
   CHECK(used("merchant", Dimension{"m1"}, Period::day, at) == Usage{2, 800});
   CHECK_THROWS_AS(limits.confirm(second.id), Error);
 
   // cancel(unknown) first: a late reserve of that id is refused and holds nothing
-  CHECK(limits.cancel("late-1") == CancelResult::recorded_unknown);
+  CHECK(outcome(limits.cancel("late-1")) ==
+        std::pair(CancelResult::Status::recorded_unknown, false));
   Transaction late = tx(10);
   late.id = "late-1";
   CHECK(limits.reserve(late).verdict == Decision::Verdict::cancelled);
@@ -651,8 +654,8 @@ TEST_CASE_METHOD(ShortReservations,
   REQUIRE(record);
   CHECK(record->state == "expired");
   CHECK_FALSE(record->hold_expires);
-  CHECK(limits.cancel(auth.id) == CancelResult::already_ended);
-  CHECK(limits.cancel(auth.id) == CancelResult::already_ended);
+  CHECK(outcome(limits.cancel(auth.id)) == std::pair(CancelResult::Status::expired, false));
+  CHECK(outcome(limits.cancel(auth.id)) == std::pair(CancelResult::Status::expired, false));
   CHECK(used("merchant", Dimension{"m1"}, Period::day, at) == Usage{1, 500});
 }
 
