@@ -74,12 +74,9 @@ int main(int argc, char** argv) try {
         }
         ++accepted;
         if (i % 10 == 3) {
-          // `already`: this rollback's first send ran and its reply was lost
+          // `replayed` too when this rollback's first send ran and its reply was lost
           const auto rollback = example::with_same_id([&] { return wallet.rollback(user, order); });
-          rolled_back +=
-              rollback == lc::RollbackResult::rolled_back || rollback == lc::RollbackResult::already
-                  ? 1
-                  : 0;
+          rolled_back += rollback.status == lc::RollbackResult::Status::rolled_back ? 1 : 0;
         }
       }
     }));

@@ -74,7 +74,7 @@ int main(int argc, char** argv) try {
     // Calls without an id: not sent again after a lost reply (they would count twice).
     const auto sms =
         example::at_most_once([&] { return limits.take_daily_cap("sms", merchant, 2); });
-    sms_allowed += sms && sms->allowed ? 1 : 0;
+    sms_allowed += sms && sms->allowed() ? 1 : 0;
     example::at_most_once([&] { return limits.hit_sliding_window("login", merchant, 5, 1s); });
     const auto deduction = example::with_same_id([&] { return wallet.deduct(merchant, id, 100); });
     if (deduction.status == lc::WalletResult::Status::ok) {

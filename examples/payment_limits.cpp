@@ -104,9 +104,9 @@ int main(int argc, char** argv) try {
   const auto captured =
       example::with_same_id([&] { return limits.confirm(merchant + "-auth-1", 30'00); });
   std::cout << "  confirm 30.00: released " << captured.released
-            << (captured.already ? " (a retry: the first confirm released it)" : "") << '\n';
+            << (captured.replayed ? " (a retry: the first confirm released it)" : "") << '\n';
   checks.expect(hold.allowed() && captured.amount == 30'00 &&
-                    (captured.already || captured.released == 20'00),
+                    (captured.replayed || captured.released == 20'00),
                 "confirming 30.00 of 50.00 releases 20.00");
   const auto last = consume(payment("p5", 20'00));
   checks.expect(last.allowed() && last.rules.at(0).remaining_amount() == 0,
@@ -122,8 +122,8 @@ int main(int argc, char** argv) try {
     const auto hit = example::at_most_once(
         [&] { return limits.hit_sliding_window("per-minute", merchant, 3, 60s, now + i * 1s); });
     lost += hit ? 0 : 1;
-    admitted += hit && hit->allowed ? 1 : 0;
-    refused += hit && !hit->allowed ? 1 : 0;
+    admitted += hit && hit->allowed() ? 1 : 0;
+    refused += hit && !hit->allowed() ? 1 : 0;
   }
   std::cout << "  rate 3 per 60 s: admitted " << admitted << ", refused " << refused << ", " << lost
             << " lost replies\n";

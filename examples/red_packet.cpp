@@ -60,7 +60,7 @@ int main(int argc, char** argv) try {
           batch.push_back("user" + std::to_string(u));
         }
         // A batch whose reply was lost is sent again whole: each grab is idempotent by user,
-        // and a user who won gets `already` with the same amount.
+        // and a user who won gets `granted` again with the same amount (`replayed`).
         const auto results =
             example::with_same_id([&] { return pool.grab_many(packet_id, batch); });
         const std::lock_guard<std::mutex> lock(mutex);
@@ -68,8 +68,7 @@ int main(int argc, char** argv) try {
           const auto* result = std::get_if<lc::GrabResult>(&results[i]);
           if (result == nullptr) {
             ++grab_errors; // that grab alone failed; the others' results stand
-          } else if (result->status == lc::GrabResult::Status::granted ||
-                     result->status == lc::GrabResult::Status::already) {
+          } else if (result->status == lc::GrabResult::Status::granted) {
             granted_twice += granted.emplace(batch[i], result->amount).second ? 0 : 1;
           }
         }
@@ -161,8 +160,8 @@ int main(int argc, char** argv) try {
   }
   const auto repeat =
       example::with_same_id([&] { return pool.grab(packet_id, granted.begin()->first); });
-  checks.expect(granted_twice == 0 && repeat.status == lc::GrabResult::Status::already &&
-                    repeat.amount == granted.begin()->second,
+  checks.expect(granted_twice == 0 && repeat.status == lc::GrabResult::Status::granted &&
+                    repeat.replayed && repeat.amount == granted.begin()->second,
                 "each user got at most one packet; a repeat grab gives the same amount");
   checks.expect(paid_as_granted, "every grant was paid once, its amount (the bank pays each "
                                  "idempotency key once)");

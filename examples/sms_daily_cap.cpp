@@ -38,10 +38,10 @@ int main(int argc, char** argv) try {
       std::cout << "  SMS " << attempt << ": not sent (the reply was lost; may be counted)\n";
       continue;
     }
-    std::cout << "  SMS " << attempt << ": " << (decision->allowed ? "sent   " : "refused")
+    std::cout << "  SMS " << attempt << ": " << (decision->allowed() ? "sent   " : "refused")
               << "  used " << decision->used << ", remaining " << decision->remaining << '\n';
-    sent += decision->allowed ? 1 : 0;
-    refused += decision->allowed ? 0 : 1;
+    sent += decision->allowed() ? 1 : 0;
+    refused += decision->allowed() ? 0 : 1;
   }
   const auto used =
       example::with_same_id([&] { return limits.cap_usage("sms", account, now); }).used;
@@ -57,7 +57,7 @@ int main(int argc, char** argv) try {
         example::at_most_once([&] { return limits.take_daily_cap("sms", account, 5, now + 24h); });
     lost_tomorrow += tomorrow ? 0 : 1;
   }
-  checks.expect(tomorrow && tomorrow->allowed && tomorrow->used >= 1 &&
+  checks.expect(tomorrow && tomorrow->allowed() && tomorrow->used >= 1 &&
                     tomorrow->used <= 1 + lost_tomorrow,
                 "tomorrow starts afresh");
   example::print_resends();

@@ -160,17 +160,27 @@ struct RefundResult {
 
 /// The outcome of `confirm`.
 struct ConfirmResult {
-  bool already = false;      ///< it had been confirmed before; nothing changed now
+  /// True when the reservation had been confirmed before (a retry, or another caller's
+  /// confirm of the id): `amount` is that confirm's final amount, nothing changed now.
+  bool replayed = false;
   std::int64_t amount = 0;   ///< the final amount
-  std::int64_t released = 0; ///< hold given back by this call (held - final)
+  std::int64_t released = 0; ///< hold given back by this call (held - final; 0 when replayed)
 };
 
 /// The outcome of `take_daily_cap`.
 struct CapDecision {
-  bool allowed = false;       ///< taken; a refused attempt is not counted
-  std::int64_t used = 0;      ///< used today, after this call
-  std::int64_t remaining = 0; ///< still allowed today
-  Window window;              ///< the day (in the calendar's zone); the cap resets at its end
+  /// Whether the take went ahead.
+  enum class Verdict {
+    allowed, ///< taken and counted
+    refused, ///< the day's cap has no room for it; nothing counted
+  };
+  Verdict verdict = Verdict::refused; ///< see `Verdict`
+  std::int64_t used = 0;              ///< used today, after this call
+  std::int64_t remaining = 0;         ///< still allowed today
+  Window window; ///< the day (in the calendar's zone); the cap resets at its end
+
+  /// `verdict == Verdict::allowed`.
+  bool allowed() const noexcept { return verdict == Verdict::allowed; }
 };
 
 /// One take of `LimitCounter::take_daily_cap_many`: the arguments of one `take_daily_cap`.
@@ -194,10 +204,18 @@ struct SlidingRequest {
 
 /// The outcome of `hit_sliding_window`.
 struct SlidingDecision {
-  bool allowed = false;       ///< admitted and recorded; a refused request is not recorded
-  std::int64_t used = 0;      ///< admitted requests in the window, after this call
-  std::int64_t remaining = 0; ///< how many more fit now
-  TimePoint retry_at;         ///< when the oldest admitted request leaves the window
+  /// Whether the request was admitted.
+  enum class Verdict {
+    allowed, ///< admitted and recorded
+    refused, ///< the window is full; the request is not recorded
+  };
+  Verdict verdict = Verdict::refused; ///< see `Verdict`
+  std::int64_t used = 0;              ///< admitted requests in the window, after this call
+  std::int64_t remaining = 0;         ///< how many more fit now
+  TimePoint retry_at;                 ///< when the oldest admitted request leaves the window
+
+  /// `verdict == Verdict::allowed`.
+  bool allowed() const noexcept { return verdict == Verdict::allowed; }
 };
 
 /// One transaction whose fan-out `LimitCounter::finish_interrupted` finished.
@@ -220,10 +238,24 @@ struct InterruptedFanOut {
 };
 
 /// The outcome of `cancel`.
-enum class CancelResult {
-  cancelled,        ///< the reservation's hold was released
-  already_ended,    ///< it was cancelled or had expired before; nothing changed
-  recorded_unknown, ///< the id was unknown: recorded, so a later reserve of it is refused
+struct CancelResult {
+  /// What ended the reservation.
+  enum class Status {
+    /// a cancel: the reservation's hold was released (by this call, or before when `replayed`)
+    cancelled,
+    /// the hold had run out (or its record is gone, for `cancel(original)`) before any
+    /// cancel; the timeout released it and this call changed nothing; never `replayed`
+    expired,
+    /// the id was unknown: recorded, so a later reserve of it is refused
+    /// (Decision::Verdict::cancelled)
+    recorded_unknown,
+  };
+  Status status = Status::cancelled; ///< see `Status`
+  /// True when the id had been cancelled before: by an earlier cancel (a retry after a lost
+  /// reply, or another caller's; one that recorded the id unknown too), or on a Redis Cluster
+  /// by `LimitCounter::finish_interrupted` abandoning its reserve. `status` is then cancelled
+  /// and nothing changed now.
+  bool replayed = false;
 };
 
 /// An operator's correction of a counter (`LimitCounter::adjust`).
@@ -457,7 +489,8 @@ public:
   Decision check(const Transaction& transaction);
 
   /// Makes a reservation final at `final_amount` (default: all of it; at most what is held)
-  /// and releases the rest. Idempotent. Throws not_found for an unknown id, conflict if the
+  /// and releases the rest. Idempotent: a repeat changes nothing and returns the first confirm's
+  /// amount with `replayed`. Throws not_found for an unknown id, conflict if the
   /// reservation was cancelled or expired (its hold is gone) or was a consume, and
   /// invalid_argument if `final_amount` is more than held.
   ConfirmResult confirm(const std::string& transaction_id,
@@ -471,12 +504,13 @@ public:
   ConfirmResult confirm(const Transaction& original,
                         std::optional<std::int64_t> final_amount = std::nullopt);
 
-  /// Releases a reservation's hold. Idempotent. Cancelling an unknown id records it, so a
-  /// reserve that arrives later with that id is refused (Decision::Verdict::cancelled).
+  /// Releases a reservation's hold. Idempotent: a repeat changes nothing and answers
+  /// `cancelled` with `replayed`. Cancelling an unknown id records it, so a reserve that
+  /// arrives later with that id is refused (Decision::Verdict::cancelled).
   /// Throws conflict for a consumed or confirmed transaction (refund it instead).
   CancelResult cancel(const std::string& transaction_id);
   /// `cancel(original.id)` for a host that keeps its transactions (`original` as reserved):
-  /// when the record is gone it answers already_ended (the hold expired long ago) instead of
+  /// when the record is gone it answers `expired` (the hold expired long ago) instead of
   /// recording the id, and while the record lives, an original it was not decided for throws
   /// conflict. Throws as `consume` for a bad transaction. On a Redis Cluster the same holds
   /// (one more round trip).

@@ -103,9 +103,10 @@ public:
   virtual void on_decision(LimitOp /*op*/, const Transaction& /*transaction*/,
                            const Decision& /*decision*/, std::chrono::nanoseconds /*latency*/) {}
   /// Every confirm, cancel and refund that Redis answered, or that threw (`status` "error";
-  /// the Error goes to `on_error` too). `status` for confirm: "confirmed" or "already"; for
-  /// cancel: "cancelled", "already_ended" or "recorded_unknown" (see `CancelResult`); for
-  /// refund: "refunded" or "replayed" (this refund id was applied before).
+  /// the Error goes to `on_error` too). `status` for confirm: "confirmed" or "replayed"
+  /// (confirmed before); for cancel: "cancelled", "replayed" (cancelled before), "expired" or
+  /// "recorded_unknown" (see `CancelResult`); for refund: "refunded" or "replayed" (this refund
+  /// id was applied before).
   virtual void on_transition(LimitOp /*op*/, std::string_view /*status*/,
                              std::chrono::nanoseconds /*latency*/) {}
   /// An allowed transaction left a rule's window at or above `near_limit_fraction` of a limit.
@@ -130,16 +131,16 @@ public:
   /// Every wallet operation that Redis answered, or that threw (`status` "error"). `status`
   /// for deduct, deduct_many and credit: "ok" (money moved now), "replayed" (done before
   /// with this order id: nothing moved now), "insufficient", "not_loaded" or "frozen" (see
-  /// `WalletResult::Status`); for rollback: "rolled_back", "already" or "recorded_unknown";
-  /// for freeze and unfreeze: "changed" or "unchanged". `latency`: the whole call, a load
-  /// through the loader included.
+  /// `WalletResult::Status`); for rollback: "rolled_back", "replayed" (rolled back before) or
+  /// "recorded_unknown"; for freeze and unfreeze: "changed" or "unchanged". `latency`: the
+  /// whole call, a load through the loader included.
   virtual void on_wallet_operation(WalletOp /*op*/, std::string_view /*status*/,
                                    std::chrono::nanoseconds /*latency*/) {}
   /// Every red-packet operation that Redis answered, or that threw (`status` "error").
   /// `status` for create: "created" (this call completed the packet) or "replayed" (another
-  /// call with the same id and content had); for grab and grab_many: "granted", "already",
-  /// "sold_out", "expired" or "too_many_attempts" (see `GrabResult::Status`); for close:
-  /// "closed" or "replayed".
+  /// call with the same id and content had); for grab and grab_many: "granted", "replayed" (the
+  /// user had won before), "sold_out", "expired" or "too_many_attempts" (see `GrabResult`); for
+  /// close: "closed" or "replayed".
   virtual void on_red_packet_operation(RedPacketOp /*op*/, std::string_view /*status*/,
                                        std::chrono::nanoseconds /*latency*/) {}
   /// Every payout-queue call that Redis answered, or that threw (`status` "error", `tasks`

@@ -33,8 +33,8 @@ namespace limitcounter {
 ///   sliding-window hits; `kind` "daily_cap" or "sliding_window", `name` the cap's or
 ///   limiter's name, `verdict` "allowed" or "refused".
 /// - `limitcounter_limiter_decision_seconds{kind}`: histogram of their latency.
-/// - `limitcounter_transitions_total{op,status}`: confirm ("confirmed", "already"), cancel
-///   ("cancelled", "already_ended", "recorded_unknown") and refund ("refunded",
+/// - `limitcounter_transitions_total{op,status}`: confirm ("confirmed", "replayed"), cancel
+///   ("cancelled", "replayed", "expired", "recorded_unknown") and refund ("refunded",
 ///   "replayed"), "error" for a call that threw.
 /// - `limitcounter_transition_seconds{op}`: histogram of their latency.
 /// - `limitcounter_wallet_operations_total{op,status}`: wallet calls (`op` "deduct",

@@ -49,7 +49,8 @@ struct PacketOptions {
   /// When grabbing ends; after it, `close` returns what is left.
   TimePoint expires_at = Clock::now() + std::chrono::hours{24};
   /// Grabs per user that win nothing (sold_out) before that user is answered
-  /// too_many_attempts. A user who won is never refused: every later grab is `already`.
+  /// too_many_attempts. A user who won is never refused: every later grab is `granted` with
+  /// `replayed`.
   int max_attempts_per_user = 10;
 };
 
@@ -82,14 +83,18 @@ struct GrabRequest {
 struct GrabResult {
   /// What the grab did.
   enum class Status {
-    granted,           ///< a packet was popped for this user; its payout is queued
-    already,           ///< the user had won before: the same amount again, nothing moved
+    /// a packet was popped for this user and its payout queued (by this grab, or before when
+    /// `replayed`)
+    granted,
     sold_out,          ///< no packet left (counts one attempt that won nothing)
     expired,           ///< past the expiry or closed (not counted as an attempt)
     too_many_attempts, ///< the user, who never won, reached the attempt cap
   };
   Status status = Status::sold_out; ///< see `Status`
-  std::int64_t amount = 0;          ///< for granted and already, minor units
+  std::int64_t amount = 0;          ///< for granted, minor units
+  /// True when the user had won before (a retry after a lost reply, or any later grab of a
+  /// winner): `status` is granted with the amount won then; nothing moved now.
+  bool replayed = false;
 };
 
 /// The answer to `close`.
@@ -139,12 +144,21 @@ struct PacketStatus {
 };
 
 /// The outcome of `RedPacketPool::requeue_payout`.
-enum class RequeueResult {
-  requeued,         ///< the dead-lettered task is back in its queue, due now, its attempts reset
-  already_requeued, ///< an earlier call requeued it (e.g. this call, whose reply was lost) and
-                    ///< it is queued or in flight since, neither paid nor dead: nothing changed
-  not_dead,         ///< no dead-lettered task of that packet and user, nor a requeued one
-                    ///< still to pay (unknown, paid, or never dead): nothing changed
+struct RequeueResult {
+  /// What the requeue did.
+  enum class Status {
+    /// the dead-lettered task is back in its queue, due then, its attempts reset (by this call,
+    /// or before when `replayed`)
+    requeued,
+    /// no dead-lettered task of that packet and user, nor a requeued one still to pay
+    /// (unknown, paid, or never dead): nothing changed
+    not_dead,
+  };
+  Status status = Status::not_dead; ///< see `Status`
+  /// True when an earlier call requeued it (e.g. this call, whose reply was lost) and it is
+  /// queued or in flight since, neither paid nor dead: `status` is requeued, nothing changed
+  /// now.
+  bool replayed = false;
 };
 
 /// Red packets in Redis. Thread-safe; share one instance.
@@ -184,12 +198,12 @@ public:
                       const PacketOptions& options = {});
 
   /// Grabs for `user_id` in one script: a user who won gets the first amount again
-  /// (already, always, whatever the attempt cap); an expired or closed packet is refused
-  /// without counting; a user who reached the attempt cap without winning is refused;
+  /// (granted with `replayed`, always, whatever the attempt cap); an expired or closed packet is
+  /// refused without counting; a user who reached the attempt cap without winning is refused;
   /// otherwise a packet is popped, the draw recorded and its payout queued, or, if none is
-  /// left, one attempt is counted (sold_out). Retrying after a lost reply gives `already`
-  /// with the amount granted. `display` is kept with the draw and the payout task. Throws
-  /// not_found for an unknown or not completely created packet, invalid_argument for a bad
+  /// left, one attempt is counted (sold_out). Retrying after a lost reply gives `granted`
+  /// with `replayed` and the amount granted. `display` is kept with the draw and the payout task.
+  /// Throws not_found for an unknown or not completely created packet, invalid_argument for a bad
   /// user id or display field (before sending).
   GrabResult grab(const std::string& packet_id, const std::string& user_id,
                   TimePoint now = Clock::now());
@@ -200,7 +214,8 @@ public:
   /// Many grabs pipelined, one result each, in order: the GrabResult, or the Error of that
   /// grab alone (e.g. not_found). A bad id, user id or display field throws for the whole
   /// batch before anything is sent; a connection failure throws for the whole batch (see
-  /// `Redis::eval_pipeline`), and the same batch may be sent again (a repeat is `already`).
+  /// `Redis::eval_pipeline`), and the same batch may be sent again (a repeat is `granted` with
+  /// `replayed`).
   std::vector<BatchResult<GrabResult>> grab_many(const std::string& packet_id,
                                                  const std::vector<std::string>& user_ids,
                                                  TimePoint now = Clock::now());
@@ -262,7 +277,7 @@ public:
   /// from zero again; the lease number is kept, so the next take leases it anew and a worker
   /// still holding an old lease cannot acknowledge it. The display data of a dead task is not
   /// kept, so the requeued task has none. Idempotent: a call retried with the same ids after
-  /// a lost reply changes nothing and answers already_requeued while the task waits in its
+  /// a lost reply changes nothing and answers requeued with `replayed` while the task waits in its
   /// queue or is in flight, not_dead once it was paid; if it died again meanwhile, the call
   /// requeues it again (an operator's retry of a dead task). Throws invalid_argument for a
   /// bad id (nothing sent).

@@ -98,15 +98,23 @@ struct WalletOrder {
 };
 
 /// The outcome of `rollback`.
-enum class RollbackResult {
-  rolled_back,     ///< reversed now: balance restored, version + 1, reversal event appended
-  already,         ///< reversed before (by another call, or by this same call whose reply was
-                   ///< lost: the retry gets `already`); nothing changed
-  recorded_unknown ///< the order was unknown: a rolled-back marker is recorded (TTL `order_ttl`),
-                   ///< so a late deduct or credit of it is refused (conflict). Unknown means
-                   ///< never done, or done more than `order_ttl` ago (its record expired):
-                   ///< then nothing was given back; reverse such an old order in your system
-                   ///< of record
+struct RollbackResult {
+  /// What the rollback did.
+  enum class Status {
+    /// reversed: balance restored, version + 1, reversal event appended (by this call, or
+    /// before when `replayed`)
+    rolled_back,
+    /// the order was unknown: a rolled-back marker is recorded (TTL `order_ttl`), so a late
+    /// deduct or credit of it is refused (conflict). Unknown means never done, or done more
+    /// than `order_ttl` ago (its record expired): then nothing was given back; reverse such
+    /// an old order in your system of record
+    recorded_unknown,
+  };
+  Status status = Status::rolled_back; ///< see `Status`
+  /// True when the order had been rolled back before (by another call, or by this same call
+  /// whose reply was lost; also when an earlier rollback recorded it unknown): `status` is then
+  /// rolled_back and nothing changed now.
+  bool replayed = false;
 };
 
 /// Balances in Redis. Thread-safe; share one instance.

@@ -26,7 +26,8 @@ std::string unique_request_member(TimePoint at) {
 
 CapDecision decode_cap(const Reply& reply, std::int64_t max_per_day, Window window) {
   CapDecision decision;
-  decision.allowed = reply.at(0).as_integer() == 1;
+  decision.verdict =
+      reply.at(0).as_integer() == 1 ? CapDecision::Verdict::allowed : CapDecision::Verdict::refused;
   decision.used = reply.at(1).as_integer();
   decision.remaining = std::max<std::int64_t>(max_per_day - decision.used, 0);
   decision.window = std::move(window);
@@ -35,7 +36,8 @@ CapDecision decode_cap(const Reply& reply, std::int64_t max_per_day, Window wind
 
 SlidingDecision decode_sliding(const Reply& reply, const SlidingRequest& request) {
   SlidingDecision decision;
-  decision.allowed = reply.at(0).as_integer() == 1;
+  decision.verdict = reply.at(0).as_integer() == 1 ? SlidingDecision::Verdict::allowed
+                                                   : SlidingDecision::Verdict::refused;
   decision.used = reply.at(1).as_integer();
   decision.remaining = std::max<std::int64_t>(request.max - decision.used, 0);
   decision.retry_at =
@@ -51,7 +53,7 @@ Result observed(LimitObserver* observer, LimiterKind kind, std::string_view name
   try {
     Result result = run();
     if (observer) {
-      observer->on_limiter_decision(kind, name, result.allowed, Clock::now() - started);
+      observer->on_limiter_decision(kind, name, result.allowed(), Clock::now() - started);
     }
     return result;
   } catch (const Error& e) {
@@ -83,8 +85,8 @@ std::vector<BatchResult<Result>> observed_batch(LimitObserver* observer, Limiter
       if (const auto* error = std::get_if<Error>(&results[i])) {
         observer->on_error(*error);
       } else {
-        observer->on_limiter_decision(kind, requests[i].*name, std::get<Result>(results[i]).allowed,
-                                      latency);
+        observer->on_limiter_decision(kind, requests[i].*name,
+                                      std::get<Result>(results[i]).allowed(), latency);
       }
     }
   }

@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -12,6 +13,7 @@
 #include <limitcounter/decision.hpp>
 #include <limitcounter/error.hpp>
 #include <limitcounter/keys.hpp>
+#include <limitcounter/limit_counter.hpp>
 #include <limitcounter/reply.hpp>
 #include <limitcounter/rule.hpp>
 #include <limitcounter/transaction.hpp>
@@ -193,6 +195,17 @@ std::string encode_stored_decision(const Decision& decision);
 /// naming `transaction_id` if a denied record's denial is not one.
 Decision decode_stored_decision(std::string_view state, std::string_view denial,
                                 std::string_view transaction_id, std::int64_t amount);
+
+/// A confirm's reply (lua/limit.lua, or lua/transaction_home.lua on a cluster): "confirmed" as
+/// confirmed now, "already" (confirmed before) as `replayed`; empty for any other reply (an
+/// error the caller names).
+std::optional<ConfirmResult> decode_confirm(const Reply& reply);
+/// A cancel's reply, likewise: "cancelled" as cancelled now, "tombstone" as recorded_unknown,
+/// "already" with the state the record shows: "expired" (the timeout ended it, no cancel did)
+/// as expired, "cancelled" (an earlier cancel, or its tombstone) or "voided" (the cluster
+/// sweep abandoned its reserve) as a replayed cancel. Empty for any other reply; throws
+/// protocol_error (Outcome::unknown) naming `transaction_id` for "already" with another state.
+std::optional<CancelResult> decode_cancel(const Reply& reply, std::string_view transaction_id);
 
 /// The share operation (lua/limit.lua) that follows a home record's expiry: a confirm "now" at
 /// the largest time, so that every share still holding releases its hold as expired, whatever

@@ -36,14 +36,17 @@ void throw_if_mismatch(const Reply& reply, std::string_view op, const std::strin
 
 // The observer's status words (see `LimitObserver::on_transition`).
 std::string_view status_word(const ConfirmResult& result) {
-  return result.already ? "already" : "confirmed";
+  return result.replayed ? "replayed" : "confirmed";
 }
 
-std::string_view status_word(CancelResult result) {
-  switch (result) {
-  case CancelResult::cancelled: return "cancelled";
-  case CancelResult::already_ended: return "already_ended";
-  case CancelResult::recorded_unknown: return "recorded_unknown";
+std::string_view status_word(const CancelResult& result) {
+  if (result.replayed) {
+    return "replayed";
+  }
+  switch (result.status) {
+  case CancelResult::Status::cancelled: return "cancelled";
+  case CancelResult::Status::expired: return "expired";
+  case CancelResult::Status::recorded_unknown: return "recorded_unknown";
   }
   return "other";
 }
@@ -636,12 +639,8 @@ ConfirmResult LimitCounter::run_confirm(const std::string& transaction_id,
   const Reply reply = freeing_transition(transaction_id, args, original);
   throw_if_mismatch(reply, "confirm", transaction_id);
   const std::string& status = reply.at(0).as_string();
-  if (status == "confirmed" || status == "already") {
-    ConfirmResult result;
-    result.already = status == "already";
-    result.amount = reply.at(result.already ? 2 : 1).to_int64();
-    result.released = result.already ? 0 : reply.at(2).to_int64();
-    return result;
+  if (const auto result = detail::decode_confirm(reply)) {
+    return *result;
   }
   if (status == "unknown") {
     throw Error(errc::not_found,
@@ -694,14 +693,8 @@ CancelResult LimitCounter::run_cancel(const std::string& transaction_id,
   const Reply reply = freeing_transition(transaction_id, args, original);
   throw_if_mismatch(reply, "cancel", transaction_id);
   const std::string& status = reply.at(0).as_string();
-  if (status == "cancelled") {
-    return CancelResult::cancelled;
-  }
-  if (status == "already") {
-    return CancelResult::already_ended;
-  }
-  if (status == "tombstone") {
-    return CancelResult::recorded_unknown;
+  if (const auto result = detail::decode_cancel(reply, transaction_id)) {
+    return *result;
   }
   if (status == "bad_state") {
     const std::string& state = reply.at(1).as_string();

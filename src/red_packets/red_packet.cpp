@@ -25,9 +25,11 @@ std::string_view status_word(const CreateResult& result) {
 }
 
 std::string_view status_word(const GrabResult& result) {
+  if (result.replayed) {
+    return "replayed";
+  }
   switch (result.status) {
   case GrabResult::Status::granted: return "granted";
-  case GrabResult::Status::already: return "already";
   case GrabResult::Status::sold_out: return "sold_out";
   case GrabResult::Status::expired: return "expired";
   case GrabResult::Status::too_many_attempts: return "too_many_attempts";

@@ -49,14 +49,12 @@ RequeueResult RedPacketPool::requeue_payout(const std::string& packet_id,
                   {"requeue", packet_id + ":" + user_id, std::to_string(detail::unix_millis(now))},
                   Resend::same_id);
   const std::string& answer = reply.at(0).as_string();
-  if (answer == "requeued") {
-    return RequeueResult::requeued;
-  }
-  if (answer == "already") {
-    return RequeueResult::already_requeued;
+  // "already": requeued by an earlier call, and neither paid nor dead since
+  if (answer == "requeued" || answer == "already") {
+    return {RequeueResult::Status::requeued, answer == "already"};
   }
   if (answer == "not_dead") {
-    return RequeueResult::not_dead;
+    return {RequeueResult::Status::not_dead, false};
   }
   throw Error(errc::protocol_error,
               "requeue of payout " + packet_id + ":" + user_id + ": " + reply.debug_string(),

@@ -89,8 +89,9 @@ UserDisplay decode_display(std::string_view encoded) {
 GrabResult decode_grab(const Reply& reply, std::string_view packet_id) {
   const std::string& status = reply.at(0).as_string();
   GrabResult result;
-  if (status == "granted" || status == "already") {
-    result.status = status == "granted" ? GrabResult::Status::granted : GrabResult::Status::already;
+  if (status == "granted" || status == "already") { // "already": the user had won before
+    result.status = GrabResult::Status::granted;
+    result.replayed = status == "already";
     result.amount = reply.at(1).to_int64();
   } else if (status == "sold_out") {
     result.status = GrabResult::Status::sold_out;

@@ -37,11 +37,13 @@ std::string_view status_word(const WalletResult& result) {
   return "other";
 }
 
-std::string_view status_word(RollbackResult result) {
-  switch (result) {
-  case RollbackResult::rolled_back: return "rolled_back";
-  case RollbackResult::already: return "already";
-  case RollbackResult::recorded_unknown: return "recorded_unknown";
+std::string_view status_word(const RollbackResult& result) {
+  if (result.replayed) {
+    return "replayed";
+  }
+  switch (result.status) {
+  case RollbackResult::Status::rolled_back: return "rolled_back";
+  case RollbackResult::Status::recorded_unknown: return "recorded_unknown";
   }
   return "other";
 }
@@ -329,14 +331,12 @@ RollbackResult Wallet::run_rollback(const std::string& user, const std::string& 
       user, user_keys(user, order),
       {"rollback", user, order, millis(at), std::to_string(options_.order_ttl.count())});
   const std::string& status = reply.at(0).as_string();
-  if (status == "rolled_back") {
-    return RollbackResult::rolled_back;
-  }
-  if (status == "already") {
-    return RollbackResult::already;
+  // "already": rolled back before, by an earlier rollback (also one that recorded it unknown)
+  if (status == "rolled_back" || status == "already") {
+    return {RollbackResult::Status::rolled_back, status == "already"};
   }
   if (status == "unknown") {
-    return RollbackResult::recorded_unknown;
+    return {RollbackResult::Status::recorded_unknown, false};
   }
   const std::string what = "rollback of " + order + " of wallet " + user;
   if (status == "not_loaded") {

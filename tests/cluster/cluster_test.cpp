@@ -48,9 +48,9 @@ TEST_CASE("period counters of many names spread over the slots of three masters"
     CHECK(counter.usage(name, Dimension{"Ali", "Deduct", "cmb"}, Period::month) == Usage{1, 100});
     CHECK(counter.usage(name, Dimension{"Ali", "Deduct", "cib"}, Period::day) == Usage{2, 50});
   }
-  CHECK(counter.take_daily_cap("sms", "acct-1", 2).allowed);
-  CHECK(counter.hit_sliding_window("pay", "m1", 1, 10s).allowed);
-  CHECK_FALSE(counter.hit_sliding_window("pay", "m1", 1, 10s).allowed);
+  CHECK(counter.take_daily_cap("sms", "acct-1", 2).allowed());
+  CHECK(counter.hit_sliding_window("pay", "m1", 1, 10s).allowed());
+  CHECK_FALSE(counter.hit_sliding_window("pay", "m1", 1, 10s).allowed());
 }
 
 TEST_CASE("with buckets, the 1,000 dimensions of one shape land on every master",
@@ -242,7 +242,9 @@ TEST_CASE("limits across slots: all or nothing by voiding, idempotent, refunds a
   CHECK(limits.usage("dept", Dimension{"cmb"}, Period::day) == Usage{2, 20});
   CHECK(limits.usage("merchant", Dimension{"m1"}, Period::day) == Usage{2, 20});
   CHECK(limits.reserve(tx("h1")).allowed());
-  CHECK(limits.cancel("h1") == CancelResult::cancelled);
+  const CancelResult cancelled = limits.cancel("h1");
+  CHECK(cancelled.status == CancelResult::Status::cancelled);
+  CHECK_FALSE(cancelled.replayed);
   CHECK(limits.usage("dept", Dimension{"cmb"}, Period::day) == Usage{2, 20});
   CHECK_THROWS_AS(limits.refund("never"), Error);
 

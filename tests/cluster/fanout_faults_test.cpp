@@ -153,9 +153,12 @@ struct FanOutFaults {
     case Op::confirm: {
       const ConfirmResult result = limits.confirm(id, confirmed);
       CHECK(result.amount == confirmed);
-      return !result.already;
+      return !result.replayed;
     }
-    case Op::cancel: return limits.cancel(id) == CancelResult::cancelled;
+    case Op::cancel: {
+      const CancelResult result = limits.cancel(id);
+      return result.status == CancelResult::Status::cancelled && !result.replayed;
+    }
     case Op::refund: {
       const RefundResult result = limits.refund(id, refunded, "r1");
       CHECK(result.refunded_now == refunded);

@@ -226,7 +226,7 @@ TEST_CASE_METHOD(FanOut,
   CHECK(error_of([&] { limits.confirm("held", 200); }).outcome() == Outcome::unknown);
   CHECK(testing::record_field(direct, share("merchant", "held"), "state") == "confirmed");
   const ConfirmResult confirmed = limits.confirm("held", 200);
-  CHECK(confirmed.already);
+  CHECK(confirmed.replayed);
   CHECK(confirmed.amount == 200);
   CHECK(dept() == Usage{1, 200});
   CHECK(merchant() == Usage{1, 200});

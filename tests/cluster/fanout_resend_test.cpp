@@ -19,6 +19,7 @@
 #include <limitcounter/limitcounter.hpp>
 
 #include "cluster/fan_out.hpp"
+#include "support/outcome.hpp"
 
 using namespace std::chrono_literals;
 using namespace limitcounter;
@@ -157,13 +158,13 @@ TEST_CASE_METHOD(Resending,
   // the home record's confirm ran: the resend finds it confirmed and replays it
   const ConfirmResult at_home = absorbed(home("r-begin"), 1, Fault::drop_reply, plain_confirm,
                                          [&] { return limits.confirm("r-begin", 60); });
-  CHECK(at_home.already);
+  CHECK(at_home.replayed);
   CHECK(at_home.amount == 60);
   // the home record decided; the dept share's confirm is the lost one
   const ConfirmResult in_share =
       absorbed(share("dept", "r-share"), 1, Fault::drop_reply, plain_confirm,
                [&] { return limits.confirm("r-share", 70); });
-  CHECK_FALSE(in_share.already);
+  CHECK_FALSE(in_share.replayed);
   CHECK(in_share.amount == 70);
   CHECK(state_of(share("dept", "r-share")) == "confirmed");
   CHECK(limits.confirm("r-finish", 80).amount == 80);
@@ -177,13 +178,15 @@ TEST_CASE_METHOD(Resending,
                  "[cluster][proxy][home][resend]") {
   REQUIRE(limits.reserve(tx("plain")).allowed());
   const long long plain_cancel =
-      plain_calls([&] { CHECK(limits.cancel("plain") == CancelResult::cancelled); });
+      plain_calls([&] { CHECK(limits.cancel("plain").status == CancelResult::Status::cancelled); });
   REQUIRE(limits.reserve(tx("x-home")).allowed());
   REQUIRE(limits.reserve(tx("x-share")).allowed());
-  CHECK(absorbed(home("x-home"), 1, Fault::drop_reply, plain_cancel,
-                 [&] { return limits.cancel("x-home"); }) == CancelResult::already_ended);
-  CHECK(absorbed(share("dept", "x-share"), 1, Fault::drop_reply, plain_cancel,
-                 [&] { return limits.cancel("x-share"); }) == CancelResult::cancelled);
+  CHECK(outcome(absorbed(home("x-home"), 1, Fault::drop_reply, plain_cancel, [&] {
+          return limits.cancel("x-home");
+        })) == std::pair(CancelResult::Status::cancelled, true));
+  CHECK(outcome(absorbed(share("dept", "x-share"), 1, Fault::drop_reply, plain_cancel, [&] {
+          return limits.cancel("x-share");
+        })) == std::pair(CancelResult::Status::cancelled, false));
   for (const std::string id : {"x-home", "x-share"}) {
     CHECK(state_of(home(id)) == "cancelled");
     CHECK(state_of(share("dept", id)) == "cancelled");

@@ -167,7 +167,9 @@ TEST_CASE_METHOD(Sweep, "the sweep finishes fan-outs nobody retried; a second sw
   CHECK(late.replayed);
   CHECK(late.state == "voided");
   CHECK(usage_of("dept", "abandoned") == Usage{0, 0});
-  CHECK(limits.cancel("abandoned") == CancelResult::already_ended);
+  const CancelResult cancelled = limits.cancel("abandoned");
+  CHECK(cancelled.status == CancelResult::Status::cancelled);
+  CHECK(cancelled.replayed);
 }
 
 TEST_CASE_METHOD(Sweep, "the sweep refuses a negative or huge age and a max of 0",

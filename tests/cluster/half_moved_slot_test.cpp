@@ -21,6 +21,7 @@
 
 #include "redis/key_slot.hpp"
 #include "support/fault_proxy.hpp"
+#include "support/outcome.hpp"
 #include "support/probe.hpp"
 #include "support/redis_cluster.hpp"
 #include "support/redis_server.hpp"
@@ -270,8 +271,13 @@ TEST_CASE_METHOD(HalfMovedSlot,
   // a retry replays, giving nothing back again
   switch (op) {
   case Op::refund: CHECK(limits.refund(id).replayed); break;
-  case Op::confirm: CHECK(limits.confirm(id, 400).already); break;
-  case Op::cancel: CHECK(limits.cancel(id) == CancelResult::already_ended); break;
+  case Op::confirm: CHECK(limits.confirm(id, 400).replayed); break;
+  case Op::cancel: {
+    const CancelResult result = limits.cancel(id);
+    CHECK(result.status == CancelResult::Status::cancelled);
+    CHECK(result.replayed);
+    break;
+  }
   }
   CHECK(usage(value, Period::day) == Usage{count, 300 + kept});
   check_left(tag, value, 1000 - 300 - kept);
@@ -321,7 +327,7 @@ TEST_CASE_METHOD(AbandonedInHalfMovedSlot,
   CHECK(replay.verdict == Decision::Verdict::cancelled);
   CHECK(replay.replayed);
   CHECK(replay.state == "voided");
-  CHECK(limits.cancel(id) == CancelResult::already_ended);
+  CHECK(outcome(limits.cancel(id)) == std::pair(CancelResult::Status::cancelled, true));
   CHECK(usage(value, Period::day) == Usage{1, 300});
   check_left(tag, value, 1000 - 300);
 }

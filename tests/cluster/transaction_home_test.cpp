@@ -216,14 +216,16 @@ TEST_CASE_METHOD(SpreadLimitsOverBuckets,
     };
     race({[&] {
             try {
-              confirmed += limits.confirm(id, 60).already ? 0 : 1;
+              confirmed += limits.confirm(id, 60).replayed ? 0 : 1;
             } catch (const Error& e) {
               refused(e);
             }
           },
           [&] {
             try {
-              cancelled += limits.cancel(id) == CancelResult::cancelled ? 1 : 0;
+              const CancelResult result = limits.cancel(id);
+              cancelled +=
+                  result.status == CancelResult::Status::cancelled && !result.replayed ? 1 : 0;
             } catch (const Error& e) {
               refused(e);
             }
@@ -270,8 +272,8 @@ TEST_CASE_METHOD(SpreadLimitsOverBuckets,
       calls.emplace_back([&] {
         try {
           const CancelResult result = limits.cancel(id);
-          cancelled += result == CancelResult::cancelled ? 1 : 0;
-          tombstones += result == CancelResult::recorded_unknown ? 1 : 0;
+          cancelled += result.status == CancelResult::Status::cancelled && !result.replayed ? 1 : 0;
+          tombstones += result.status == CancelResult::Status::recorded_unknown ? 1 : 0;
         } catch (const Error& e) {
           other_errors += e.code() == errc::conflict ? 0 : 1; // pending: refused
         }
@@ -413,7 +415,7 @@ TEST_CASE_METHOD(ShortHolds,
   REQUIRE(limits.reserve(tx("other")).allowed());
   // the confirm reached the home record 1 ms before the hold expired; its fan-out comes now
   REQUIRE(confirm_at_home("late", expiry - 1).at(0).as_string() == "confirmed");
-  CHECK(limits.confirm("late").already);
+  CHECK(limits.confirm("late").replayed);
   CHECK(dept() == Usage{2, 200});
   CHECK(merchant() == Usage{2, 200});
   CHECK(limits.finish_interrupted(std::chrono::seconds{0}).empty()); // nothing left to follow

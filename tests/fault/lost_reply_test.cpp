@@ -218,14 +218,16 @@ TEST_CASE_METHOD(LimitsThroughProxy,
   run_with_lost_reply([&] { limits.confirm("r-1", 200); });
   CHECK(record_state("r-1") == "confirmed");
   const auto confirmed = limits.confirm("r-1", 200);
-  CHECK(confirmed.already);
+  CHECK(confirmed.replayed);
   CHECK(confirmed.amount == 200);
   CHECK(used() == Usage{1, 200});
 
   REQUIRE(limits.reserve(payment("r-2", 100)).allowed());
   run_with_lost_reply([&] { limits.cancel("r-2"); });
   CHECK(record_state("r-2") == "cancelled");
-  CHECK(limits.cancel("r-2") == CancelResult::already_ended);
+  const auto cancelled = limits.cancel("r-2");
+  CHECK(cancelled.status == CancelResult::Status::cancelled);
+  CHECK(cancelled.replayed);
   CHECK(used() == Usage{1, 200});
 
   run_with_lost_reply([&] { limits.refund("r-1", 50, "refund-a"); });
@@ -399,7 +401,9 @@ TEST_CASE_METHOD(WalletThroughProxy,
   CHECK(balance("u1") == 950);
 
   run_with_lost_reply([&] { wallet.rollback("u1", "o1"); });
-  CHECK(wallet.rollback("u1", "o1") == limitcounter::RollbackResult::already);
+  const auto rolled_back = wallet.rollback("u1", "o1");
+  CHECK(rolled_back.status == limitcounter::RollbackResult::Status::rolled_back);
+  CHECK(rolled_back.replayed);
   CHECK(balance("u1") == 1050);
 
   const std::vector<limitcounter::WalletOrder> batch{
@@ -439,7 +443,8 @@ TEST_CASE_METHOD(PacketsThroughProxy,
 
   run_with_lost_reply([&] { pool.grab("p1", "alice"); });
   const auto again = pool.grab("p1", "alice");
-  CHECK(again.status == limitcounter::GrabResult::Status::already);
+  CHECK(again.status == limitcounter::GrabResult::Status::granted);
+  CHECK(again.replayed);
   CHECK(direct.command({"LLEN", list}).as_integer() == 2); // one packet popped, once
   REQUIRE(pool.grab("p1", "bob").status == limitcounter::GrabResult::Status::granted);
 
@@ -467,7 +472,7 @@ TEST_CASE_METHOD(PacketsThroughProxy,
 // task twice (a second queue entry is a second payment attempt) and must say it was requeued.
 TEST_CASE_METHOD(PacketsThroughProxy,
                  "red packets: a requeue of a dead payout retried after a lost reply moves it "
-                 "once and answers already_requeued",
+                 "once and answers requeued, replayed",
                  "[fault][lost_reply][red_packet]") {
   limitcounter::PacketOptions packet_options;
   packet_options.expires_at = limitcounter::Clock::now() + 1h;
@@ -492,7 +497,9 @@ TEST_CASE_METHOD(PacketsThroughProxy,
   CHECK(direct.command({"ZCARD", ready}).as_integer() == 1);
 
   const long long before = command_calls(direct, "evalsha");
-  CHECK(pool.requeue_payout("rq", "alice", later) == limitcounter::RequeueResult::already_requeued);
+  const auto requeued = pool.requeue_payout("rq", "alice", later);
+  CHECK(requeued.status == limitcounter::RequeueResult::Status::requeued);
+  CHECK(requeued.replayed);
   CHECK(command_calls(direct, "evalsha") - before == 1);
   CHECK(direct.command({"LLEN", dead_list}).as_integer() == 0);
   CHECK(direct.command({"ZCARD", ready}).as_integer() == 1); // queued once

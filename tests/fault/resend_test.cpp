@@ -88,12 +88,14 @@ TEST_CASE_METHOD(LimitsResending,
   CHECK(record_state(options(), "r-1") == "reserved");
 
   const auto confirmed = absorbed([&] { return limits.confirm("r-1", 200); });
-  CHECK(confirmed.already);
+  CHECK(confirmed.replayed);
   CHECK(confirmed.amount == 200);
   CHECK(used() == Usage{2, 300});
 
   REQUIRE(limits.reserve(payment("r-2", 50)).allowed());
-  CHECK(absorbed([&] { return limits.cancel("r-2"); }) == CancelResult::already_ended);
+  const auto cancelled = absorbed([&] { return limits.cancel("r-2"); });
+  CHECK(cancelled.status == CancelResult::Status::cancelled);
+  CHECK(cancelled.replayed);
   CHECK(record_state(options(), "r-2") == "cancelled");
   CHECK(used() == Usage{2, 300});
 
@@ -176,8 +178,9 @@ TEST_CASE_METHOD(ResendFixture,
   CHECK(credited.replayed);
   CHECK(balance() == 950);
 
-  CHECK(absorbed([&] { return wallet.rollback("u1", "o1"); }) ==
-        limitcounter::RollbackResult::already);
+  const auto rolled_back = absorbed([&] { return wallet.rollback("u1", "o1"); });
+  CHECK(rolled_back.status == limitcounter::RollbackResult::Status::rolled_back);
+  CHECK(rolled_back.replayed);
   CHECK(balance() == 1050);
 
   // whole pipeline resent: its four calls run twice, the second time as replays (cut mid-reply,
@@ -219,14 +222,16 @@ TEST_CASE_METHOD(PacketsResending,
   CHECK(direct.command({"LLEN", list}).as_integer() == 3);
 
   const auto grabbed = absorbed([&] { return pool.grab("p1", "alice"); });
-  CHECK(grabbed.status == limitcounter::GrabResult::Status::already);
+  CHECK(grabbed.status == limitcounter::GrabResult::Status::granted);
+  CHECK(grabbed.replayed);
   CHECK(direct.command({"LLEN", list}).as_integer() == 2); // one packet popped, once
   // grab_many pipelines its grabs: the pipeline is resent whole
   const auto many = absorbed([&] { return pool.grab_many("p1", {"bob"}); });
   REQUIRE(many.size() == 1);
   REQUIRE(std::holds_alternative<limitcounter::GrabResult>(many[0]));
   const auto other = std::get<limitcounter::GrabResult>(many[0]);
-  CHECK(other.status == limitcounter::GrabResult::Status::already);
+  CHECK(other.status == limitcounter::GrabResult::Status::granted);
+  CHECK(other.replayed);
   CHECK(direct.command({"LLEN", list}).as_integer() == 1);
 
   const auto closed = absorbed([&] { return pool.close("p1"); });

@@ -8,6 +8,7 @@
 #include <limitcounter/acl.hpp>
 #include <limitcounter/limitcounter.hpp>
 
+#include "support/outcome.hpp"
 #include "support/probe.hpp"
 #include "support/redis_cluster.hpp"
 #include "support/redis_server.hpp"
@@ -16,6 +17,7 @@
 using namespace std::chrono_literals;
 using limitcounter::Redis;
 using limitcounter::RedisOptions;
+using limitcounter::testing::outcome;
 using limitcounter::testing::RedisServer;
 using limitcounter::testing::test_options;
 using limitcounter::testing::unique_prefix;
@@ -71,8 +73,8 @@ TEST_CASE("every job works under the least-privilege ACL, and nothing more is al
   CHECK(limits.reserve({"acl-2", {{"merchant", "m1"}}, 100}).allowed());
   CHECK(limits.confirm("acl-2", 50).released == 50);
   CHECK(limits.refund("acl-1").refunded_now == 100);
-  CHECK(limits.take_daily_cap("sms", "a1", 5).allowed);
-  CHECK(limits.hit_sliding_window("pay", "m1", 5, 1s).allowed);
+  CHECK(limits.take_daily_cap("sms", "a1", 5).allowed());
+  CHECK(limits.hit_sliding_window("pay", "m1", 5, 1s).allowed());
   CHECK(limits.usage("merchant", limitcounter::Dimension{"m1"}, limitcounter::Period::day).amount ==
         50);
   // Listing (HSCAN) and a cap read (HGET) need nothing beyond the ACL either.
@@ -90,7 +92,8 @@ TEST_CASE("every job works under the least-privilege ACL, and nothing more is al
   limitcounter::Wallet wallet(redis, wallet_options);
   CHECK(wallet.load("u1", {1000, 1, 0}));
   CHECK(wallet.deduct("u1", "o1", 10).status == limitcounter::WalletResult::Status::ok);
-  CHECK(wallet.rollback("u1", "o1") == limitcounter::RollbackResult::rolled_back);
+  CHECK(outcome(wallet.rollback("u1", "o1")) ==
+        std::pair(limitcounter::RollbackResult::Status::rolled_back, false));
   limitcounter::JournalConsumer consumer(redis, wallet_options);
   CHECK(consumer.poll([](const auto&) {}) == 2);
   CHECK(wallet.account("u1")->balance == 1000);
@@ -103,7 +106,8 @@ TEST_CASE("every job works under the least-privilege ACL, and nothing more is al
   CHECK(pool.run_payouts([](const limitcounter::PayoutTask&) { return true; }) == 1);
   CHECK(pool.close("p1").leftover == 5);
   CHECK(pool.status("p1")->state == "closed");
-  CHECK(pool.requeue_payout("p1", "u1") == limitcounter::RequeueResult::not_dead);
+  CHECK(outcome(pool.requeue_payout("p1", "u1")) ==
+        std::pair(limitcounter::RequeueResult::Status::not_dead, false));
 
   // The cluster sweep (SCAN on every master; the home record's HGETALL in lua/transaction_home.lua)
   // needs nothing beyond it either: a refund of a transaction spread over two slots leaves its

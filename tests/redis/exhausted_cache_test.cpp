@@ -10,6 +10,7 @@
 
 #include <limitcounter/limit_counter.hpp>
 
+#include "support/outcome.hpp"
 #include "support/probe.hpp"
 #include "support/redis_server.hpp"
 #include "support/topology.hpp"
@@ -26,6 +27,7 @@ using limitcounter::RuleSet;
 using limitcounter::TimePoint;
 using limitcounter::Transaction;
 using limitcounter::testing::command_calls;
+using limitcounter::testing::outcome;
 using limitcounter::testing::test_options;
 using limitcounter::testing::unique_prefix;
 
@@ -186,7 +188,8 @@ TEST_CASE_METHOD(CacheFixture, "exhausted cache: a refund, cancel or confirm her
     const Transaction held = tx(); // held elsewhere: a hold of this process is never cached
     REQUIRE(elsewhere.reserve(held).allowed());
     full_then_cached();
-    REQUIRE(here.cancel(held.id) == limitcounter::CancelResult::cancelled);
+    REQUIRE(outcome(here.cancel(held.id)) ==
+            std::pair(limitcounter::CancelResult::Status::cancelled, false));
   }
   SECTION("confirm at less") {
     here.set_rules(

@@ -10,6 +10,7 @@
 
 #include <limitcounter/limit_counter.hpp>
 
+#include "support/outcome.hpp"
 #include "support/probe.hpp"
 #include "support/redis_server.hpp"
 #include "support/topology.hpp"
@@ -34,6 +35,7 @@ using limitcounter::TimePoint;
 using limitcounter::Transaction;
 using limitcounter::Usage;
 using limitcounter::testing::error_of;
+using limitcounter::testing::outcome;
 using limitcounter::testing::test_options;
 using limitcounter::testing::unique_prefix;
 
@@ -565,20 +567,21 @@ TEST_CASE_METHOD(ShortReservations, "reservations hold, confirm in part, cancel 
   auto confirmed = limits.confirm(auth.id, 500);
   CHECK(confirmed.amount == 500);
   CHECK(confirmed.released == 300);
-  CHECK(limits.confirm(auth.id, 500).already);
+  CHECK(limits.confirm(auth.id, 500).replayed);
   CHECK(used("merchant", Dimension{"m1"}, Period::day, at) == Usage{1, 500});
   CHECK(limits.consume(tx(300)).allowed());
 
   // reserve -> cancel -> cancel
   const Transaction second = tx(100);
   REQUIRE(limits.reserve(second).allowed());
-  CHECK(limits.cancel(second.id) == CancelResult::cancelled);
-  CHECK(limits.cancel(second.id) == CancelResult::already_ended);
+  CHECK(outcome(limits.cancel(second.id)) == std::pair(CancelResult::Status::cancelled, false));
+  CHECK(outcome(limits.cancel(second.id)) == std::pair(CancelResult::Status::cancelled, true));
   CHECK(used("merchant", Dimension{"m1"}, Period::day, at) == Usage{2, 800});
   CHECK_THROWS_AS(limits.confirm(second.id), Error);
 
   // cancel(unknown) first: a late reserve of that id is refused and holds nothing
-  CHECK(limits.cancel("late-1") == CancelResult::recorded_unknown);
+  CHECK(outcome(limits.cancel("late-1")) ==
+        std::pair(CancelResult::Status::recorded_unknown, false));
   Transaction late = tx(10);
   late.id = "late-1";
   CHECK(limits.reserve(late).verdict == Decision::Verdict::cancelled);
@@ -654,8 +657,8 @@ TEST_CASE_METHOD(ShortReservations,
   REQUIRE(record);
   CHECK(record->state == "expired");
   CHECK_FALSE(record->hold_expires);
-  CHECK(limits.cancel(auth.id) == CancelResult::already_ended);
-  CHECK(limits.cancel(auth.id) == CancelResult::already_ended);
+  CHECK(outcome(limits.cancel(auth.id)) == std::pair(CancelResult::Status::expired, false));
+  CHECK(outcome(limits.cancel(auth.id)) == std::pair(CancelResult::Status::expired, false));
   CHECK(used("merchant", Dimension{"m1"}, Period::day, at) == Usage{1, 500});
 }
 
@@ -678,9 +681,8 @@ TEST_CASE_METHOD(ShortReservations,
   CHECK(used("merchant", Dimension{"m1"}, Period::day, at) == Usage{1, 500});
   CHECK(used("merchant", Dimension{"m1"}, Period::month, at) == Usage{1, 600}); // still held
   // ending the reservation gives back what it still holds (the month), and nothing twice
-  const CancelResult ended = limits.cancel(auth.id);
-  CHECK(ended == CancelResult::cancelled);
-  CHECK(limits.cancel(auth.id) == CancelResult::already_ended);
+  CHECK(outcome(limits.cancel(auth.id)) == std::pair(CancelResult::Status::cancelled, false));
+  CHECK(outcome(limits.cancel(auth.id)) == std::pair(CancelResult::Status::cancelled, true));
   CHECK(used("merchant", Dimension{"m1"}, Period::day, at) == Usage{1, 500});
   CHECK(used("merchant", Dimension{"m1"}, Period::month, at) == Usage{});
 }
@@ -710,10 +712,10 @@ TEST_CASE_METHOD(LimitsFixture, "a reservation held in a per-shape hold set is c
   redis.command({"ZADD", shape_hold, score, record + " 600 " + words[3] + " m1"});
   REQUIRE(used("merchant", Dimension{"m1"}, Period::day, at) == Usage{1, 600});
 
-  CHECK(limits.cancel(auth.id) == CancelResult::cancelled);
+  CHECK(outcome(limits.cancel(auth.id)) == std::pair(CancelResult::Status::cancelled, false));
   CHECK(used("merchant", Dimension{"m1"}, Period::day, at) == Usage{});
   CHECK(redis.command({"ZCARD", shape_hold}).as_integer() == 0);
-  CHECK(limits.cancel(auth.id) == CancelResult::already_ended);
+  CHECK(outcome(limits.cancel(auth.id)) == std::pair(CancelResult::Status::cancelled, true));
   CHECK(used("merchant", Dimension{"m1"}, Period::day, at) == Usage{});
 }
 

@@ -114,7 +114,7 @@ TEST_CASE_METHOD(ListingFixture, "cap_usage reads a cap's usage after takes and 
                  "[listing][caps][redis]") {
   CHECK(counter.cap_usage("sms", "acct-1", at).used == 0);
   for (int i = 0; i < 3; ++i) {
-    REQUIRE(counter.take_daily_cap("sms", "acct-1", 5, at).allowed);
+    REQUIRE(counter.take_daily_cap("sms", "acct-1", 5, at).allowed());
   }
   counter.take_daily_cap("sms", "acct-2", 5, at);
   for (int i = 0; i < 5; ++i) {
@@ -125,7 +125,7 @@ TEST_CASE_METHOD(ListingFixture, "cap_usage reads a cap's usage after takes and 
   // Reading took nothing: two more takes fit under the cap of 5, the third does not.
   CHECK(counter.take_daily_cap("sms", "acct-1", 5, at).used == 4);
   CHECK(counter.take_daily_cap("sms", "acct-1", 5, at).used == 5);
-  CHECK_FALSE(counter.take_daily_cap("sms", "acct-1", 5, at).allowed);
+  CHECK_FALSE(counter.take_daily_cap("sms", "acct-1", 5, at).allowed());
   CHECK(counter.cap_usage("sms", "acct-1", at).used == 5);
   CHECK(counter.cap_usage("sms", "acct-1", at + 24h).used == 0); // the next day
   CHECK(counter.cap_usage("sms", "acct-2", at).used == 1);

@@ -11,6 +11,7 @@
 
 // The example's server: the test scrapes what a Prometheus server would.
 #include "../../examples/metrics_http.hpp"
+#include "support/outcome.hpp"
 #include "support/redis_server.hpp"
 #include "support/topology.hpp"
 
@@ -38,6 +39,7 @@ using limitcounter::Wallet;
 using limitcounter::WalletOptions;
 using limitcounter::WalletOrder;
 using limitcounter::WalletResult;
+using limitcounter::testing::outcome;
 using limitcounter::testing::test_options;
 using limitcounter::testing::unique_prefix;
 
@@ -93,13 +95,13 @@ TEST_CASE_METHOD(ObserverFixture, "PrometheusObserver counts real decisions, cap
   CHECK_FALSE(limits.check(payment("tx-4")).allowed());
   CHECK_FALSE(limits.reserve(payment("tx-5")).allowed());
 
-  CHECK(limits.take_daily_cap("sms", "acct-1", 1).allowed);
-  CHECK_FALSE(limits.take_daily_cap("sms", "acct-1", 1).allowed);
+  CHECK(limits.take_daily_cap("sms", "acct-1", 1).allowed());
+  CHECK_FALSE(limits.take_daily_cap("sms", "acct-1", 1).allowed());
   const auto batch = limits.take_daily_cap_many({CapRequest{"sms", "acct-2", 1}, //
                                                  CapRequest{"sms", "acct-2", 1}});
   REQUIRE(batch.size() == 2);
-  CHECK(limits.hit_sliding_window("login", "acct-1", 1, 60s).allowed);
-  CHECK_FALSE(limits.hit_sliding_window("login", "acct-1", 1, 60s).allowed);
+  CHECK(limits.hit_sliding_window("login", "acct-1", 1, 60s).allowed());
+  CHECK_FALSE(limits.hit_sliding_window("login", "acct-1", 1, 60s).allowed());
   CHECK_THROWS_MATCHES(
       limits.take_daily_cap("sms", "bad subject", 1), Error,
       Catch::Predicate<Error>([](const Error& e) { return e.code() == errc::invalid_argument; }));
@@ -108,7 +110,11 @@ TEST_CASE_METHOD(ObserverFixture, "PrometheusObserver counts real decisions, cap
   CHECK(limits.refund("tx-1", 100, "r-1").refunded_now == 100);
   CHECK(limits.refund("tx-1", 100, "r-1").replayed);
   CHECK_THROWS_AS(limits.confirm("tx-never"), Error);
-  CHECK(limits.cancel("tx-never") == limitcounter::CancelResult::recorded_unknown);
+  CHECK(outcome(limits.cancel("tx-never")) ==
+        std::pair(limitcounter::CancelResult::Status::recorded_unknown, false));
+  // its record reads as cancelled now: a retry is a replayed cancel
+  CHECK(outcome(limits.cancel("tx-never")) ==
+        std::pair(limitcounter::CancelResult::Status::cancelled, true));
 
   CHECK(has(R"(limitcounter_decisions_total{op="check",verdict="denied",rule="merchant-day"} 1)"));
   CHECK(has(R"(limitcounter_decisions_total{op="consume",verdict="allowed",rule=""} 2)"));
@@ -123,6 +129,7 @@ TEST_CASE_METHOD(ObserverFixture, "PrometheusObserver counts real decisions, cap
   CHECK(has(R"(limitcounter_transitions_total{op="refund",status="replayed"} 1)"));
   CHECK(has(R"(limitcounter_transitions_total{op="confirm",status="error"} 1)"));
   CHECK(has(R"(limitcounter_transitions_total{op="cancel",status="recorded_unknown"} 1)"));
+  CHECK(has(R"(limitcounter_transitions_total{op="cancel",status="replayed"} 1)"));
   CHECK(has(R"(limitcounter_transition_seconds_count{op="refund"} 2)"));
   CHECK(has(R"(limitcounter_errors_total{code="not_found",outcome="failed"} 1)"));
   CHECK(has("limitcounter_replayed_total 1"));
@@ -170,8 +177,10 @@ TEST_CASE_METHOD(ObserverFixture, "a wallet reports each operation by status, an
   CHECK(wallet.deduct("alice", "o-2", 60).status == WalletResult::Status::insufficient);
   CHECK(wallet.deduct("bob", "o-3", 1).status == WalletResult::Status::not_loaded);
   CHECK(wallet.credit("alice", "c-1", 10).status == WalletResult::Status::ok);
-  CHECK(wallet.rollback("alice", "o-1") == limitcounter::RollbackResult::rolled_back);
-  CHECK(wallet.rollback("alice", "o-1") == limitcounter::RollbackResult::already);
+  CHECK(outcome(wallet.rollback("alice", "o-1")) ==
+        std::pair(limitcounter::RollbackResult::Status::rolled_back, false));
+  CHECK(outcome(wallet.rollback("alice", "o-1")) ==
+        std::pair(limitcounter::RollbackResult::Status::rolled_back, true));
   CHECK(wallet.freeze("alice", "fraud check"));
   CHECK_FALSE(wallet.freeze("alice", "fraud check"));
   CHECK(wallet.deduct("alice", "o-4", 1).status == WalletResult::Status::frozen);
@@ -191,7 +200,7 @@ TEST_CASE_METHOD(ObserverFixture, "a wallet reports each operation by status, an
   CHECK(has(R"(limitcounter_wallet_operations_total{op="credit",status="ok"} 1)"));
   CHECK(has(R"(limitcounter_wallet_operations_total{op="credit",status="error"} 1)"));
   CHECK(has(R"(limitcounter_wallet_operations_total{op="rollback",status="rolled_back"} 1)"));
-  CHECK(has(R"(limitcounter_wallet_operations_total{op="rollback",status="already"} 1)"));
+  CHECK(has(R"(limitcounter_wallet_operations_total{op="rollback",status="replayed"} 1)"));
   CHECK(has(R"(limitcounter_wallet_operations_total{op="freeze",status="changed"} 1)"));
   CHECK(has(R"(limitcounter_wallet_operations_total{op="freeze",status="unchanged"} 1)"));
   CHECK(has(R"(limitcounter_wallet_operations_total{op="unfreeze",status="changed"} 1)"));
@@ -213,8 +222,10 @@ TEST_CASE_METHOD(ObserverFixture,
   const limitcounter::PacketOptions rules; // the same expiry for the create and its retry
   CHECK(pool.create("pk-1", {30, 70}, rules).created_now);
   CHECK(pool.create("pk-1", {30, 70}, rules).replayed);
-  CHECK(pool.grab("pk-1", "u1").status == limitcounter::GrabResult::Status::granted);
-  CHECK(pool.grab("pk-1", "u1").status == limitcounter::GrabResult::Status::already);
+  CHECK(outcome(pool.grab("pk-1", "u1")) ==
+        std::pair(limitcounter::GrabResult::Status::granted, false));
+  CHECK(outcome(pool.grab("pk-1", "u1")) ==
+        std::pair(limitcounter::GrabResult::Status::granted, true));
   const auto batch = pool.grab_many("pk-1", {"u2", "u3"});
   REQUIRE(batch.size() == 2);
   // The packet is empty now: u3's grab of it is sold_out.
@@ -242,7 +253,7 @@ TEST_CASE_METHOD(ObserverFixture,
   CHECK(has(R"(limitcounter_red_packet_operations_total{op="create",status="created"} 1)"));
   CHECK(has(R"(limitcounter_red_packet_operations_total{op="create",status="replayed"} 1)"));
   CHECK(has(R"(limitcounter_red_packet_operations_total{op="grab",status="granted"} 1)"));
-  CHECK(has(R"(limitcounter_red_packet_operations_total{op="grab",status="already"} 1)"));
+  CHECK(has(R"(limitcounter_red_packet_operations_total{op="grab",status="replayed"} 1)"));
   CHECK(has(R"(limitcounter_red_packet_operations_total{op="grab",status="sold_out"} 1)"));
   CHECK(has(R"(limitcounter_red_packet_operations_total{op="grab",status="error"} 1)"));
   CHECK(has(R"(limitcounter_red_packet_operations_total{op="grab_many",status="granted"} 1)"));

@@ -7,6 +7,7 @@
 #include <limitcounter/limit_counter.hpp>
 #include <limitcounter/red_packet.hpp>
 
+#include "support/outcome.hpp"
 #include "support/redis_server.hpp"
 #include "support/topology.hpp"
 
@@ -24,6 +25,7 @@ using limitcounter::Rule;
 using limitcounter::RuleSet;
 using limitcounter::Transaction;
 using limitcounter::Usage;
+using limitcounter::testing::outcome;
 using limitcounter::testing::test_options;
 using limitcounter::testing::unique_prefix;
 
@@ -232,33 +234,37 @@ TEST_CASE_METHOD(PoolFixture, "requeue_payout moves a dead payout back to its qu
     pool.fail_payout(tasks[0], now + attempt * 1s);
   }
   REQUIRE(pool.dead_payouts(partition) == std::vector<std::string>{"rq-1:bob:50:2"});
-  CHECK(pool.requeue_payout("rq-1", "nobody") == limitcounter::RequeueResult::not_dead);
+  CHECK(outcome(pool.requeue_payout("rq-1", "nobody")) ==
+        std::pair(limitcounter::RequeueResult::Status::not_dead, false));
 
-  CHECK(pool.requeue_payout("rq-1", "bob", now + 5s) == limitcounter::RequeueResult::requeued);
+  CHECK(outcome(pool.requeue_payout("rq-1", "bob", now + 5s)) ==
+        std::pair(limitcounter::RequeueResult::Status::requeued, false));
   CHECK(pool.dead_payouts(partition).empty());
   // A retry (a lost reply) changes nothing more, and says the task was requeued, while it
   // waits and while it is in flight.
-  CHECK(pool.requeue_payout("rq-1", "bob", now + 5s) ==
-        limitcounter::RequeueResult::already_requeued);
+  CHECK(outcome(pool.requeue_payout("rq-1", "bob", now + 5s)) ==
+        std::pair(limitcounter::RequeueResult::Status::requeued, true));
   auto tasks = pool.take_payouts(partition, 10, now + 6s);
   REQUIRE(tasks.size() == 1);
   CHECK(tasks[0].user_id == "bob");
   CHECK(tasks[0].amount == 50);
   CHECK(tasks[0].attempt == 1);
-  CHECK(pool.requeue_payout("rq-1", "bob", now + 6s) ==
-        limitcounter::RequeueResult::already_requeued);
+  CHECK(outcome(pool.requeue_payout("rq-1", "bob", now + 6s)) ==
+        std::pair(limitcounter::RequeueResult::Status::requeued, true));
 
   // Dead again: a requeue moves it back again.
   pool.fail_payout(tasks[0], now + 6s);
   tasks = pool.take_payouts(partition, 10, now + 8s);
   REQUIRE(tasks.size() == 1);
   REQUIRE(pool.fail_payout(tasks[0], now + 8s)); // dead-lettered
-  CHECK(pool.requeue_payout("rq-1", "bob", now + 9s) == limitcounter::RequeueResult::requeued);
+  CHECK(outcome(pool.requeue_payout("rq-1", "bob", now + 9s)) ==
+        std::pair(limitcounter::RequeueResult::Status::requeued, false));
   tasks = pool.take_payouts(partition, 10, now + 9s);
   REQUIRE(tasks.size() == 1);
   CHECK(pool.ack_payout(tasks[0], now + 9s));
   CHECK(pool.take_payouts(partition, 10, now + 60s).empty());
   // Paid: nothing of the task is left, and a late retry is not_dead.
   CHECK(redis.command({"HLEN", pool.keys().payout(partition, "tasks")}).as_integer() == 0);
-  CHECK(pool.requeue_payout("rq-1", "bob", now + 60s) == limitcounter::RequeueResult::not_dead);
+  CHECK(outcome(pool.requeue_payout("rq-1", "bob", now + 60s)) ==
+        std::pair(limitcounter::RequeueResult::Status::not_dead, false));
 }

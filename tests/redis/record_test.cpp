@@ -14,6 +14,7 @@
 #include "limit_counter/declared_keys.hpp"
 #include "limit_counter/limit_codec.hpp"
 #include "shared/amount.hpp"
+#include "support/outcome.hpp"
 #include "support/probe.hpp"
 #include "support/redis_server.hpp"
 #include "support/topology.hpp"
@@ -37,6 +38,7 @@ using limitcounter::Usage;
 using limitcounter::testing::command_calls;
 using limitcounter::testing::error_of;
 using limitcounter::testing::keys_matching;
+using limitcounter::testing::outcome;
 using limitcounter::testing::test_options;
 using limitcounter::testing::unique_prefix;
 
@@ -298,12 +300,12 @@ TEST_CASE_METHOD(RecordFixture,
   SECTION("confirm and cancel of a reservation whose record is gone: its hold is gone too") {
     const Transaction held = payment("held", 100);
     REQUIRE(limits.reserve(held).allowed());
-    REQUIRE(limits.cancel("held") == CancelResult::cancelled);
+    REQUIRE(outcome(limits.cancel("held")) == std::pair(CancelResult::Status::cancelled, false));
     forget("held");
     const Error expired = error_of([&] { limits.confirm(held); });
     CHECK(expired.code() == errc::conflict);
     CHECK_THAT(expired.what(), Catch::Contains("expired"));
-    CHECK(limits.cancel(held) == CancelResult::already_ended);
+    CHECK(outcome(limits.cancel(held)) == std::pair(CancelResult::Status::expired, false));
     CHECK(redis.command({"EXISTS", record_key("held")}).as_integer() == 0); // no tombstone
   }
 }

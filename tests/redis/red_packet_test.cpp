@@ -14,6 +14,7 @@
 #include <limitcounter/red_packet.hpp>
 
 #include "red_packets/red_packet_codec.hpp"
+#include "support/outcome.hpp"
 #include "support/probe.hpp"
 #include "support/redis_server.hpp"
 #include "support/topology.hpp"
@@ -33,6 +34,7 @@ using limitcounter::RedPacketOptions;
 using limitcounter::RedPacketPool;
 using limitcounter::Reply;
 using limitcounter::TimePoint;
+using limitcounter::testing::outcome;
 using limitcounter::testing::test_options;
 using limitcounter::testing::unique_prefix;
 
@@ -151,7 +153,7 @@ TEST_CASE_METHOD(PoolFixture, "3N grabbers for N packets: exactly N granted, the
   // a repeat grab gives the same amount back
   const auto& [some_user, some_amount] = *granted.begin();
   const GrabResult again = pool.grab("pk-1", some_user);
-  CHECK(again.status == GrabResult::Status::already);
+  CHECK(outcome(again) == std::pair(GrabResult::Status::granted, true));
   CHECK(again.amount == some_amount);
 }
 
@@ -161,9 +163,10 @@ TEST_CASE_METHOD(PoolFixture, "attempts are capped; expiry and closing return th
   options.max_attempts_per_user = 2;
   options.expires_at = Clock::now() + 1h;
   pool.create("pk-2", {100, 200, 300}, options);
-  CHECK(pool.grab("pk-2", "alice").status == GrabResult::Status::granted);
-  CHECK(pool.grab("pk-2", "alice").status == GrabResult::Status::already);
-  CHECK(pool.grab("pk-2", "alice").status == GrabResult::Status::already); // a winner, always
+  CHECK(outcome(pool.grab("pk-2", "alice")) == std::pair(GrabResult::Status::granted, false));
+  CHECK(outcome(pool.grab("pk-2", "alice")) == std::pair(GrabResult::Status::granted, true));
+  CHECK(outcome(pool.grab("pk-2", "alice")) ==
+        std::pair(GrabResult::Status::granted, true)); // a winner, always
   CHECK_THROWS_MATCHES(pool.create("pk-2", {1}), Error, Catch::Predicate<Error>([](const Error& e) {
                          return e.code() == errc::conflict;
                        }));
@@ -397,7 +400,7 @@ TEST_CASE_METHOD(PoolFixture,
   REQUIRE(won.status == GrabResult::Status::granted);
   for (int i = 0; i < 5; ++i) { // past the cap, many times over
     const GrabResult again = pool.grab("pk-cap", "alice");
-    CHECK(again.status == GrabResult::Status::already);
+    CHECK(outcome(again) == std::pair(GrabResult::Status::granted, true));
     CHECK(again.amount == 100);
   }
   CHECK(pool.grab("pk-cap", "bob").status == GrabResult::Status::sold_out);
@@ -464,9 +467,9 @@ TEST_CASE_METHOD(PoolFixture, "grab_many: one result per grab, an error stays wi
   std::vector<limitcounter::GrabRequest> requests{{"a", {"Ann", ""}}, {"b", {}}, {"a", {}}};
   const auto results = pool.grab_many("pk-m", requests);
   REQUIRE(results.size() == 3);
-  CHECK(std::get<GrabResult>(results[0]).status == GrabResult::Status::granted);
-  CHECK(std::get<GrabResult>(results[1]).status == GrabResult::Status::granted);
-  CHECK(std::get<GrabResult>(results[2]).status == GrabResult::Status::already);
+  CHECK(outcome(std::get<GrabResult>(results[0])) == std::pair(GrabResult::Status::granted, false));
+  CHECK(outcome(std::get<GrabResult>(results[1])) == std::pair(GrabResult::Status::granted, false));
+  CHECK(outcome(std::get<GrabResult>(results[2])) == std::pair(GrabResult::Status::granted, true));
   CHECK(std::get<GrabResult>(results[2]).amount == std::get<GrabResult>(results[0]).amount);
   // bad input throws before anything is sent
   pool.create("pk-m2", {1, 2});
@@ -664,8 +667,8 @@ TEST_CASE_METHOD(PoolFixture,
 
   times_out([&] { a.grab("pk-t", "u1"); });
   CHECK(redis.command({"LLEN", a.keys().packet("pk-t", "list")}).as_integer() == 2);
-  CHECK(b.grab("pk-t", "u1").status == GrabResult::Status::granted);
-  CHECK(b.grab("pk-t", "u1").status == GrabResult::Status::already);
+  CHECK(outcome(b.grab("pk-t", "u1")) == std::pair(GrabResult::Status::granted, false));
+  CHECK(outcome(b.grab("pk-t", "u1")) == std::pair(GrabResult::Status::granted, true));
 
   const auto tasks = b.take_payouts(b.keys().partition_of("pk-t"), 10);
   REQUIRE(tasks.size() == 1);

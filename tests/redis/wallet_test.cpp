@@ -13,6 +13,7 @@
 #include <limitcounter/usage.hpp>
 #include <limitcounter/wallet.hpp>
 
+#include "support/outcome.hpp"
 #include "support/probe.hpp"
 #include "support/redis_server.hpp"
 #include "support/topology.hpp"
@@ -30,6 +31,7 @@ using limitcounter::Wallet;
 using limitcounter::WalletOptions;
 using limitcounter::WalletResult;
 using limitcounter::testing::error_of;
+using limitcounter::testing::outcome;
 using limitcounter::testing::test_options;
 using limitcounter::testing::unique_prefix;
 
@@ -137,13 +139,16 @@ TEST_CASE_METHOD(WalletFixture, "retries, rollbacks, stale loads and bad input",
       wallet.deduct("bob", "pay-1", 301), Error,
       Catch::Predicate<Error>([](const Error& e) { return e.code() == errc::conflict; }));
 
-  CHECK(wallet.rollback("bob", "pay-1") == RollbackResult::rolled_back);
-  CHECK(wallet.rollback("bob", "pay-1") == RollbackResult::already);
+  CHECK(outcome(wallet.rollback("bob", "pay-1")) ==
+        std::pair(RollbackResult::Status::rolled_back, false));
+  CHECK(outcome(wallet.rollback("bob", "pay-1")) ==
+        std::pair(RollbackResult::Status::rolled_back, true));
   CHECK(wallet.account("bob")->balance == 1'000);
   CHECK(wallet.account("bob")->version == 5);
   CHECK_THROWS_AS(wallet.deduct("bob", "pay-1", 300), Error); // a late retry after rollback
   CHECK(wallet.account("bob")->balance == 1'000);
-  CHECK(wallet.rollback("bob", "never-paid") == RollbackResult::recorded_unknown);
+  CHECK(outcome(wallet.rollback("bob", "never-paid")) ==
+        std::pair(RollbackResult::Status::recorded_unknown, false));
   CHECK_THROWS_AS(wallet.deduct("bob", "never-paid", 5), Error);
 
   const WalletResult top_up = wallet.credit("bob", "topup-1", 500);
@@ -426,7 +431,8 @@ TEST_CASE_METHOD(LostReplyFixture,
 
   lose_reply([&] { wallet.rollback("lara", "d-1"); });
   await_field(wallet.keys().order("lara", "d-1"), "state", "rolled_back");
-  CHECK(wallet.rollback("lara", "d-1") == RollbackResult::already); // never reversed twice
+  CHECK(outcome(wallet.rollback("lara", "d-1")) ==
+        std::pair(RollbackResult::Status::rolled_back, true)); // never reversed twice
   CHECK(wallet.account("lara")->balance == 1'050);
 
   const std::vector<limitcounter::WalletOrder> batch{{"lara", "m-1", 10}, {"lara", "m-2", 20}};
@@ -506,7 +512,8 @@ TEST_CASE_METHOD(WalletFixture, "rollback of a user that is not cached", "[walle
   });
 
   // An unknown order, user not cached: the marker is recorded; the late deduct is refused.
-  CHECK(loading.rollback("gone", "late-1") == RollbackResult::recorded_unknown);
+  CHECK(outcome(loading.rollback("gone", "late-1")) ==
+        std::pair(RollbackResult::Status::recorded_unknown, false));
   CHECK_FALSE(loading.account("gone"));
   CHECK_THROWS_MATCHES(
       loading.deduct("gone", "late-1", 10), Error,
@@ -528,7 +535,8 @@ TEST_CASE_METHOD(WalletFixture, "rollback of a user that is not cached", "[walle
 
   // Once the persister wrote the deduct (balance 700, version 2), the reload reverses it.
   in_database = AccountSnapshot{700, 2, 0};
-  CHECK(loading.rollback("gone", "d-1") == RollbackResult::rolled_back);
+  CHECK(outcome(loading.rollback("gone", "d-1")) ==
+        std::pair(RollbackResult::Status::rolled_back, false));
   CHECK(loading.account("gone")->balance == 1'000);
   CHECK(loading.account("gone")->version == 3);
 
@@ -759,7 +767,8 @@ TEST_CASE_METHOD(WalletFixture,
   CHECK(std::get<WalletResult>(batch[1]).replayed);
 
   CHECK(wallet.credit("ivy", "i-topup", 500).balance == 1'400);
-  CHECK(wallet.rollback("ivy", "i-1") == RollbackResult::rolled_back);
+  CHECK(outcome(wallet.rollback("ivy", "i-1")) ==
+        std::pair(RollbackResult::Status::rolled_back, false));
   CHECK(wallet.account("ivy")->balance == 1'500);
   CHECK(wallet.account("ivy")->frozen);
 
@@ -1137,7 +1146,8 @@ TEST_CASE_METHOD(TwoGroupsFixture,
   CHECK_FALSE(lose_and_reload());
 
   REQUIRE(persist() == 2); // the database: 900, version 3; nothing pending
-  REQUIRE(loading.rollback("pat", "d-1") == RollbackResult::rolled_back); // 1,200, version 4
+  REQUIRE(outcome(loading.rollback("pat", "d-1")) ==
+          std::pair(RollbackResult::Status::rolled_back, false)); // 1,200, version 4
   CHECK(loading.pending_orders("pat", 0ms).empty());
   CHECK_FALSE(lose_and_reload()); // 900 would lose the rollback's 300
 

@@ -9,10 +9,9 @@
 namespace limitcounter::simulation {
 namespace {
 
-const char* const operation_kinds[] = {"consume",  "consume_many", "reserve", "confirm",
-                                       "cancel",   "refund",       "race",    "deduct",
-                                       "credit",   "rollback",     "create",  "grab",
-                                       "close"};
+const char* const operation_kinds[] = {"consume", "consume_many", "reserve", "confirm", "cancel",
+                                       "refund",  "race",         "deduct",  "credit",  "rollback",
+                                       "create",  "grab",         "close"};
 
 } // namespace
 
@@ -248,7 +247,7 @@ private:
     } else {
       w_.stats_.count("cancel");
       const CancelResult cancelled = definitely([&] { return w_.jobs_.limits.cancel(tx.id); });
-      if (cancelled == CancelResult::recorded_unknown) {
+      if (cancelled.status == CancelResult::Status::recorded_unknown) {
         w_.model_.violation("cancel of reserved " + tx.id + " found it unknown");
       }
       const std::lock_guard<std::mutex> lock(w_.model_.mutex);
@@ -350,7 +349,7 @@ private:
     orders_.erase(orders_.begin() + static_cast<std::ptrdiff_t>(at));
     const RollbackResult result =
         definitely([&] { return w_.jobs_.wallet.rollback(order.user, order.id); });
-    if (result == RollbackResult::recorded_unknown) {
+    if (result.status == RollbackResult::Status::recorded_unknown) {
       w_.model_.violation("rollback of " + order.id + " found it unknown");
       return;
     }
@@ -398,8 +397,7 @@ private:
     w_.stats_.count("grab");
     const std::string user = "g" + std::to_string(pick(0, 29));
     const GrabResult result = definitely([&] { return w_.jobs_.pool.grab(packet, user); });
-    if (result.status != GrabResult::Status::granted &&
-        result.status != GrabResult::Status::already) {
+    if (result.status != GrabResult::Status::granted) {
       return;
     }
     const std::lock_guard<std::mutex> lock(w_.model_.mutex);

@@ -467,3 +467,58 @@ TEST_CASE("a batch reply splits into its transactions' replies", "[limit-codec]"
   refused(Reply::array(ints({1, 40, 1})), 1);
   refused(Reply::string("allowed"), 1);
 }
+
+TEST_CASE("confirm replies decode: a confirm done before is replayed", "[limit-codec]") {
+  // lua/limit.lua, and lua/transaction_home.lua on a cluster (its plan last)
+  const auto now = decode_confirm(Reply::array({str("confirmed"), str("60"), str("40")}));
+  REQUIRE(now);
+  CHECK_FALSE(now->replayed);
+  CHECK(now->amount == 60);
+  CHECK(now->released == 40);
+  const auto before =
+      decode_confirm(Reply::array({str("already"), str("confirmed"), str("60"), str("plan")}));
+  REQUIRE(before);
+  CHECK(before->replayed);
+  CHECK(before->amount == 60);
+  CHECK(before->released == 0);
+  // errors are the caller's to name
+  CHECK_FALSE(decode_confirm(Reply::array({str("expired"), str("plan")})));
+  CHECK_FALSE(decode_confirm(Reply::array({str("bad_state"), str("cancelled")})));
+}
+
+TEST_CASE("cancel replies decode: a replay, an expiry and an unknown id are told apart",
+          "[limit-codec]") {
+  using limitcounter::CancelResult;
+  using Status = CancelResult::Status;
+  struct Row {
+    std::vector<Reply> reply;
+    Status status;
+    bool replayed;
+  };
+  const std::vector<Row> rows{
+      {{str("cancelled"), str("100")}, Status::cancelled, false},
+      {{str("cancelled"), str("100"), str("plan")}, Status::cancelled, false},
+      {{str("already"), str("cancelled")}, Status::cancelled, true},
+      {{str("already"), str("cancelled"), str("plan")}, Status::cancelled, true},
+      {{str("already"), str("voided"), str("plan")}, Status::cancelled, true},
+      {{str("already"), str("expired")}, Status::expired, false},
+      {{str("already"), str("expired"), str("plan")}, Status::expired, false},
+      {{str("tombstone")}, Status::recorded_unknown, false},
+  };
+  for (const Row& row : rows) {
+    const Reply reply = Reply::array(row.reply);
+    INFO(reply.debug_string());
+    const auto result = decode_cancel(reply, "t1");
+    REQUIRE(result);
+    CHECK(result->status == row.status);
+    CHECK(result->replayed == row.replayed);
+  }
+  CHECK_FALSE(decode_cancel(Reply::array({str("bad_state"), str("consumed")}), "t1"));
+  CHECK_FALSE(decode_cancel(Reply::array({str("unknown")}), "t1"));
+  CHECK_THROWS_MATCHES(decode_cancel(Reply::array({str("already"), str("consumed")}), "t1"), Error,
+                       Catch::Predicate<Error>([](const Error& e) {
+                         return has_code(e, errc::protocol_error) &&
+                                e.outcome() == limitcounter::Outcome::unknown &&
+                                std::string(e.what()).find("\"t1\"") != std::string::npos;
+                       }));
+}

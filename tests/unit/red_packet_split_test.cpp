@@ -143,10 +143,17 @@ TEST_CASE("grab and take replies decode", "[redpacket][codec]") {
   using limitcounter::GrabResult;
   using limitcounter::Reply;
   using namespace limitcounter::detail;
-  CHECK(decode_grab(Reply::array({Reply::string("granted"), Reply::integer(42)}), "p").amount ==
-        42);
-  CHECK(decode_grab(Reply::array({Reply::string("already"), Reply::integer(7)}), "p").status ==
-        GrabResult::Status::already);
+  const auto granted =
+      decode_grab(Reply::array({Reply::string("granted"), Reply::integer(42)}), "p");
+  CHECK(granted.status == GrabResult::Status::granted);
+  CHECK_FALSE(granted.replayed);
+  CHECK(granted.amount == 42);
+  // a winner's grab again: what it won then, marked replayed
+  const auto won_before =
+      decode_grab(Reply::array({Reply::string("already"), Reply::integer(7)}), "p");
+  CHECK(won_before.status == GrabResult::Status::granted);
+  CHECK(won_before.replayed);
+  CHECK(won_before.amount == 7);
   CHECK(decode_grab(Reply::array({Reply::string("sold_out")}), "p").status ==
         GrabResult::Status::sold_out);
   CHECK_THROWS_MATCHES(

@@ -115,8 +115,10 @@ void add_requeue(CLI::App& packet, Context& context) {
     Json results = Json::array();
     bool all = true;
     for (std::size_t i = 0; i < tasks.size(); ++i) {
-      const bool requeued = pool.requeue_payout(tasks[i].first, tasks[i].second) ==
-                            limitcounter::RequeueResult::requeued;
+      const auto result = pool.requeue_payout(tasks[i].first, tasks[i].second);
+      // a replay (requeued before) is not a move now: it reports requeued false, as not_dead
+      const bool requeued =
+          result.status == limitcounter::RequeueResult::Status::requeued && !result.replayed;
       all = all && requeued;
       results.push(Json::object().set("task", args->tasks[i]).set("requeued", requeued));
     }
