@@ -127,9 +127,12 @@ struct LimitCounterOptions {
   /// nothing changes below this many concurrent consumes. When such a merged script call fails
   /// as a whole (an error reply, a lost reply), each of its consumes throws Outcome::unknown
   /// (retry with the same id; nothing is decided by a failure policy) or, when nothing was
-  /// sent, Outcome::not_sent as a single consume would. Unset (the default):
-  /// `RedisOptions::pool_size`, so consumes are merged only when they would otherwise wait for a
-  /// connection. 0: never merged. On a Redis Cluster the merged consumes are decided together as
+  /// sent, Outcome::not_sent as a single consume would. Unset (the default): 1, so a consume that
+  /// comes while another is in flight waits for that call's reply (at most one round trip; a
+  /// lone caller never waits) and goes with every consume queued meanwhile: from many threads,
+  /// Redis's CPU per decision stays at or under a record-less limiter's (docs/BENCHMARKS.md).
+  /// A host that would rather spend Redis CPU than that wait sets `RedisOptions::pool_size`
+  /// (merged only when a connection would be waited for anyway). 0: never merged. On a Redis Cluster the merged consumes are decided together as
   /// `consume_many` decides (each step, begin, shares and finish, of all of them in one
   /// pipeline; a slot's shares in one script call): a reply lost past the resends
   /// (`RedisOptions::retry`) is unknown for each of them whose call of that step went to that

@@ -53,7 +53,9 @@ LimitCounter::LimitCounter(Redis redis, Calendar calendar, LimitCounterOptions o
                     "ms must be positive and at least reservation_timeout (" +
                     std::to_string(options_.reservation_timeout.count()) + "ms)");
   }
-  const std::size_t in_flight = options_.consume_in_flight.value_or(redis_.options().pool_size);
+  // One call in flight by default: concurrent consumes then share script calls, which is what
+  // keeps Redis's CPU per decision at or under a record-less limiter's (docs/BENCHMARKS.md).
+  const std::size_t in_flight = options_.consume_in_flight.value_or(1);
   if (in_flight > 0 && redis_.is_cluster()) {
     spread_coalescer_ =
         std::make_shared<detail::Coalescer<SpreadConsumeJob>>(in_flight, detail::max_decide_batch);

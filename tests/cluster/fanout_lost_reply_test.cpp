@@ -242,7 +242,7 @@ TEST_CASE_METHOD(FanOut,
   CHECK(merchant() == Usage{1, 150});
 }
 
-// Review 21: past the replay horizon a refund with the original records the home record anew
+// past the replay horizon a refund with the original records the home record anew
 // (adopt) before any share is recorded anew. If that caller stops there (a lost reply, a
 // crash), a refund by id finds the adopted home record, is decided there and fanned out to
 // shares that have no record ("unknown", unchecked): it answers refunded while no counter moved.
@@ -283,7 +283,7 @@ TEST_CASE_METHOD(FanOut, "a refund by id after an interrupted adopt", "[cluster]
   CHECK(merchant() == Usage{1, 50});
 }
 
-// Review 21, D3: each master expires keys by its own clock, so a share record gone before its
+// each master expires keys by its own clock, so a share record gone before its
 // home record would let a retried refund, replayed at the home record, give back again in that
 // share (recorded anew from the original). A share's record outlives its home record by
 // `share_record_margin` (1 h): proven from the servers' side after a consume, and after a
@@ -318,7 +318,7 @@ TEST_CASE_METHOD(FanOut, "a share's record outlives its home record by an hour",
   CHECK(merchant() == Usage{1, 70});
 }
 
-// Review 21 (holds): past the horizon, the reply of each step of a refund with the original is
+// past the horizon, the reply of each step of a refund with the original is
 // lost in turn (adopt, the home record's refund, each share's refund): the retry with the same
 // original finishes it, and each share gives back once.
 TEST_CASE_METHOD(FanOut, "lost replies of a refund with the original", "[cluster][proxy][home]") {

@@ -482,7 +482,7 @@ TEST_CASE("a negative cluster_hold_grace is refused, naming it", "[cluster][limi
   CHECK(std::string(refused.what()).find("cluster_hold_grace -1ms") != std::string::npos);
 }
 
-// Review 21: the overloads taking the original (e92d8e9) racing each other and the ones by id,
+// the overloads taking the original (e92d8e9) racing each other and the ones by id,
 // while the home record lives: one of confirm and cancel wins, every share follows, and what
 // was given back is what the home record says.
 TEST_CASE_METHOD(SpreadLimitsOverBuckets, "reversals with the original racing",

@@ -480,7 +480,7 @@ TEST_CASE("a replay horizon shorter than a reservation is refused, naming it", "
   }
 }
 
-// Review 21: a refund with the original that is refused (more than the original's amount)
+// a refund with the original that is refused (more than the original's amount)
 // must write nothing: past the horizon the id stays forgotten, so the same id is decided anew
 // and counted. The script recorded the original as consumed before it compared the amount
 // (standalone: lua/limit.lua load_or_original; cluster: transaction_home.lua op adopt "create").
@@ -503,7 +503,7 @@ TEST_CASE_METHOD(RecordFixture, "a refused refund with the original writes nothi
   CHECK(merchant_day() == Usage{2, 600});
 }
 
-// Review 21: past the horizon, refunds with the original (two ids, each twice, and the full
+// past the horizon, refunds with the original (two ids, each twice, and the full
 // refund twice) race refunds by id of a third: once the host has retried every call that threw
 // with the original, the counters hold the amount less what the record says was refunded.
 TEST_CASE_METHOD(RecordFixture, "refunds with the original race refunds by id",
@@ -564,7 +564,7 @@ TEST_CASE_METHOD(RecordFixture, "refunds with the original race refunds by id",
   CHECK(disagreements == 0);
 }
 
-// Review 21 (holds): refund ids that look like the encoding's parts (digits, ':', 'G', 'R',
+// refund ids that look like the encoding's parts (digits, ':', 'G', 'R',
 // '*') keep their asked and given apart, replay, and sum to the refunded total.
 TEST_CASE_METHOD(RecordFixture, "refund ids shaped like the refund encoding", "[record][redis]") {
   limits.set_rules(four_rules());

@@ -1,4 +1,4 @@
-// Review 22: consumes merged into one batch script call (LimitCounterOptions::consume_in_flight)
+// Consumes merged into one batch script call (LimitCounterOptions::consume_in_flight)
 // must be decided as each would be alone. Checked from the server's side.
 #include <catch2/catch.hpp>
 

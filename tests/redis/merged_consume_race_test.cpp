@@ -1,4 +1,4 @@
-// Review 22: many threads consuming through few places in flight, ids shared between threads
+// Many threads consuming through few places in flight, ids shared between threads
 // (some with another amount: a conflict), a window cap and a per-transaction cap, the
 // exhausted cache on and off. Checked against the server: one first decision per id, what
 // Redis recorded is what the first caller was told, counters = the allowed first decisions.
