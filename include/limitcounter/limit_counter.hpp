@@ -132,9 +132,10 @@ struct LimitCounterOptions {
   /// lone caller never waits) and goes with every consume queued meanwhile: from many threads,
   /// Redis's CPU per decision stays at or under a record-less limiter's (docs/BENCHMARKS.md).
   /// A host that would rather spend Redis CPU than that wait sets `RedisOptions::pool_size`
-  /// (merged only when a connection would be waited for anyway). 0: never merged. On a Redis Cluster the merged consumes are decided together as
-  /// `consume_many` decides (each step, begin, shares and finish, of all of them in one
-  /// pipeline; a slot's shares in one script call): a reply lost past the resends
+  /// (merged only when a connection would be waited for anyway). 0: never merged. On a Redis
+  /// Cluster the merged consumes are decided together as `consume_many` decides (each step, begin,
+  /// shares and finish, of all of them in one pipeline; a slot's shares in one script call): a
+  /// reply lost past the resends
   /// (`RedisOptions::retry`) is unknown for each of them whose call of that step went to that
   /// node, a call not sent falls to its consume's failure
   /// policy. Ignored by `reserve` and `check`.
