@@ -88,7 +88,7 @@ struct FanOutFaults {
     RedisOptions options = proxies.options();
     options.command_timeout = 300ms;
     options.connect_timeout = 200ms;
-    options.breaker_failures = 0; // every retry reaches the cluster
+    options.breaker_failures = 0;   // every retry reaches the cluster
     options.retry.max_attempts = 1; // the host's retry finishes the fan-out, not a resend
     return options;
   }()};
