@@ -890,11 +890,12 @@ void server_cpu_batch64(Bench& bench, bool json) {
 
 // Redis CPU per decision when `threads` threads each call `consume` (single transactions, 1 and
 // 4 rules, `threads` x `per_thread` consumes, the least of 3 rounds), and the decisions per
-// second of that round: the library with merging off (`consume_in_flight` 0), at its default,
-// with `consume_in_flight` 1 and 2; raw hiredis sending the library's single-transaction script
-// call on a connection per thread; and a record-less limiter (bench/lua/reference_gcra.lua, one
-// call a decision) on a connection per thread, the cost a host pays for a peer's limiter called
-// the same way. Also the script calls per decision: how many consumes each script call decided.
+// second of that round: the library with merging off (`consume_in_flight` 0), at its default
+// (1), with `consume_in_flight` 2 and 8 (the pool's size, the default before 0.2); raw hiredis
+// sending the library's single-transaction script call on a connection per thread; and a
+// record-less limiter (bench/lua/reference_gcra.lua, one call a decision) on a connection per
+// thread, the cost a host pays for a peer's limiter called the same way. Also the script calls per
+// decision: how many consumes each script call decided.
 void server_cpu_threads(Bench& bench, bool json, int threads) {
   const std::uint64_t per_thread = threads >= 64 ? 100 : 400;
   const double decisions = double(threads) * double(per_thread);
@@ -908,8 +909,9 @@ void server_cpu_threads(Bench& bench, bool json, int threads) {
   const std::string gcra = load_bench_script(bench, "reference_gcra.lua");
   std::uint64_t round_number = 0;
   for (const int rule_count : {1, 4}) {
-    Side sides[] = {{"unmerged", 0},   {"merged", std::nullopt}, {"in_flight1", 1},
-                    {"in_flight2", 2}, {"hiredis", 0},           {"record_less_limiter", 0}};
+    Side sides[] = {{"unmerged", 0},   {"default", std::nullopt},
+                    {"in_flight2", 2}, {"in_flight8", 8},
+                    {"hiredis", 0},    {"record_less_limiter", 0}};
     constexpr std::size_t raw_side = 4;
     constexpr std::size_t limiter_side = 5;
     const lc::RuleSet rules = consume_rules(rule_count);

@@ -66,7 +66,7 @@ struct RetryOptions {
 /// Whether a call may be sent again, unchanged, after its reply was lost.
 enum class Resend {
   never,   ///< not idempotent (a counter add, a cap take): a lost reply is Outcome::unknown
-  same_id, ///< idempotent by an id it carries: sent again within `RedisOptions::retry`
+  same_id, ///< idempotent by an id it carries, or a read: sent again within `RedisOptions::retry`
 };
 
 /// How to reach Redis. Timeouts are per command and per connection attempt.
@@ -237,8 +237,9 @@ struct ScriptCall {
 /// attempts or `retry.budget` are spent, or a resend gets an error reply, the call throws
 /// Outcome::unknown (the first send may have run) with the first lost reply's code, the number
 /// of sends and the last error. So such a call ends by T0 + `retry.budget` + one send. A call
-/// marked Resend::never (the default; `command`, counter adds, cap takes, sliding-window hits)
-/// is never sent again after a lost reply. Each lost reply counts for the node's breaker.
+/// marked Resend::never (the default; `command` unless told, counter adds, cap takes,
+/// sliding-window hits) is never sent again after a lost reply. Each lost reply counts for the
+/// node's breaker.
 class Redis {
 public:
   /// Connects lazily: nothing is sent until the first call. Throws `Error`
@@ -257,7 +258,9 @@ public:
   /// `Reply` of type error, not thrown, except the replies that say it did not run: LOADING,
   /// BUSY, MASTERDOWN, TRYAGAIN, CLUSTERDOWN, READONLY with `sentinels` (retried; thrown once
   /// the call's budget is spent) and NOAUTH (thrown at once), as described at `Redis`.
-  Reply command(const std::vector<std::string>& argv);
+  /// `resend`: Resend::same_id for a command that may run twice with the same effect (a read),
+  /// which is then sent again after a lost reply (see "Lost replies").
+  Reply command(const std::vector<std::string>& argv, Resend resend = Resend::never);
 
   /// Runs `script` with EVALSHA; if the server answers NOSCRIPT, loads the script and
   /// runs it again once. An error reply from the script throws `Error` (server_error,

@@ -53,7 +53,7 @@ std::vector<std::string> counter_set_keys(Redis& redis, const std::string& set_k
   if (counter_set_cache().find(set_key, keys)) {
     return keys;
   }
-  const Reply text = redis.command({"GET", set_key});
+  const Reply text = redis.command({"GET", set_key}, Resend::same_id); // (a read)
   if (text.type() != Reply::Type::string) {
     return keys;
   }
@@ -68,7 +68,7 @@ std::vector<std::string> counter_set_keys(Redis& redis, const std::string& set_k
 // The key of the counter set a lua/limit.lua record names ("<state> <fp> <amount> <set> ..."),
 // or "" for one without counters: a denial ("d ..."), a tombstone, a home record (a hash), none.
 std::string named_counter_set(Redis& redis, const std::string& record) {
-  const Reply text = redis.command({"GET", record});
+  const Reply text = redis.command({"GET", record}, Resend::same_id); // (a read)
   if (text.type() != Reply::Type::string) {
     return {};
   }

@@ -908,8 +908,8 @@ Redis::Redis(std::string_view uri) : Redis(RedisOptions::from_uri(uri)) {}
 
 Redis::~Redis() = default;
 
-Reply Redis::command(const std::vector<std::string>& argv) {
-  return impl_->guarded([&](Impl::Call& call) { return impl_->command(argv, call); });
+Reply Redis::command(const std::vector<std::string>& argv, Resend resend) {
+  return impl_->resending(resend, [&](Impl::Call& call) { return impl_->command(argv, call); });
 }
 
 Reply Redis::eval(const Script& script, const std::vector<std::string>& keys,

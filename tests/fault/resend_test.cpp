@@ -32,6 +32,7 @@ using limitcounter::Usage;
 using limitcounter::testing::command_calls;
 using limitcounter::testing::error_of;
 using limitcounter::testing::Fault;
+using limitcounter::testing::FaultRule;
 using limitcounter::testing::ResendFixture;
 
 namespace {
@@ -126,6 +127,31 @@ TEST_CASE_METHOD(LimitsResending,
     CHECK(std::get<limitcounter::Decision>(result).replayed);
   }
   CHECK(used() == Usage{3, 60});
+}
+
+// A refund reads its record before it sends its script call (to declare every key it touches):
+// that read's lost reply is resent too, so the caller never hears "unknown" from a GET.
+TEST_CASE_METHOD(LimitsResending,
+                 "limits: a lost reply of the read before a refund is resent, the refund runs once",
+                 "[fault][resend][limits]") {
+  fault = GENERATE(Fault::drop_reply, Fault::cut_mid_reply);
+  REQUIRE(limits.consume(payment("g-1", 100)).allowed());
+  FaultRule rule;
+  const std::string record = limits.keys().transaction("g-1");
+  rule.matches = [record](const std::vector<std::string>& argv) {
+    return argv.size() == 2 && argv[1] == record;
+  };
+  rule.fault = fault;
+  proxy.add_rule(rule);
+  const long long gets = command_calls(direct, "get");
+  const long long scripts = command_calls(direct, "evalsha");
+  const limitcounter::RefundResult refunded = limits.refund("g-1", 40, "r");
+  CHECK(proxy.injected(fault) == 1);
+  CHECK(command_calls(direct, "get") - gets >= 2); // the lost read and its resend
+  CHECK(command_calls(direct, "evalsha") - scripts == 1);
+  CHECK(refunded.refunded_now == 40);
+  CHECK_FALSE(refunded.replayed);
+  CHECK(used() == Usage{1, 60});
 }
 
 TEST_CASE_METHOD(LimitsResending,
@@ -267,8 +293,9 @@ TEST_CASE_METHOD(PacketsResending,
   REQUIRE(pool.dead_payouts(partition).size() == 1);
 
   // the first send requeued it: the resend finds it waiting in its queue
-  CHECK(absorbed([&] { return pool.requeue_payout("p1", "alice"); }) ==
-        limitcounter::RequeueResult::already_requeued);
+  const auto requeued = absorbed([&] { return pool.requeue_payout("p1", "alice"); });
+  CHECK(requeued.status == limitcounter::RequeueResult::Status::requeued);
+  CHECK(requeued.replayed);
   CHECK(pool.dead_payouts(partition).empty());
   const auto again = pool.take_payouts(partition, 10);
   REQUIRE(again.size() == 1); // queued once
