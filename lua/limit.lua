@@ -27,11 +27,11 @@
 -- Counter set (string <counter-set prefix><name>): which counters a transaction moved but their
 --   fields, so that every transaction under the same rules and windows shares one:
 --   "<c>\n" then c lines "<key> <i>" (the counter's field is the record's i-th field), then
---   c lines: counter j's hold set (its window's, "<key>:holds"). Its name is the client's digest of that text (48 bits; a
---   name another text has is refused before anything is written, and records of an earlier
---   version may name a set "<name>.<n>"); it lives the replay horizon and an hour after its
---   latest use, so it outlives every record naming it (a reservation's: until its windows' keys
---   expire, and an hour more).
+--   c lines: counter j's hold set (its window's, "<key>:holds"). Its name is the client's
+--   digest of that text (48 bits; a name another text has is refused before anything is
+--   written, and records of an earlier version may name a set "<name>.<n>"); it lives the
+--   replay horizon and an hour after its latest use, so it outlives every record naming it (a
+--   reservation's: until its windows' keys expire, and an hour more).
 -- Counter field value: "<count>:<amount>", integers below 2^53. A call reads each counter field
 --   it needs once and writes each one it moved once, when it ends. A call that fails writes
 --   nothing: every read and check that can fail comes before its first write.
