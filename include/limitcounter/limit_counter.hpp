@@ -129,8 +129,9 @@ struct LimitCounterOptions {
   /// (retry with the same id; nothing is decided by a failure policy) or, when nothing was
   /// sent, Outcome::not_sent as a single consume would. Unset (the default): 1, so a consume that
   /// comes while another is in flight waits for that call's reply (at most one round trip; a
-  /// lone caller never waits) and goes with every consume queued meanwhile: from many threads,
-  /// Redis's CPU per decision stays at or under a record-less limiter's (docs/BENCHMARKS.md).
+  /// lone caller never waits) and goes with every consume queued meanwhile: from 16 threads a
+  /// 1-rule consume costs Redis less CPU than a record-less limiter's call, a 4-rule one about
+  /// as much, and less from 64 threads (docs/BENCHMARKS.md, "16 threads calling consume").
   /// A host that would rather spend Redis CPU than that wait sets `RedisOptions::pool_size`
   /// (merged only when a connection would be waited for anyway). 0: never merged. On a Redis
   /// Cluster the merged consumes are decided together as `consume_many` decides (each step, begin,

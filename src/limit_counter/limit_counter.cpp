@@ -54,7 +54,7 @@ LimitCounter::LimitCounter(Redis redis, Calendar calendar, LimitCounterOptions o
                     std::to_string(options_.reservation_timeout.count()) + "ms)");
   }
   // One call in flight by default: concurrent consumes then share script calls, which is what
-  // keeps Redis's CPU per decision at or under a record-less limiter's (docs/BENCHMARKS.md).
+  // brings Redis's CPU per decision down to a record-less limiter's (docs/BENCHMARKS.md).
   const std::size_t in_flight = options_.consume_in_flight.value_or(1);
   if (in_flight > 0 && redis_.is_cluster()) {
     spread_coalescer_ =
