@@ -111,9 +111,9 @@
 -- op cancel:  ARGV[2] now (ms), ARGV[3] expiry of a tombstone (ms), ARGV[4] "probe" to write no
 --   tombstone for an unknown id (a cluster's client probes every record the id may have before
 --   it writes tombstones), o = 5
---   Reply: {"cancelled", released amount} | {"already", state} | {"tombstone"}
---          | {"bad_state", state}
---          | {"unknown"} (probe only)
+--   Reply: {"cancelled", released amount} | {"already", state} (cancelled or expired before,
+--          or its hold ran out before now: then recorded expired, what it held given back)
+--          | {"tombstone"} | {"bad_state", state} | {"unknown"} (probe only)
 -- op void:    (record of one slot's share of a transaction that another slot denied, or that
 --   the sweep abandoned) ARGV[2] expiry (ms) of a tombstone.
 --   Gives back what this share took and marks it voided: its replays then report the state.
@@ -910,6 +910,9 @@ local function reversals()
     end
     if released_by_sweep(r) then
       release_reservation(KEYS[1], r, 'expired', 1, r.amount) -- (records what the sweep did)
+    elseif r.state == 'reserved' and hold_expiry_of(r) <= tonumber(ARGV[2]) then
+      -- its hold ran out before this cancel: released by the timeout, as confirm reads it
+      release_reservation(KEYS[1], r, 'expired', 1, r.amount)
     end
     if r.state == 'cancelled' or r.state == 'expired' then
       return {'already', r.state}

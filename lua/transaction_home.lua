@@ -80,8 +80,9 @@
 -- op confirm:  ARGV[2] final amount (-1 = all held), ARGV[3] now (ms)
 --   Reply: {"confirmed", final, released, plan} | {"already", "confirmed", final, plan}
 --          | {"expired", plan} | {"bad_state", state} | {"too_much", held} | {"missing"}
--- op cancel:   ARGV[3] expiry of a tombstone (ms)
---   Reply: {"cancelled", released, plan} | {"already", state, plan} (also for a voided record)
+-- op cancel:   ARGV[2] now (ms), ARGV[3] expiry of a tombstone (ms)
+--   Reply: {"cancelled", released, plan} | {"expired", plan} (its hold had run out: recorded
+--          expired, as confirm does) | {"already", state, plan} (also for a voided record)
 --          | {"bad_state", state} | {"tombstone"} (no record: one was written) | {"missing"}
 -- op refund:   ARGV[2] amount (-1 = all that is left), ARGV[3] refund id ('' = the full refund)
 --   Reply: {"refunded", given (by the first call of this id), refunded in total, amount,
@@ -244,6 +245,13 @@ local function cancel()
   end
   if state ~= 'reserved' then
     return {'bad_state', state}
+  end
+  -- a hold that ran out was released by its timeout, not by this cancel (as confirm reads it)
+  local hold_expiry = tonumber(redis.call('HGET', record, 'h'))
+  if hold_expiry and hold_expiry <= tonumber(ARGV[2]) then
+    redis.call('HSET', record, 's', 'e')
+    open_fan_out()
+    return {'expired', plan}
   end
   redis.call('HSET', record, 's', 'x')
   open_fan_out()

@@ -781,6 +781,8 @@ std::optional<CancelResult> decode_cancel(const Reply& reply, std::string_view t
   CancelResult result;
   if (status == "tombstone") {
     result.status = CancelResult::Status::recorded_unknown;
+  } else if (status == "expired") { // (a cluster's home record: its hold had run out)
+    result.status = CancelResult::Status::expired;
   } else if (status == "already") {
     const std::string& state = reply.at(1).as_string();
     if (state == "expired") {

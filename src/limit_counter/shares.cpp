@@ -547,10 +547,10 @@ std::vector<std::vector<std::string>>
 LimitCounter::share_operations(const std::vector<std::string>& args, const Reply& home) {
   const std::string& op = args.front();
   const std::string& status = home.at(0).as_string();
+  if (status == "expired") { // (a confirm or a cancel that found the hold run out)
+    return {detail::expire_share()};
+  }
   if (op == "confirm") {
-    if (status == "expired") {
-      return {detail::expire_share()};
-    }
     return {{"confirm", home.at(status == "already" ? 2 : 1).as_string(), "0"}};
   }
   if (op == "cancel") {

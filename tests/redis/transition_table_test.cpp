@@ -178,9 +178,6 @@ TEST_CASE_METHOD(TransitionsFixture,
     CHECK(record->records.size() == 3);
   }
   std::this_thread::sleep_for(short_hold + 100ms); // every short hold runs out
-  // On a cluster today, row "expired + cancel" fails: the home record's cancel does not compare
-  // the hold's expiry (lua/transaction_home.lua), so it answers cancelled and records cancelled
-  // where standalone Redis answers expired, as CancelResult::Status::expired documents.
   for (std::size_t i = 0; i < transition_rows.size(); ++i) {
     const auto& row = transition_rows[i];
     const Transaction& t = transactions[i];
