@@ -212,11 +212,14 @@ std::optional<CancelResult> decode_cancel(const Reply& reply, std::string_view t
 /// its own (later) hold expiry.
 inline std::vector<std::string> expire_share() { return {"confirm", "-1", "9007199254740991"}; }
 
-/// Whether a share answered a confirm or refund it follows with "bad_state expired": its hold
-/// was released as expired before it could follow its home record's confirm.
+/// Whether a share's reply to the confirm (or refund) by which it follows its home record's
+/// confirm says its hold was lost before it could follow: "expired" (this confirm found its hold
+/// released by a sweep and recorded it expired) or "bad_state expired" (recorded so before).
+/// Its counters then do not count the confirmed amount.
 inline bool lost_hold(const Reply& share_reply) {
-  return share_reply.as_array().size() > 1 && share_reply.at(0).as_string() == "bad_state" &&
-         share_reply.at(1).as_string() == "expired";
+  const std::string& status = share_reply.at(0).as_string();
+  return status == "expired" || (share_reply.as_array().size() > 1 && status == "bad_state" &&
+                                 share_reply.at(1).as_string() == "expired");
 }
 
 } // namespace limitcounter::detail

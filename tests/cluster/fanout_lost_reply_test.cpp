@@ -5,6 +5,7 @@
 // retry is what is tested); tests/cluster/fanout_resend_test.cpp has them on.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <string>
@@ -214,6 +215,67 @@ TEST_CASE_METHOD(FanOut,
   CHECK(short_holds->confirm("early").amount == 100); // within the retry's hold
   CHECK(dept() == Usage{1, 100});
   CHECK(merchant() == Usage{1, 100});
+}
+
+// A confirm taken at the home record whose fan-out stopped before one share followed; by the
+// time it is retried (or swept), that share's hold ran out and another reserve released it. The
+// confirmed amount then counts at one share only: every retry, and the sweep, must say so
+// (conflict, Outcome::unknown, the share named; InterruptedFanOut::shares_lost), never
+// "confirmed". The first follow meets the hold already released while the share's record still
+// says reserved, a later one the share recorded expired: both are the same lost hold.
+TEST_CASE_METHOD(FanOut,
+                 "a confirm whose share lost its hold before it followed is reported by every "
+                 "retry and by the sweep",
+                 "[cluster][proxy][home][reserve]") {
+  const auto short_holds = limits_holding_for(300ms);
+  // "retried" is retried by the host, "swept" is left to the sweep; the confirm of each runs
+  // at its home record, then the dept share's connection closes before the share is sent (the
+  // merchant share's too when it is on the same master: one pipeline per master)
+  bool merchant_followed = true;
+  for (const std::string id : {"retried", "swept"}) {
+    REQUIRE(short_holds->reserve(tx(id, 50)).allowed());
+    const std::string dept_share = share("dept", id);
+    FaultProxy& proxy = proxy_of(dept_share);
+    proxy.add_rule({evalsha_with_key_prefix(dept_share), Fault::close_before_forward});
+    const std::size_t closed_before = proxy.injected(Fault::close_before_forward);
+    CHECK(error_of([&] { short_holds->confirm(id); }).outcome() == Outcome::unknown);
+    CHECK(proxy.injected(Fault::close_before_forward) == closed_before + 1);
+    CHECK(direct.command({"HGET", home(id), "s"}).as_string() == "f");
+    CHECK(testing::record_field(direct, dept_share, "state") == "reserved");
+    merchant_followed =
+        testing::record_field(direct, share("merchant", id), "state") == "confirmed";
+  }
+  const Usage merchant_after = merchant_followed ? Usage{3, 140} : Usage{1, 40};
+  std::this_thread::sleep_for(600ms); // past the shares' holds and their grace
+  // (40 fits beside the confirmed 100 under the merchant's 150)
+  REQUIRE(short_holds->reserve(tx("other", 40)).allowed()); // releases the expired holds
+  CHECK(dept() == Usage{1, 40});                            // "other" alone
+  CHECK(merchant() == merchant_after);
+
+  for (int retry = 0; retry < 2; ++retry) {
+    INFO("retry " << retry);
+    const Error lost = error_of([&] { short_holds->confirm("retried"); });
+    CHECK(lost.code() == errc::conflict);
+    CHECK(lost.outcome() == Outcome::unknown);
+    CHECK_THAT(lost.what(), Catch::Contains("released its hold as expired"));
+    CHECK(testing::record_field(direct, share("dept", "retried"), "state") == "expired");
+  }
+  // (its record still says reserved, "r ...": the sweep is the first to follow; inspect reads a
+  // reservation without hold members as expired)
+  CHECK(direct.command({"GET", share("dept", "swept")}).as_string().rfind("r ", 0) == 0);
+  const auto swept = short_holds->finish_interrupted(std::chrono::seconds(0), 100);
+  for (const std::string id : {"retried", "swept"}) {
+    INFO(id);
+    const auto reported =
+        std::find_if(swept.begin(), swept.end(), [&](const InterruptedFanOut& fan_out) {
+          return fan_out.transaction_id == id;
+        });
+    REQUIRE(reported != swept.end());
+    CHECK(reported->state == "confirmed");
+    CHECK(reported->shares_lost == (merchant_followed ? 1U : 2U));
+  }
+  CHECK(dept() == Usage{1, 40});
+  CHECK(merchant() == merchant_after);
 }
 
 TEST_CASE_METHOD(FanOut,
