@@ -2,6 +2,30 @@
 # the SHA1 that SCRIPT LOAD will return. Runs at configure time; editing a .lua
 # file re-runs it (CMAKE_CONFIGURE_DEPENDS). PREFIX: a .lua file put before every
 # script (a test build's guard of declared keys), or empty.
+#
+# A whole line "--#include <path>" (relative to DIRECTORY: shared/reversal_rules.lua) is
+# replaced by that file's text: scripts share Lua sources this way (docs/ARCHITECTURE.md,
+# "Shared Lua sources"). An included file includes nothing itself.
+function(limitcounter_embed_lua_includes directory text_var)
+  set(text "${${text_var}}")
+  # (a directive is a whole line, never the first: a script begins with its contract)
+  string(REGEX MATCHALL "\n--#include [^\n]+" directives "${text}")
+  foreach(directive IN LISTS directives)
+    string(REGEX REPLACE "^\n--#include " "" included "${directive}")
+    set(included_file "${directory}/${included}")
+    if(NOT EXISTS "${included_file}")
+      message(FATAL_ERROR "${directive}: ${included_file} does not exist")
+    endif()
+    file(READ "${included_file}" included_text)
+    if(included_text MATCHES "\n--#include ")
+      message(FATAL_ERROR "${included_file} includes another file: one level only")
+    endif()
+    string(REPLACE "${directive}" "\n${included_text}" text "${text}")
+    set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${included_file}")
+  endforeach()
+  set(${text_var} "${text}" PARENT_SCOPE)
+endfunction()
+
 function(limitcounter_embed_lua)
   cmake_parse_arguments(ARG "" "OUTPUT;DIRECTORY;PREFIX" "" ${ARGN})
   set(prefix "")
@@ -16,6 +40,7 @@ function(limitcounter_embed_lua)
   foreach(lua_file IN LISTS lua_files)
     get_filename_component(name "${lua_file}" NAME_WE)
     file(READ "${lua_file}" text)
+    limitcounter_embed_lua_includes("${ARG_DIRECTORY}" text)
     string(PREPEND text "${prefix}")
     string(SHA1 sha1 "${text}")
     if(text MATCHES "\\)LIMITCOUNTER_LUA\"")

@@ -134,10 +134,6 @@ local op = ARGV[1]
 local max_exact = 9007199254740991 -- 2^53 - 1: the largest integer a Lua number holds exactly
 local state_names = {c = 'consumed', r = 'reserved', f = 'confirmed', x = 'cancelled',
                      e = 'expired', v = 'voided', d = 'denied'}
-local state_codes = {}
-for code, name in pairs(state_names) do
-  state_codes[name] = code
-end
 local metric_codes = {count = 'c', amount = 'a', single_amount = 's'}
 
 -- The keys the call declared, and what a reversal needs beyond them: a reversal learns the keys
@@ -523,6 +519,13 @@ local function reversals()
     return made_reversals
   end
 
+--#include shared/reversal_rules.lua
+
+  -- The inverse of state_names. (Written out, and made here: a table a call builds costs about
+  -- as much as one of its Redis commands, and a consume never writes a state by name.)
+  local state_codes = {consumed = 'c', reserved = 'r', confirmed = 'f', cancelled = 'x',
+                       expired = 'e', voided = 'v', denied = 'd'}
+
   -- The cache cell of `field` of the counter key `entry` stands for (read if not yet).
   local function cell_of(entry, field)
     local cell = entry.fields[field]
@@ -817,24 +820,17 @@ local function reversals()
     if not r then
       return {'unknown'}
     end
-    if r.state ~= 'consumed' and r.state ~= 'confirmed' then
+    local verdict, give =
+      reversal_rules.refund(r.state, r.amount, r.refunded, r.refunds[ARGV[3]], ARGV[2])
+    if verdict == 'bad_state' then
       return {'bad_state', r.state}
-    end
-    local earlier = r.refunds[ARGV[3]]
-    if earlier then
-      local requested, given = string.match(earlier, '^(-?%d+):(%d+)$')
-      if requested ~= ARGV[2] then
-        return {'conflict', requested}
-      end
-      return {'refunded', given, string.format('%d', r.refunded), string.format('%d', r.amount),
-              '1'}
-    end
-    local refundable = r.amount - r.refunded
-    local give = tonumber(ARGV[2])
-    if give < 0 then
-      give = refundable
-    elseif give > refundable then
-      return {'too_much', string.format('%d', refundable)}
+    elseif verdict == 'conflict' then
+      return {'conflict', give}
+    elseif verdict == 'replay' then
+      return {'refunded', string.format('%d', give), string.format('%d', r.refunded),
+              string.format('%d', r.amount), '1'}
+    elseif verdict == 'too_much' then
+      return {'too_much', string.format('%d', give)}
     end
     if r.fresh then
       record_original(4, r)
@@ -860,21 +856,18 @@ local function reversals()
     if not r then
       return known and {'expired'} or {'unknown'}
     end
-    if r.state == 'confirmed' then
-      return {'already', r.state, string.format('%d', r.amount)}
-    end
-    if r.state ~= 'reserved' then
-      return {'bad_state', r.state}
-    end
     local held = r.amount
-    if hold_expiry_of(r) <= tonumber(ARGV[3]) then
+    local verdict, final =
+      reversal_rules.confirm(r.state, held, tonumber(ARGV[2]), hold_expiry_of(r), tonumber(ARGV[3]))
+    if verdict == 'replay' then
+      return {'already', r.state, string.format('%d', r.amount)}
+    elseif verdict == 'expired' or verdict == 'bad_state' then
+      -- (a share's "bad_state expired" to a confirm its home record made: its hold was lost)
+      return {'bad_state', r.state}
+    elseif verdict == 'expire' then
       release_reservation(KEYS[1], r, 'expired', 1, held)
       return {'expired'}
-    end
-    local final = tonumber(ARGV[2])
-    if final < 0 then
-      final = held
-    elseif final > held then
+    elseif verdict == 'too_much' then
       return {'too_much', string.format('%d', held)}
     end
     give_back(r, 0, held - final)
@@ -908,17 +901,13 @@ local function reversals()
       redis.call('SET', KEYS[1], 'x - 0 -', 'PXAT', ARGV[3])
       return {'tombstone'}
     end
-    if released_by_sweep(r) then
-      release_reservation(KEYS[1], r, 'expired', 1, r.amount) -- (records what the sweep did)
-    elseif r.state == 'reserved' and hold_expiry_of(r) <= tonumber(ARGV[2]) then
-      -- its hold ran out before this cancel: released by the timeout, as confirm reads it
+    -- (a hold a sweep released has expiry 0: the cancel records what the sweep did)
+    local verdict = reversal_rules.cancel(r.state, hold_expiry_of(r), tonumber(ARGV[2]))
+    if verdict == 'expire' then
       release_reservation(KEYS[1], r, 'expired', 1, r.amount)
-    end
-    if r.state == 'cancelled' or r.state == 'expired' then
-      return {'already', r.state}
-    end
-    if r.state ~= 'reserved' then
-      return {'bad_state', r.state}
+      return {'already', 'expired'}
+    elseif verdict ~= 'cancel' then
+      return {verdict == 'replay' and 'already' or 'bad_state', r.state}
     end
     release_reservation(KEYS[1], r, 'cancelled', 1, r.amount)
     return {'cancelled', string.format('%d', r.amount)}
@@ -933,10 +922,10 @@ local function reversals()
       redis.call('SET', KEYS[1], 'v - 0 -', 'PXAT', ARGV[2])
       return {'tombstone'}
     end
-    if r.state == 'voided' or r.state == 'denied' then
+    local verdict = reversal_rules.void(r.state)
+    if verdict == 'replay' then
       return {'already'}
-    end
-    if r.state ~= 'consumed' and r.state ~= 'reserved' then
+    elseif verdict == 'bad_state' then
       return {'bad_state', r.state}
     end
     prepare(KEYS[1], r)

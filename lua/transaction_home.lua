@@ -192,38 +192,43 @@ local function read()
   return final(found[2], found[3], found[1])
 end
 
--- The home's state (in full), plan and amount, or nil when KEYS[1] is no home.
+--#include shared/reversal_rules.lua
+
+-- The home's state (in full), plan, amount and hold expiry (a home record without one, of an
+-- earlier version, never expires here: its shares' holds do), or nil when KEYS[1] is no home.
 local function home()
-  local found = redis.call('HMGET', record, 'p', 's', 'f', 'a')
+  local found = redis.call('HMGET', record, 'p', 's', 'f', 'a', 'h')
   if not found[1] then
     return nil
   end
-  return state_names[found[2]], found[1], amount_of(found[4], found[3])
+  return state_names[found[2]], found[1], amount_of(found[4], found[3]),
+    tonumber(found[5]) or math.huge
+end
+
+-- A hold that ran out was released by its timeout, not by a confirm or cancel: the record
+-- becomes expired, and its shares follow.
+local function expire(plan)
+  redis.call('HSET', record, 's', 'e')
+  open_fan_out()
+  return {'expired', plan}
 end
 
 local function confirm()
-  local state, plan, held = home()
+  local state, plan, held, hold_expiry = home()
   if not state then
     return {'missing'}
   end
-  if state == 'confirmed' then
+  local verdict, final_amount =
+    reversal_rules.confirm(state, held, tonumber(ARGV[2]), hold_expiry, tonumber(ARGV[3]))
+  if verdict == 'replay' then
     return {'already', state, fmt(held), plan}
-  end
-  if state == 'expired' then
-    return {'expired', plan}
-  end
-  if state ~= 'reserved' then
+  elseif verdict == 'expired' then
+    return {'expired', plan} -- (the shares follow again: one may not have yet)
+  elseif verdict == 'bad_state' then
     return {'bad_state', state}
-  end
-  if tonumber(redis.call('HGET', record, 'h')) <= tonumber(ARGV[3]) then
-    redis.call('HSET', record, 's', 'e')
-    open_fan_out()
-    return {'expired', plan}
-  end
-  local final_amount = tonumber(ARGV[2])
-  if final_amount < 0 then
-    final_amount = held
-  elseif final_amount > held then
+  elseif verdict == 'expire' then
+    return expire(plan)
+  elseif verdict == 'too_much' then
     return {'too_much', fmt(held)}
   end
   redis.call('HSET', record, 's', 'f', 'a', fmt(final_amount))
@@ -232,7 +237,7 @@ local function confirm()
 end
 
 local function cancel()
-  local state, plan, held = home()
+  local state, plan, held, hold_expiry = home()
   if not state then
     if redis.call('EXISTS', record) == 0 then
       redis.call('SET', record, 'x - 0 -', 'PXAT', ARGV[3])
@@ -240,18 +245,13 @@ local function cancel()
     end
     return {'missing'}
   end
-  if state == 'cancelled' or state == 'expired' or state == 'voided' then
+  local verdict = reversal_rules.cancel(state, hold_expiry, tonumber(ARGV[2]))
+  if verdict == 'replay' then
     return {'already', state, plan}
-  end
-  if state ~= 'reserved' then
+  elseif verdict == 'bad_state' then
     return {'bad_state', state}
-  end
-  -- a hold that ran out was released by its timeout, not by this cancel (as confirm reads it)
-  local hold_expiry = tonumber(redis.call('HGET', record, 'h'))
-  if hold_expiry and hold_expiry <= tonumber(ARGV[2]) then
-    redis.call('HSET', record, 's', 'e')
-    open_fan_out()
-    return {'expired', plan}
+  elseif verdict == 'expire' then
+    return expire(plan)
   end
   redis.call('HSET', record, 's', 'x')
   open_fan_out()
@@ -263,24 +263,18 @@ local function refund()
   if not state then
     return {'missing'}
   end
-  if state ~= 'consumed' and state ~= 'confirmed' then
-    return {'bad_state', state}
-  end
   local refunded = tonumber(redis.call('HGET', record, 'r') or '0')
   local field = ARGV[3] == '' and 'rf' or 'r:' .. ARGV[3]
-  local earlier = redis.call('HGET', record, field)
-  if earlier then
-    local asked, given = string.match(earlier, '^(-?%d+):(%d+)$')
-    if asked ~= ARGV[2] then
-      return {'conflict', asked}
-    end
-    return {'refunded', given, fmt(refunded), fmt(amount), '1', plan}
-  end
-  local give = tonumber(ARGV[2])
-  if give < 0 then
-    give = amount - refunded
-  elseif give > amount - refunded then
-    return {'too_much', fmt(amount - refunded)}
+  local verdict, give =
+    reversal_rules.refund(state, amount, refunded, redis.call('HGET', record, field), ARGV[2])
+  if verdict == 'bad_state' then
+    return {'bad_state', state}
+  elseif verdict == 'conflict' then
+    return {'conflict', give}
+  elseif verdict == 'replay' then
+    return {'refunded', fmt(give), fmt(refunded), fmt(amount), '1', plan}
+  elseif verdict == 'too_much' then
+    return {'too_much', fmt(give)}
   end
   redis.call('HSET', record, 'r', fmt(refunded + give), field, ARGV[2] .. ':' .. fmt(give))
   open_fan_out()
