@@ -1068,6 +1068,17 @@ TEST_CASE_METHOD(TwoGroupsFixture,
     persister.acknowledge(partition, {dead[0].event}); // again: counts once
     CHECK(redis.command({"EXISTS", loading.keys().high_water("pat")}).as_integer() == 0);
   }
+  SECTION("a parked event acknowledged before a later one: the mark keeps the later one") {
+    REQUIRE(loading.freeze("pat", "fraud check"));
+    fail_type = "freeze";
+    CHECK(persist() == 1); // parked
+    CHECK(high_water("pat", "parked") == "1");
+    REQUIRE(loading.credit("pat", "p-1", 100).version == 3);
+    persister.acknowledge(partition, {persister.dead_letters(partition).at(0).event});
+    CHECK(high_water("pat", "parked").empty());
+    CHECK(high_water("pat", "events") == "1");
+    CHECK(high_water("pat", "version") == "3");
+  }
 }
 
 TEST_CASE_METHOD(TwoGroupsFixture,
