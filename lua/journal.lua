@@ -22,16 +22,22 @@
 --   Another group only acknowledges: its reading is no persistence. The persisting group also
 --   removes the order's pending entries and, for each event acknowledged now (or a parked one
 --   acknowledged after its parking), takes one from the user's high-water count, deleting the
---   hash when none is left: then every event up to its version is persisted.
+--   hash when none is left: then every event up to its version is persisted. A parked one
+--   also takes one from the hash's parked count (the field goes at 0).
 --   Reply: number of events acknowledged now (an event acknowledged before counts 0).
 -- op fail: KEYS[1] journal stream, KEYS[2] the group's failures hash (stream id -> failed
---   attempts, or "parked"), KEYS[3] the group's dead-letter stream; ARGV[2] group, ARGV[3]
---   consumer, ARGV[4] max attempts (>= 1), ARGV[5] error text, ARGV[6..] stream ids
+--   attempts, or "parked"), KEYS[3] the group's dead-letter stream, KEYS[4..] the users'
+--   high-water hashes (wallet.lua); ARGV[2] group, ARGV[3] the persisting group, ARGV[4]
+--   consumer, ARGV[5] max attempts (>= 1), ARGV[6] error text, then per event: stream id, key
+--   number (in KEYS, >= 4) of its user's high-water hash
 --   Counts a failed attempt of each event still pending and restarts its claim idle time
 --   (the retry back-off); at max attempts the event is copied to the dead-letter stream
 --   (its fields, then stream_id, group, attempts, error), acknowledged and marked "parked"
 --   in the failures hash. Its pending entries and its part of the high-water count stay: it is
---   still not persisted. Acknowledging it again (op ack, once the host wrote it) counts.
+--   still not persisted. The persisting group's parking also adds one to the high-water hash's
+--   parked count: the user's later events go on, so the system of record may get a version
+--   newer than the parked event without it, and wallet.lua's load refuses every snapshot
+--   while the count is above 0. Acknowledging it again (op ack, once the host wrote it) counts.
 --   Reply: number of events parked now.
 -- op hold: KEYS[1] journal stream, KEYS[2] the group's held set; ARGV[2] group, ARGV[3..]
 --   stream ids read but not handed out (a batch's later events of a user whose event
@@ -164,6 +170,9 @@ if op == 'ack' then
       redis.call('ZREM', KEYS[tonumber(ARGV[i + 1])], ARGV[i + 4])
       redis.call('ZREM', pending, ARGV[i + 3] .. ':' .. ARGV[i + 4])
       local high_water = KEYS[tonumber(ARGV[i + 2])]
+      if parked and redis.call('HINCRBY', high_water, 'parked', -1) <= 0 then
+        redis.call('HDEL', high_water, 'parked')
+      end
       if (now == 1 or parked) and redis.call('HINCRBY', high_water, 'events', -1) <= 0 then
         redis.call('DEL', high_water)
       end
@@ -175,12 +184,22 @@ end
 
 if op == 'fail' then
   local failures, dead = KEYS[2], KEYS[3]
-  local group, consumer, max_attempts, error_text = ARGV[2], ARGV[3], tonumber(ARGV[4]), ARGV[5]
+  local group, consumer, max_attempts, error_text = ARGV[2], ARGV[4], tonumber(ARGV[5]), ARGV[6]
+  local persists = group == ARGV[3]
   if not max_attempts or max_attempts < 1 then
-    return redis.error_reply('journal: max attempts ' .. tostring(ARGV[4]) .. ' must be at least 1')
+    return redis.error_reply('journal: max attempts ' .. tostring(ARGV[5]) .. ' must be at least 1')
+  end
+  if #ARGV % 2 ~= 0 then
+    return redis.error_reply('journal: fail takes a stream id and a key number per event')
+  end
+  for i = 8, #ARGV, 2 do
+    local number = tonumber(ARGV[i])
+    if not number or number < 4 or not KEYS[number] then
+      return redis.error_reply('journal: high-water key number ' .. ARGV[i] .. ' is not in KEYS[4..]')
+    end
   end
   local parked = 0
-  for i = 6, #ARGV do
+  for i = 7, #ARGV, 2 do
     local id = ARGV[i]
     if is_pending(group, id) then
       local attempts = redis.call('HINCRBY', failures, id, 1)
@@ -193,6 +212,9 @@ if op == 'fail' then
         redis.call('XADD', dead, '*', unpack(fields))
         redis.call('XACK', journal, group, id)
         redis.call('HSET', failures, id, 'parked')
+        if persists then
+          redis.call('HINCRBY', KEYS[tonumber(ARGV[i + 1])], 'parked', 1)
+        end
         parked = parked + 1
       else
         -- back to this consumer with idle 0: the next attempt waits the claim idle time

@@ -7,8 +7,9 @@
 --   zset (order -> time), [4] the partition's journal stream, [5] the partition's pending
 --   zset ("<user>:<order>" -> time), [6] the user's high-water hash (version: of the newest
 --   journal event; events: those the persisting group has not acknowledged, see journal.lua
---   ack, which deletes the hash once none is left). It is not part of the account hash, so it
---   outlives a lost account.
+--   ack, which deletes the hash once none is left; parked: those of them the persisting group
+--   parked, see journal.lua fail). It is not part of the account hash, so it outlives a lost
+--   account.
 -- Journal event fields: type (deduct | credit | rollback), user, order, amount, balance,
 --   version, time; a freeze | unfreeze event has order "" and amount 0 (balance unchanged)
 --   and a reason. Every event raises the high-water hash: version, events + 1.
@@ -19,13 +20,15 @@
 --   Sets the account if absent or if `version` is newer than the cached one, and if `version` is
 --   at least the high-water version (that of the user's newest change not yet persisted): a
 --   snapshot without it would give back what a deduct took, to be spent again, or lose a
---   rollback, freeze or unfreeze. Orders pending with no high-water mark (made before there was
+--   rollback, freeze or unfreeze. While an event of the user is parked, every load is refused:
+--   the user's later events went on, so the system of record may be newer than the parked
+--   event and still lack it. Orders pending with no high-water mark (made before there was
 --   one) refuse every load until they are persisted: their versions are not read. A load can freeze (reason,
 --   freeze_time now) but never unfreezes: only op unfreeze does, so a loader that does not know
 --   the flag cannot lift a freeze.
 --   Reply: {"loaded", version} | {"stale", cached version} | {"behind", order id, -1} (an order
---   pending from before the high-water mark) | {"unpersisted", high-water version} (nothing
---   written)
+--   pending from before the high-water mark) | {"unpersisted", high-water version} |
+--   {"parked", parked events, high-water version} (nothing written but for "loaded")
 -- op deduct | credit: ARGV[2] user, ARGV[3] order, ARGV[4] amount (> 0), ARGV[5] now (ms),
 --   ARGV[6] order record TTL (ms)
 --   deduct succeeds only if balance - amount >= threshold; credit always (below 2^53).
@@ -76,7 +79,11 @@ if op == 'load' then
   if cached and tonumber(cached) >= tonumber(ARGV[3]) then
     return {'stale', tonumber(cached)}
   end
-  local unpersisted = tonumber(redis.call('HGET', high_water, 'version'))
+  local mark = redis.call('HMGET', high_water, 'version', 'parked')
+  local unpersisted, parked = tonumber(mark[1]), tonumber(mark[2])
+  if parked and parked > 0 then
+    return {'parked', parked, unpersisted or -1}
+  end
   if unpersisted and unpersisted > tonumber(ARGV[3]) then
     return {'unpersisted', unpersisted}
   end

@@ -117,10 +117,13 @@ public:
   /// Records a failed attempt of events read from one partition, with `error` (cut to 1,000
   /// bytes). Each is retried after `claim_idle`; at `max_attempts` it is copied to the
   /// group's dead-letter stream and acknowledged, so the user's later events go on (its
-  /// pending entries and its part of the user's high-water mark stay: it is not persisted, and
-  /// `Wallet::load` refuses a snapshot older than the user's newest journal version). Once the
+  /// pending entries and its part of the user's high-water mark stay: it is not persisted).
+  /// An event parked by the persister group is counted in its user's high-water mark, and
+  /// while any is, `Wallet::load` refuses every snapshot of that user (conflict), since the
+  /// later events may bring the system of record past the parked one without it. Once the
   /// host wrote it to the system of record, acknowledging its event (`DeadLetter::event`) with
-  /// the persister group counts it as persisted. Returns how many were parked.
+  /// the persister group counts it as persisted and lifts that refusal. Returns how many were
+  /// parked.
   std::size_t reject(std::uint32_t partition, const std::vector<JournalEvent>& events,
                      const std::string& error);
   /// Up to `max` dead letters of this group in `partition`, oldest first, after the dead

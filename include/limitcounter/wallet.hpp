@@ -138,11 +138,14 @@ public:
   /// newest journal event, while the persister group has not acknowledged every event up to it:
   /// `WalletKeys::high_water`): a balance from before a deduct would give back what it took, to
   /// be spent again, and one from before a rollback, freeze or unfreeze would undo it. Retry
-  /// once the persister has written it (a dead-lettered event refuses older snapshots until the
-  /// host writes it and acknowledges it with the persister group; an order whose record expired
-  /// while pending refuses every load until it is resolved). Every call that loads a missing user
-  /// through the loader (deduct, deduct_many, credit, rollback, freeze, unfreeze) throws this
-  /// conflict too.
+  /// once the persister has written it (an order whose record expired while pending refuses
+  /// every load until it is resolved). While an event of the user is parked by the persister
+  /// group (`JournalConsumer::reject`), every snapshot is refused with conflict naming the user
+  /// and the parked count, whatever its version: the user's later events were persisted past
+  /// it, so a newer version may still lack it; the host writes it and acknowledges it with the
+  /// persister group (`JournalConsumer::acknowledge`) first. Every call that loads a missing
+  /// user through the loader (deduct, deduct_many, credit, rollback, freeze, unfreeze) throws
+  /// these conflicts too.
   bool load(const std::string& user, const AccountSnapshot& snapshot);
 
   /// Takes `amount` from the user's balance if `balance - amount >= threshold`, and in the

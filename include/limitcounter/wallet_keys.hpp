@@ -38,8 +38,8 @@ public:
   std::string user_pending(std::string_view user) const { return user_key(user, ":pending:", {}); }
   /// The user's high-water mark, a hash kept apart from the account so that it outlives a lost
   /// account: `version` (of the user's newest journal event) and `events` (those the
-  /// persisting group has not acknowledged); deleted once that count is 0. No load goes below
-  /// its version.
+  /// persisting group has not acknowledged), `parked` (those of them it parked); deleted once
+  /// `events` is 0. No load goes below its version, and none passes while `parked` is above 0.
   std::string high_water(std::string_view user) const { return user_key(user, ":hw:", {}); }
   /// The partition's journal stream.
   std::string journal(std::uint32_t partition) const { return key(partition, ":journal"); }

@@ -54,6 +54,16 @@ std::string field(const Reply& fields, const std::string& name) {
 
 constexpr std::size_t max_error_bytes = 1000;
 
+/// The number (1-based, as the script reads it) of `key` in `keys`, added if missing: a user's
+/// key goes into KEYS once, however many of its events the batch has.
+std::string key_number(std::vector<std::string>& keys, const std::string& key) {
+  auto position = std::find(keys.begin(), keys.end(), key);
+  if (position == keys.end()) {
+    position = keys.insert(keys.end(), key);
+  }
+  return std::to_string(position - keys.begin() + 1);
+}
+
 } // namespace
 
 JournalConsumer::JournalConsumer(Redis redis, const WalletOptions& wallet,
@@ -108,19 +118,11 @@ void JournalConsumer::acknowledge(std::uint32_t partition,
   }
   std::vector<std::string> keys{keys_.journal(partition), keys_.pending(partition),
                                 keys_.journal_failures(partition, options_.group)};
-  // A user's key goes into KEYS once, however many of its events the batch has.
-  const auto key_number = [&keys](const std::string& key) {
-    auto position = std::find(keys.begin() + 3, keys.end(), key);
-    if (position == keys.end()) {
-      position = keys.insert(keys.end(), key);
-    }
-    return std::to_string(position - keys.begin() + 1);
-  };
   std::vector<std::string> args{"ack", options_.group, persister_group_};
   for (const auto& event : events) {
     args.push_back(event.stream_id);
-    args.push_back(key_number(keys_.user_pending(event.user)));
-    args.push_back(key_number(keys_.high_water(event.user)));
+    args.push_back(key_number(keys, keys_.user_pending(event.user)));
+    args.push_back(key_number(keys, keys_.high_water(event.user)));
     args.push_back(event.user);
     args.push_back(event.order);
   }
@@ -134,17 +136,21 @@ std::size_t JournalConsumer::reject(std::uint32_t partition,
   if (events.empty()) {
     return 0;
   }
-  std::vector<std::string> args{"fail", options_.group, options_.consumer,
+  std::vector<std::string> keys{keys_.journal(partition),
+                                keys_.journal_failures(partition, options_.group),
+                                keys_.dead_letters(partition, options_.group)};
+  std::vector<std::string> args{"fail",
+                                options_.group,
+                                persister_group_,
+                                options_.consumer,
                                 std::to_string(options_.max_attempts),
                                 error.substr(0, max_error_bytes)};
   for (const auto& event : events) {
     args.push_back(event.stream_id);
+    // a parked event of the persister group keeps every reload of its user out
+    args.push_back(key_number(keys, keys_.high_water(event.user)));
   }
-  const Reply reply =
-      redis_.eval(scripts::journal,
-                  {keys_.journal(partition), keys_.journal_failures(partition, options_.group),
-                   keys_.dead_letters(partition, options_.group)},
-                  args);
+  const Reply reply = redis_.eval(scripts::journal, keys, args);
   return static_cast<std::size_t>(reply.to_int64());
 }
 

@@ -97,6 +97,17 @@ bool Wallet::load(const std::string& user, const AccountSnapshot& snapshot) {
       {"load", std::to_string(snapshot.balance), std::to_string(snapshot.version),
        std::to_string(snapshot.threshold), millis(Clock::now()), snapshot.freeze_reason});
   const std::string& status = reply.at(0).as_string();
+  if (status == "parked") {
+    // The user's later events went on, so the snapshot's version cannot tell what it lacks.
+    throw Error(errc::conflict,
+                "wallet " + user + ": " + std::to_string(reply.at(1).to_int64()) +
+                    " journal event(s) of the user parked in the persister group's dead letters "
+                    "(JournalConsumer::dead_letters), so no snapshot (this one: version " +
+                    std::to_string(snapshot.version) +
+                    ") is known to contain them; nothing loaded: write each parked event to the "
+                    "system of record and acknowledge it with the persister group first",
+                Outcome::failed);
+  }
   if (status == "behind" || status == "unpersisted") {
     std::string lacks;
     if (status == "unpersisted") {

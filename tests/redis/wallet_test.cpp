@@ -1043,6 +1043,7 @@ TEST_CASE_METHOD(TwoGroupsFixture,
     REQUIRE(auditor.dead_letters(partition).size() == 1);
     CHECK(loading.pending_orders("pat", 0ms) == Orders{"p-1"});
     CHECK(high_water("pat", "events") == "1");
+    CHECK(high_water("pat", "parked").empty()); // the persister may still write it
     CHECK(persist() == 1);
     CHECK(loading.pending_orders("pat", 0ms).empty());
     CHECK(redis.command({"EXISTS", loading.keys().high_water("pat")}).as_integer() == 0);
@@ -1066,6 +1067,17 @@ TEST_CASE_METHOD(TwoGroupsFixture,
     CHECK(redis.command({"EXISTS", loading.keys().high_water("pat")}).as_integer() == 0);
     persister.acknowledge(partition, {dead[0].event}); // again: counts once
     CHECK(redis.command({"EXISTS", loading.keys().high_water("pat")}).as_integer() == 0);
+  }
+  SECTION("a parked event acknowledged before a later one: the mark keeps the later one") {
+    REQUIRE(loading.freeze("pat", "fraud check"));
+    fail_type = "freeze";
+    CHECK(persist() == 1); // parked
+    CHECK(high_water("pat", "parked") == "1");
+    REQUIRE(loading.credit("pat", "p-1", 100).version == 3);
+    persister.acknowledge(partition, {persister.dead_letters(partition).at(0).event});
+    CHECK(high_water("pat", "parked").empty());
+    CHECK(high_water("pat", "events") == "1");
+    CHECK(high_water("pat", "version") == "3");
   }
 }
 
@@ -1175,4 +1187,61 @@ TEST_CASE_METHOD(TwoGroupsFixture,
   CHECK(account->balance == 1'200);
   CHECK(account->version == 5);
   CHECK(account->frozen);
+}
+
+// A parked event is acknowledged, so the user's later events go on and the database may get a
+// version newer than the parked event without it: no snapshot's version can tell that it lacks
+// the parked change, so every reload waits until the host has written and acknowledged it.
+TEST_CASE_METHOD(TwoGroupsFixture,
+                 "a reload is refused while an event of the user is parked, whatever its version",
+                 "[wallet][redis][persister]") {
+  REQUIRE(loading.load("pat", in_database));
+  REQUIRE(loading.deduct("pat", "d-1", 300).version == 2);
+  REQUIRE(persist() == 1); // the database: 700, version 2
+  SECTION("a freeze") {
+    REQUIRE(loading.freeze("pat", "fraud check"));
+    fail_type = "freeze";
+  }
+  SECTION("a deduct") {
+    REQUIRE(loading.deduct("pat", "d-2", 200).version == 3);
+    fail_type = "deduct";
+  }
+  SECTION("a rollback") {
+    REQUIRE(outcome(loading.rollback("pat", "d-1")) ==
+            std::pair(RollbackResult::Status::rolled_back, false));
+    fail_type = "rollback";
+  }
+  REQUIRE(persist() == 1); // version 3 parked
+  const auto dead = persister.dead_letters(partition);
+  REQUIRE(dead.size() == 1);
+  CHECK(high_water("pat", "parked") == "1");
+  fail_type.clear();
+  REQUIRE(loading.credit("pat", "c-1", 50).version == 4); // a credit applies to a frozen account
+  REQUIRE(persist() == 1);
+  REQUIRE(in_database.version == 4); // newer than the parked event, without it
+  REQUIRE(audit() == 3);
+  REQUIRE(redis.command({"DEL", loading.keys().account("pat")}).as_integer() == 1);
+
+  const Error refused = error_of([&] { loading.load("pat", in_database); });
+  CHECK(refused.code() == errc::conflict);
+  CHECK(refused.outcome() == limitcounter::Outcome::failed);
+  CHECK_THAT(refused.what(), Catch::Contains("wallet pat") && Catch::Contains("parked"));
+  CHECK(redis.command({"EXISTS", loading.keys().account("pat")}).as_integer() == 0);
+  // the loader's reload too: nothing deducted, no order recorded
+  CHECK(error_of([&] { loading.deduct("pat", "d-3", 1); }).code() == errc::conflict);
+  CHECK(redis.command({"EXISTS", loading.keys().account("pat")}).as_integer() == 0);
+  CHECK(redis.command({"EXISTS", loading.keys().order("pat", "d-3")}).as_integer() == 0);
+
+  // The host writes the parked change into the database (which keeps the newest event's balance
+  // and version, so only a freeze's flag is missing there), then acknowledges it.
+  if (dead[0].event.type == "freeze") {
+    in_database.freeze_reason = dead[0].event.reason;
+  }
+  persister.acknowledge(partition, {dead[0].event});
+  CHECK(redis.command({"EXISTS", loading.keys().high_water("pat")}).as_integer() == 0);
+  CHECK(loading.load("pat", in_database));
+  const auto account = loading.account("pat");
+  CHECK(account->version == 4);
+  CHECK(account->balance == in_database.balance);
+  CHECK(account->frozen == (dead[0].event.type == "freeze"));
 }
