@@ -1,5 +1,5 @@
 // LimitCounter's daily caps and sliding windows.
-#include <limitcounter/limit_counter.hpp>
+#include "limit_counter/limit_counter_impl.hpp"
 
 #include <atomic>
 #include <random>
@@ -95,8 +95,8 @@ std::vector<BatchResult<Result>> observed_batch(LimitObserver* observer, Limiter
 
 } // namespace
 
-ScriptCall LimitCounter::prepare_cap(const CapRequest& request, Window& window,
-                                     TimePoint now) const {
+ScriptCall LimitCounter::Impl::prepare_cap(const CapRequest& request, Window& window,
+                                           TimePoint now) const {
   validate_key_part("cap name", request.cap);
   validate_key_part("cap subject", request.subject);
   detail::check_quantity("cap max_per_day", request.max_per_day);
@@ -113,8 +113,9 @@ ScriptCall LimitCounter::prepare_cap(const CapRequest& request, Window& window,
            std::to_string(detail::unix_millis(expire_at))}};
 }
 
-CapDecision LimitCounter::take_daily_cap(std::string_view cap, std::string_view subject,
-                                         std::int64_t max_per_day, TimePoint at, std::int64_t n) {
+CapDecision LimitCounter::Impl::take_daily_cap(std::string_view cap, std::string_view subject,
+                                               std::int64_t max_per_day, TimePoint at,
+                                               std::int64_t n) {
   return observed<CapDecision>(options_.observer.get(), LimiterKind::daily_cap, cap, [&] {
     const CapRequest request{std::string(cap), std::string(subject), max_per_day, at, n};
     Window window;
@@ -125,7 +126,7 @@ CapDecision LimitCounter::take_daily_cap(std::string_view cap, std::string_view 
 }
 
 std::vector<BatchResult<CapDecision>>
-LimitCounter::take_daily_cap_many(const std::vector<CapRequest>& requests) {
+LimitCounter::Impl::take_daily_cap_many(const std::vector<CapRequest>& requests) {
   return observed_batch<CapDecision>(
       options_.observer.get(), LimiterKind::daily_cap, requests, &CapRequest::cap, [&] {
         const TimePoint now = Clock::now();
@@ -142,7 +143,7 @@ LimitCounter::take_daily_cap_many(const std::vector<CapRequest>& requests) {
       });
 }
 
-ScriptCall LimitCounter::prepare_sliding(const SlidingRequest& request) const {
+ScriptCall LimitCounter::Impl::prepare_sliding(const SlidingRequest& request) const {
   validate_key_part("sliding window name", request.limiter);
   validate_key_part("sliding window subject", request.subject);
   detail::check_quantity("sliding window max", request.max, true);
@@ -157,9 +158,10 @@ ScriptCall LimitCounter::prepare_sliding(const SlidingRequest& request) const {
            std::to_string(request.max), unique_request_member(request.at)}};
 }
 
-SlidingDecision LimitCounter::hit_sliding_window(std::string_view limiter, std::string_view subject,
-                                                 std::int64_t max, std::chrono::milliseconds window,
-                                                 TimePoint at) {
+SlidingDecision LimitCounter::Impl::hit_sliding_window(std::string_view limiter,
+                                                       std::string_view subject, std::int64_t max,
+                                                       std::chrono::milliseconds window,
+                                                       TimePoint at) {
   return observed<SlidingDecision>(
       options_.observer.get(), LimiterKind::sliding_window, limiter, [&] {
         const SlidingRequest request{std::string(limiter), std::string(subject), max, window, at};
@@ -169,7 +171,7 @@ SlidingDecision LimitCounter::hit_sliding_window(std::string_view limiter, std::
 }
 
 std::vector<BatchResult<SlidingDecision>>
-LimitCounter::hit_sliding_window_many(const std::vector<SlidingRequest>& requests) {
+LimitCounter::Impl::hit_sliding_window_many(const std::vector<SlidingRequest>& requests) {
   return observed_batch<SlidingDecision>(
       options_.observer.get(), LimiterKind::sliding_window, requests, &SlidingRequest::limiter,
       [&] {

@@ -1,20 +1,13 @@
-#include <limitcounter/limit_counter.hpp>
+// LimitCounter: its Impl's construction (the options checked, the coalescers chosen) and the
+// public calls, each forwarded to the Impl's method of the same name.
+#include "limit_counter/limit_counter_impl.hpp"
 
 #include <cstdio>
 #include <random>
 #include <utility>
 
-#include <limitcounter/detail/lua_scripts.hpp>
-
 #include "limit_counter/consume_coalescer.hpp"
-#include "limit_counter/counter_codec.hpp"
-#include "limit_counter/exhausted_cache.hpp"
-#include "limit_counter/limit_codec.hpp"
-#include "limit_counter/listing.hpp"
-#include "limit_counter/local_ledger.hpp"
-#include "limit_counter/window_closed.hpp"
-#include "shared/amount.hpp"
-#include "shared/batch.hpp"
+#include "shared/coalescer.hpp"
 
 namespace limitcounter {
 namespace {
@@ -30,7 +23,7 @@ std::string new_node_id() {
 
 } // namespace
 
-LimitCounter::LimitCounter(Redis redis, Calendar calendar, LimitCounterOptions options)
+LimitCounter::Impl::Impl(Redis redis, Calendar calendar, LimitCounterOptions options)
     : redis_(std::move(redis)), calendar_(std::move(calendar)), options_(std::move(options)),
       keys_(options_.key_prefix, options_.counter_buckets),
       local_(std::make_shared<detail::LocalLedger>(new_node_id())),
@@ -64,84 +57,130 @@ LimitCounter::LimitCounter(Redis redis, Calendar calendar, LimitCounterOptions o
   }
 }
 
-ScriptCall LimitCounter::prepare_add(const AddRequest& request, std::vector<WindowUsage>& windows,
-                                     TimePoint now) const {
-  CounterKeys::validate_counter_name(request.counter);
-  detail::check_quantity("count", request.count);
-  detail::check_quantity("amount", request.amount);
-  if (request.periods.empty()) {
-    throw Error(errc::invalid_argument, "add needs at least one period");
-  }
-  ScriptCall call{&scripts::counter_add, {}, {}};
-  call.keys.reserve(request.periods.size());
-  call.args.reserve(3 + request.periods.size());
-  call.args = {request.dimension.field(), std::to_string(request.count),
-               std::to_string(request.amount)};
-  windows.clear();
-  windows.reserve(request.periods.size());
-  for (const Period period : request.periods) {
-    for (const auto& seen : windows) {
-      if (seen.period == period) {
-        throw Error(errc::invalid_argument,
-                    "period " + std::string(to_string(period)) + " is given twice");
-      }
-    }
-    Window window = calendar_.window(period, request.at);
-    const TimePoint expire_at = window.end + options_.window_grace;
-    detail::check_window_open(request.counter, period, window, options_.window_grace, now);
-    call.keys.push_back(
-        keys_.window(keys_.tag(request.counter, request.dimension.field()), period, window.id));
-    call.args.push_back(std::to_string(detail::unix_millis(expire_at)));
-    windows.push_back({period, std::move(window), {}});
-  }
-  return call;
-}
+LimitCounter::LimitCounter(Redis redis, Calendar calendar, LimitCounterOptions options)
+    : impl_(std::make_unique<Impl>(std::move(redis), std::move(calendar), std::move(options))) {}
 
-namespace {
+LimitCounter::~LimitCounter() = default;
 
-void fill_totals(const Reply& reply, const AddRequest& request, std::vector<WindowUsage>& windows) {
-  const auto totals = detail::decode_counter_add(reply, windows.size(),
-                                                 request.counter + " " + request.dimension.field());
-  for (std::size_t i = 0; i < totals.size(); ++i) {
-    windows[i].usage = totals[i];
-  }
-}
+const Calendar& LimitCounter::calendar() const noexcept { return impl_->calendar(); }
 
-} // namespace
+const CounterKeys& LimitCounter::keys() const noexcept { return impl_->keys(); }
 
 std::vector<WindowUsage> LimitCounter::add(std::string_view counter, const Dimension& dimension,
                                            const std::vector<Period>& periods, std::int64_t count,
                                            std::int64_t amount, TimePoint at) {
-  const AddRequest request{std::string(counter), dimension, periods, count, amount, at};
-  std::vector<WindowUsage> windows;
-  const ScriptCall call = prepare_add(request, windows, Clock::now());
-  fill_totals(redis_.eval(*call.script, call.keys, call.args), request, windows);
-  return windows;
+  return impl_->add(counter, dimension, periods, count, amount, at);
 }
 
 std::vector<BatchResult<std::vector<WindowUsage>>>
 LimitCounter::add_many(const std::vector<AddRequest>& requests) {
-  const TimePoint now = Clock::now();
-  std::vector<std::vector<WindowUsage>> windows(requests.size());
-  std::vector<ScriptCall> calls;
-  calls.reserve(requests.size());
-  for (std::size_t i = 0; i < requests.size(); ++i) {
-    calls.push_back(prepare_add(requests[i], windows[i], now));
-  }
-  return detail::run_batch<std::vector<WindowUsage>>(redis_, calls,
-                                                     [&](std::size_t i, const Reply& reply) {
-                                                       fill_totals(reply, requests[i], windows[i]);
-                                                       return std::move(windows[i]);
-                                                     });
+  return impl_->add_many(requests);
 }
 
 Usage LimitCounter::usage(std::string_view counter, const Dimension& dimension, Period period,
                           TimePoint at) {
-  CounterKeys::validate_counter_name(counter);
-  const Window window = calendar_.window(period, at);
-  return detail::read_usage(redis_,
-                            keys_.window(keys_.tag(counter, dimension.field()), period, window.id),
-                            dimension.field(), "HGET of counter " + std::string(counter));
+  return impl_->usage(counter, dimension, period, at);
+}
+
+LimitCounter::DimensionPage LimitCounter::dimensions(std::string_view counter, Period period,
+                                                     TimePoint at, std::string_view cursor,
+                                                     std::int64_t count) {
+  return impl_->dimensions(counter, period, at, cursor, count);
+}
+
+LimitCounter::CapUsage LimitCounter::cap_usage(std::string_view cap, std::string_view subject,
+                                               TimePoint at) {
+  return impl_->cap_usage(cap, subject, at);
+}
+
+CorrectionResult LimitCounter::adjust(std::string_view counter, const Dimension& dimension,
+                                      Period period, const CounterCorrection& correction,
+                                      TimePoint at) {
+  return impl_->adjust(counter, dimension, period, correction, at);
+}
+
+std::optional<TransactionRecord>
+LimitCounter::transaction_record(const std::string& transaction_id,
+                                 const std::vector<std::string>& counters) {
+  return impl_->transaction_record(transaction_id, counters);
+}
+
+void LimitCounter::set_rules(RuleSet rules) { impl_->set_rules(std::move(rules), 0); }
+
+void LimitCounter::set_rules(RuleSet rules, std::uint64_t version) {
+  impl_->set_rules(std::move(rules), version);
+}
+
+std::uint64_t LimitCounter::rule_set_version() const { return impl_->rule_set_version(); }
+
+std::shared_ptr<const RuleSet> LimitCounter::rules() const { return impl_->rules(); }
+
+Decision LimitCounter::consume(const Transaction& transaction) {
+  return impl_->consume(transaction);
+}
+
+std::vector<BatchResult<Decision>>
+LimitCounter::consume_many(const std::vector<Transaction>& transactions) {
+  return impl_->consume_many(transactions);
+}
+
+Decision LimitCounter::reserve(const Transaction& transaction) {
+  return impl_->reserve(transaction);
+}
+
+Decision LimitCounter::check(const Transaction& transaction) { return impl_->check(transaction); }
+
+ConfirmResult LimitCounter::confirm(const std::string& transaction_id,
+                                    std::optional<std::int64_t> final_amount) {
+  return impl_->confirm(transaction_id, final_amount);
+}
+
+ConfirmResult LimitCounter::confirm(const Transaction& original,
+                                    std::optional<std::int64_t> final_amount) {
+  return impl_->confirm(original, final_amount);
+}
+
+CancelResult LimitCounter::cancel(const std::string& transaction_id) {
+  return impl_->cancel(transaction_id);
+}
+
+CancelResult LimitCounter::cancel(const Transaction& original) { return impl_->cancel(original); }
+
+RefundResult LimitCounter::refund(const std::string& transaction_id,
+                                  std::optional<std::int64_t> amount,
+                                  const std::string& refund_id) {
+  return impl_->refund(transaction_id, amount, refund_id);
+}
+
+RefundResult LimitCounter::refund(const Transaction& original, std::optional<std::int64_t> amount,
+                                  const std::string& refund_id) {
+  return impl_->refund(original, amount, refund_id);
+}
+
+std::vector<InterruptedFanOut> LimitCounter::finish_interrupted(std::chrono::seconds older_than,
+                                                                std::size_t max) {
+  return impl_->finish_interrupted(older_than, max);
+}
+
+CapDecision LimitCounter::take_daily_cap(std::string_view cap, std::string_view subject,
+                                         std::int64_t max_per_day, TimePoint at, std::int64_t n) {
+  return impl_->take_daily_cap(cap, subject, max_per_day, at, n);
+}
+
+std::vector<BatchResult<CapDecision>>
+LimitCounter::take_daily_cap_many(const std::vector<CapRequest>& requests) {
+  return impl_->take_daily_cap_many(requests);
+}
+
+SlidingDecision LimitCounter::hit_sliding_window(std::string_view limiter, std::string_view subject,
+                                                 std::int64_t max, std::chrono::milliseconds window,
+                                                 TimePoint at) {
+  return impl_->hit_sliding_window(limiter, subject, max, window, at);
+}
+
+std::vector<BatchResult<SlidingDecision>>
+LimitCounter::hit_sliding_window_many(const std::vector<SlidingRequest>& requests) {
+  return impl_->hit_sliding_window_many(requests);
 }
 
 } // namespace limitcounter

@@ -2,7 +2,7 @@
 // Reads only: nothing here writes to Redis.
 #include "limit_counter/listing.hpp"
 
-#include <limitcounter/limit_counter.hpp>
+#include "limit_counter/limit_counter_impl.hpp"
 
 #include "limit_counter/counter_codec.hpp"
 
@@ -85,9 +85,9 @@ Usage read_usage(Redis& redis, const std::string& key, const std::string& field,
 
 } // namespace detail
 
-LimitCounter::DimensionPage LimitCounter::dimensions(std::string_view counter, Period period,
-                                                     TimePoint at, std::string_view cursor,
-                                                     std::int64_t count) {
+LimitCounter::DimensionPage LimitCounter::Impl::dimensions(std::string_view counter, Period period,
+                                                           TimePoint at, std::string_view cursor,
+                                                           std::int64_t count) {
   CounterKeys::validate_counter_name(counter);
   ScanPosition position = parse_cursor(cursor, keys_.buckets());
   if (count < 1 || count > max_page_count) {
@@ -126,8 +126,8 @@ LimitCounter::DimensionPage LimitCounter::dimensions(std::string_view counter, P
   }
 }
 
-LimitCounter::CapUsage LimitCounter::cap_usage(std::string_view cap, std::string_view subject,
-                                               TimePoint at) {
+LimitCounter::CapUsage LimitCounter::Impl::cap_usage(std::string_view cap, std::string_view subject,
+                                                     TimePoint at) {
   validate_key_part("cap name", cap);
   validate_key_part("cap subject", subject);
   CapUsage result;

@@ -1,6 +1,6 @@
 // LimitCounter's operator calls: an audited correction of a counter, and a transaction's
 // record read back. Used by limitctl (tools/limitctl) and by hosts that reconcile.
-#include <limitcounter/limit_counter.hpp>
+#include "limit_counter/limit_counter_impl.hpp"
 
 #include <algorithm>
 #include <map>
@@ -43,9 +43,9 @@ std::optional<TimePoint> time_of(const std::string& millis_text) {
 
 } // namespace
 
-CorrectionResult LimitCounter::adjust(std::string_view counter, const Dimension& dimension,
-                                      Period period, const CounterCorrection& correction,
-                                      TimePoint at) {
+CorrectionResult LimitCounter::Impl::adjust(std::string_view counter, const Dimension& dimension,
+                                            Period period, const CounterCorrection& correction,
+                                            TimePoint at) {
   CounterKeys::validate_counter_name(counter);
   validate_key_part("correction id", correction.id, ":");
   const std::string what = "correction " + correction.id;
@@ -108,8 +108,8 @@ CorrectionResult LimitCounter::adjust(std::string_view counter, const Dimension&
 }
 
 std::optional<TransactionRecord>
-LimitCounter::transaction_record(const std::string& transaction_id,
-                                 const std::vector<std::string>& counters) {
+LimitCounter::Impl::transaction_record(const std::string& transaction_id,
+                                       const std::vector<std::string>& counters) {
   validate_key_part("transaction id", transaction_id, ":");
   for (const std::string& counter : counters) {
     CounterKeys::validate_counter_name(counter);

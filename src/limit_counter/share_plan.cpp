@@ -31,4 +31,12 @@ std::vector<std::string> void_share(std::chrono::system_clock::time_point now,
                                      .count())};
 }
 
+std::string joined_lines(const std::vector<std::string>& lines) {
+  std::string text;
+  for (const auto& line : lines) {
+    text.append(text.empty() ? "" : "\n").append(line);
+  }
+  return text;
+}
+
 } // namespace limitcounter::detail

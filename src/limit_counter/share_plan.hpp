@@ -38,4 +38,7 @@ struct SharePlan {
 std::vector<SharePlan> share_plans(const CounterKeys& keys, const Transaction& transaction,
                                    const std::vector<const Rule*>& window_rules);
 
+/// A home record's plan: its shares' counter tags (or any lines), one a line.
+std::string joined_lines(const std::vector<std::string>& lines);
+
 } // namespace limitcounter::detail

@@ -5,7 +5,7 @@
 // the script pick those old enough (by the server's clock), brings their shares to the home
 // record's state with the same idempotent share operations a retry sends, and only then closes the
 // home record. A sweep that dies half way leaves the record open for the next one.
-#include <limitcounter/limit_counter.hpp>
+#include "limit_counter/limit_counter_impl.hpp"
 
 #include <algorithm>
 
@@ -73,8 +73,8 @@ bool changed(const Reply& reply) {
 
 } // namespace
 
-std::vector<InterruptedFanOut> LimitCounter::finish_interrupted(std::chrono::seconds older_than,
-                                                                std::size_t max) {
+std::vector<InterruptedFanOut>
+LimitCounter::Impl::finish_interrupted(std::chrono::seconds older_than, std::size_t max) {
   // in ms, a number the script holds exactly
   constexpr std::chrono::seconds longest{9'007'199'254'740};
   if (older_than.count() < 0 || older_than > longest) {
@@ -132,8 +132,8 @@ std::vector<InterruptedFanOut> LimitCounter::finish_interrupted(std::chrono::sec
 // `taken` is the home record's answer to "sweep": {"none"}, or {"follow", state, plan, open,
 // amount, hexp, refunds...}. Runs on every share what a retry of the transaction's last change
 // would run there, then closes the home record.
-std::optional<InterruptedFanOut> LimitCounter::follow_home(const std::string& home_key,
-                                                           const Reply& taken) {
+std::optional<InterruptedFanOut> LimitCounter::Impl::follow_home(const std::string& home_key,
+                                                                 const Reply& taken) {
   if (taken.at(0).as_string() != "follow") {
     return std::nullopt;
   }

@@ -1,15 +1,16 @@
 // LimitCounter and its exhausted cache (LimitCounterOptions::exhausted_cache): what a
 // decision asks the cache before it is sent, and what the cache learns from Redis's answer.
-#include <limitcounter/limit_counter.hpp>
+#include "limit_counter/limit_counter_impl.hpp"
 
 #include "limit_counter/exhausted_cache.hpp"
 #include "limit_counter/rule_matching.hpp"
 
 namespace limitcounter {
 
-void LimitCounter::consult_cache(std::string_view op, const Transaction& transaction,
-                                 const RuleSet& rules, const std::vector<const Rule*>& window_rules,
-                                 PreparedDecision& prepared) const {
+void LimitCounter::Impl::consult_cache(std::string_view op, const Transaction& transaction,
+                                       const RuleSet& rules,
+                                       const std::vector<const Rule*>& window_rules,
+                                       PreparedDecision& prepared) const {
   {
     // Taken before the call is sent, so a denial that may predate a refund or a rule change
     // is not remembered; `set_rules` clears under the same lock, so a decision by rules
@@ -44,9 +45,9 @@ void LimitCounter::consult_cache(std::string_view op, const Transaction& transac
   prepared.cached = std::move(decision);
 }
 
-void LimitCounter::learn(std::string_view op, const Transaction& transaction,
-                         const PreparedDecision& prepared, const Decision* decision,
-                         const Error* error) const {
+void LimitCounter::Impl::learn(std::string_view op, const Transaction& transaction,
+                               const PreparedDecision& prepared, const Decision* decision,
+                               const Error* error) const {
   if (!exhausted_) {
     return;
   }
@@ -82,9 +83,9 @@ void LimitCounter::learn(std::string_view op, const Transaction& transaction,
   }
 }
 
-Reply LimitCounter::freeing_transition(const std::string& transaction_id,
-                                       const std::vector<std::string>& args,
-                                       const Transaction* original) {
+Reply LimitCounter::Impl::freeing_transition(const std::string& transaction_id,
+                                             const std::vector<std::string>& args,
+                                             const Transaction* original) {
   if (!exhausted_) {
     return run_transition(transaction_id, args, original);
   }
