@@ -151,15 +151,15 @@ start_private_cluster() {
 
 # callgrind_profile OUT: the instructions per consume in callgrind's output file OUT, whose
 # collection ran inside LimitCounter::consume only. The number of consumes is the number of
-# calls consume made to LimitCounter::decide (one each).
+# calls its Impl's consume made to LimitCounter::Impl::decide (one each).
 callgrind_profile() {
   local out="$1" calls total
   calls="$(callgrind_annotate --tree=caller "$out" 2>/dev/null |
-    awk '/< .*LimitCounter::consume\(limitcounter::Transaction const&\) \([0-9,]+x\)/ { line = $0 }
-         /\*  .*LimitCounter::decide\(/ && line != "" && !found {
+    awk '/< .*LimitCounter::Impl::consume\(limitcounter::Transaction const&\) \([0-9,]+x\)/ { line = $0 }
+         /\*  .*LimitCounter::Impl::decide\(/ && line != "" && !found {
            sub(/.*\(/, "", line); sub(/x\).*/, "", line); gsub(/,/, "", line); print line; found = 1 }
          /^$/ { line = "" }')"
-  [[ "$calls" =~ ^[1-9][0-9]*$ ]] || die "no call of LimitCounter::decide from consume in $out"
+  [[ "$calls" =~ ^[1-9][0-9]*$ ]] || die "no call of LimitCounter::Impl::decide from consume in $out"
   total="$(callgrind_annotate "$out" 2>/dev/null | awk '/PROGRAM TOTALS/ { gsub(/,/, "", $1); print $1 }')"
   echo "consumes: $calls; client instructions per consume: $((total / calls))"
   echo "inclusive instructions per consume, functions with at least 1%:"
@@ -171,7 +171,7 @@ callgrind_profile() {
         if (ir * 100 < total) next
         name = $0; sub(/^ *[0-9,]+ \([ 0-9.]+%\)  /, "", name); sub(/ \[[^]]*\]$/, "", name)
         sub(/^[^:]*:/, "", name)                      # the source file, "???" when unknown
-        if (name ~ /^(start_thread|clone|0x)|_M_run|_M_invoke|LimitCounter::consume/) next
+        if (name ~ /^(start_thread|clone|0x)|_M_run|_M_invoke|LimitCounter::(Impl::)?consume/) next
         sub(/^decltype \(.*\)\)\) /, "", name)          # a return type of decltype (...)
         gsub(/limitcounter::|std::__cxx11::|\(anonymous namespace\)::|\[abi:cxx11\]/, "", name)
         gsub(/basic_string<char, std::char_traits<char>, std::allocator<char> >/, "string", name)
