@@ -134,35 +134,6 @@ local op = ARGV[1]
 local max_exact = 9007199254740991 -- 2^53 - 1: the largest integer a Lua number holds exactly
 local state_names = {c = 'consumed', r = 'reserved', f = 'confirmed', x = 'cancelled',
                      e = 'expired', v = 'voided', d = 'denied'}
-local metric_codes = {count = 'c', amount = 'a', single_amount = 's'}
-
--- The keys the call declared, and what a reversal needs beyond them: a reversal learns the keys
--- it touches from its record and counter set, and one the call did not declare ends the call
--- with {"needs", key...} before anything is written; the client declares them and sends the
--- call again. So every key this script touches is in KEYS, and Redis's migration guard
--- (TRYAGAIN/ASK when a slot's keys are half moved) covers them all.
-local declared
-local function is_declared(key)
-  if not declared then
-    declared = {}
-    for _, each in ipairs(KEYS) do
-      declared[each] = true
-    end
-  end
-  return declared[key]
-end
-local function need(keys)
-  local missing = {}
-  for _, key in ipairs(keys) do
-    if not is_declared(key) then
-      missing[#missing + 1] = key
-    end
-  end
-  if #missing > 0 then
-    error({needs = missing})
-  end
-end
-local metric_names = {c = 'count', a = 'amount', s = 'single_amount'}
 
 -- Counter fields are read once and written once a call, however many of its transactions
 -- move them (a batch's shared merchant or channel counters): `counters` keeps what this call
@@ -288,7 +259,8 @@ local function parse(text)
   local r = {state = state_names[w[1]], fp = w[2], amount = tonumber(w[3]), refunded = 0,
              count_back = false, refunds = {}}
   if w[1] == 'd' then
-    r.denial = w[4] .. ' ' .. (metric_names[w[5]] or w[5]) .. ' ' .. w[6] .. ' ' .. w[7]
+    local metric = ({c = 'count', a = 'amount', s = 'single_amount'})[w[5]] or w[5]
+    r.denial = w[4] .. ' ' .. metric .. ' ' .. w[6] .. ' ' .. w[7]
     return r
   end
   r.counters = w[4]
@@ -366,38 +338,18 @@ local function read_programs()
   for p = 1, tonumber(ARGV[6]) do
     local w = cmsgpack.unpack(ARGV[at])
     local h, c = w[1], w[2]
-    local expiries, field = {}, {} -- (integers below 2^53: PEXPIREAT gets them exactly)
+    -- (integers below 2^53: PEXPIREAT gets them exactly; a table made whole by its constructor
+    -- costs one allocation, one grown an element at a time several)
+    local expiries, field = {unpack(w, 3, 2 + c)}, {unpack(w, 3 + c, 2 + 2 * c)}
     local windows_end = 0 -- when the last of its counters' keys expires
     for j = 1, c do
-      expiries[j], field[j] = w[2 + j], w[2 + c + j]
       windows_end = math.max(windows_end, expiries[j])
     end
-    -- Rule i: its counter, max count and max amount (no such limit: math.huge), one array each
-    -- (decide reads them per transaction: no table per rule). The counts and amounts a decision
-    -- checks against 2^53: those of counters no rule limits below it (a limited one cannot pass).
-    local rule_counter, max_counts, max_amounts = {}, {}, {}
-    local count_bounded, amount_bounded, unbounded_counts, unbounded_amounts = {}, {}, {}, {}
-    for i = 1, w[3 + 2 * c] do
-      local base = 1 + 3 + 2 * c + 3 * (i - 1)
-      local j, max_count, max_amount = w[base], w[base + 1], w[base + 2]
-      rule_counter[i] = j
-      max_counts[i] = max_count >= 0 and max_count or math.huge
-      max_amounts[i] = max_amount >= 0 and max_amount or math.huge
-      count_bounded[j] = count_bounded[j] or max_counts[i] <= max_exact
-      amount_bounded[j] = amount_bounded[j] or max_amounts[i] <= max_exact
-    end
-    for j = 1, c do
-      if not count_bounded[j] then
-        unbounded_counts[#unbounded_counts + 1] = j
-      end
-      if not amount_bounded[j] then
-        unbounded_amounts[#unbounded_amounts + 1] = j
-      end
-    end
+    -- The rules are read where they are, in `w` (rule i: its counter, max count and max amount,
+    -- -1 for no such limit, from w[rules + 3 * (i - 1)]): a table a call builds costs about as
+    -- much as one of its Redis commands.
     programs[p] = {h = h, c = c, expiries = expiries, windows_end = windows_end, field = field,
-                   names = ARGV[at + 1], rule_counter = rule_counter,
-                   max_counts = max_counts, max_amounts = max_amounts,
-                   unbounded_counts = unbounded_counts, unbounded_amounts = unbounded_amounts}
+                   names = ARGV[at + 1], w = w, r = w[3 + 2 * c], rules = 4 + 2 * c}
     at = at + 2
   end
   return programs, at
@@ -434,9 +386,10 @@ local out, out_n = {}, 0
 -- Scratch of `decide`, reused by every transaction of a call: its counters' counts, amounts and
 -- cache cells (where a decision writes them back).
 local counts, amounts, cells = {}, {}, {}
-local codes = {allowed = 1, denied = 2, would_allow = 3, would_deny = 4, replay = 5,
-               conflict = 6, cancelled = 7, overflow = 8}
-local metric_numbers = {count = 1, amount = 2, single_amount = 3}
+-- The reply codes and a denial's metric numbers (see the contract), as locals: a table a call
+-- builds costs about as much as one of its Redis commands, and this chunk runs at every call.
+local code_allowed, code_denied, code_would_allow, code_would_deny = 1, 2, 3, 4
+local code_replay, code_conflict, code_cancelled, code_overflow = 5, 6, 7, 8
 
 local function emit(value)
   out_n = out_n + 1
@@ -455,14 +408,16 @@ local function emit_totals(code, c)
 end
 
 -- The denial a record keeps: "<rule> <metric> <limit> <used>" (rule names have no spaces).
+-- `metric`: its number (1 count, 2 amount, 3 single_amount); a record keeps its letter.
 local function denial_text(program, denied, metric)
-  local j, limit, used = program.rule_counter[denied], program.max_amounts[denied], 0
-  if metric == 'count' then
-    limit, used = program.max_counts[denied], counts[j]
-  elseif metric == 'amount' then
+  local w, base = program.w, program.rules + 3 * (denied - 1)
+  local j, limit, used = w[base], w[base + 2], 0
+  if metric == 1 then
+    limit, used = w[base + 1], counts[j]
+  elseif metric == 2 then
     used = amounts[j]
   end
-  return words(program.names)[denied] .. ' ' .. metric_codes[metric] .. ' ' ..
+  return words(program.names)[denied] .. ' ' .. string.sub('cas', metric, metric) .. ' ' ..
     string.format('%d', limit) .. ' ' .. string.format('%d', used)
 end
 
@@ -481,15 +436,15 @@ end
 local function replay(first, c, fingerprint, amount)
   if first.fp == '-' and first.state == 'voided' then
     -- a void's tombstone: the transaction was abandoned before this share was decided
-    emit_totals(codes.replay, c)
+    emit_totals(code_replay, c)
     emit(first.state)
     emit('')
   elseif first.fp == '-' then
-    emit(codes.cancelled) -- a tombstone: cancel came first
+    emit(code_cancelled) -- a tombstone: cancel came first
   elseif first.fp ~= fingerprint or (first.requested or first.amount) ~= amount then
-    emit(codes.conflict)
+    emit(code_conflict)
   else
-    emit_totals(codes.replay, c)
+    emit_totals(code_replay, c)
     emit(first.state)
     emit(first.denial or '')
   end
@@ -525,6 +480,27 @@ local function reversals()
   -- as much as one of its Redis commands, and a consume never writes a state by name.)
   local state_codes = {consumed = 'c', reserved = 'r', confirmed = 'f', cancelled = 'x',
                        expired = 'e', voided = 'v', denied = 'd'}
+
+  -- The keys the call declared, and what a reversal needs beyond them: a reversal learns the
+  -- keys it touches from its record and counter set, and one the call did not declare ends the
+  -- call with {"needs", key...} before anything is written; the client declares them and sends
+  -- the call again. So every key this script touches is in KEYS, and Redis's migration guard
+  -- (TRYAGAIN/ASK when a slot's keys are half moved) covers them all.
+  local declared = {}
+  for _, each in ipairs(KEYS) do
+    declared[each] = true
+  end
+  local function need(keys)
+    local missing = {}
+    for _, key in ipairs(keys) do
+      if not declared[key] then
+        missing[#missing + 1] = key
+      end
+    end
+    if #missing > 0 then
+      error({needs = missing})
+    end
+  end
 
   -- The cache cell of `field` of the counter key `entry` stands for (read if not yet).
   local function cell_of(entry, field)
@@ -989,7 +965,7 @@ local function overflow(record, c, fingerprint, amount, j)
   if first then
     return replay(first, c, fingerprint, amount)
   end
-  emit(codes.overflow)
+  emit(code_overflow)
   return emit(j)
 end
 
@@ -1018,32 +994,32 @@ local function decide(record, set, fingerprint, amount_text, fields_word, kind, 
     return replay(first, c, fingerprint, amount)
   end
   -- the first rule without room for one more transaction of `amount` (counter 0: the
-  -- transaction's own amount; no such limit: math.huge)
-  local rule_counter, max_counts, max_amounts = program.rule_counter, program.max_counts,
-    program.max_amounts
-  local denied, metric = 0, nil
-  for i = 1, #rule_counter do
-    local j = rule_counter[i]
+  -- transaction's own amount; -1: no such limit)
+  local w, base = program.w, program.rules
+  local denied, metric = 0, nil -- (metric: the number a reply gives it)
+  for i = 1, program.r do
+    local j, max_count, max_amount = w[base], w[base + 1], w[base + 2]
     if j == 0 then
-      if amount > max_amounts[i] then
-        denied, metric = i, 'single_amount'
+      if max_amount >= 0 and amount > max_amount then
+        denied, metric = i, 3
         break
       end
-    elseif counts[j] + 1 > max_counts[i] then
-      denied, metric = i, 'count'
+    elseif max_count >= 0 and counts[j] + 1 > max_count then
+      denied, metric = i, 1
       break
-    elseif amounts[j] + amount > max_amounts[i] then
-      denied, metric = i, 'amount'
+    elseif max_amount >= 0 and amounts[j] + amount > max_amount then
+      denied, metric = i, 2
       break
     end
+    base = base + 3
   end
   if kind == 'check' then
     if denied == 0 then
-      return emit_totals(codes.would_allow, c)
+      return emit_totals(code_would_allow, c)
     end
-    emit_totals(codes.would_deny, c)
+    emit_totals(code_would_deny, c)
     emit(denied)
-    return emit(metric_numbers[metric])
+    return emit(metric)
   end
   -- A consume sweeps expired holds only when they could be what stands in its way, then decides
   -- again (an expired hold never denies).
@@ -1057,16 +1033,14 @@ local function decide(record, set, fingerprint, amount_text, fields_word, kind, 
     text = 'd ' .. fingerprint .. ' ' .. amount_text .. ' ' ..
       denial_text(program, denied, metric)
   else
-    -- (a total some rule limits cannot pass 2^53: only the others are checked)
-    local unbounded_counts, unbounded_amounts = program.unbounded_counts, program.unbounded_amounts
-    for k = 1, #unbounded_counts do
-      local j = unbounded_counts[k]
+    -- (a total a rule limits cannot pass 2^53 once the rules passed: these checks find only
+    -- counters no rule limits, counts first)
+    for j = 1, c do
       if counts[j] + 1 > max_exact then
         return overflow(record, c, fingerprint, amount, j)
       end
     end
-    for k = 1, #unbounded_amounts do
-      local j = unbounded_amounts[k]
+    for j = 1, c do
       if amounts[j] + amount > max_exact then
         return overflow(record, c, fingerprint, amount, j)
       end
@@ -1092,13 +1066,13 @@ local function decide(record, set, fingerprint, amount_text, fields_word, kind, 
     return replay(parse(earlier), c, fingerprint, amount)
   end
   if denied ~= 0 then
-    emit_totals(codes.denied, c)
+    emit_totals(code_denied, c)
     emit(denied)
-    return emit(metric_numbers[metric])
+    return emit(metric)
   end
   -- allowed: the counters' new totals, written back and emitted
   local expiries, at = program.expiries, out_n + 2
-  out[out_n + 1], out[at] = codes.allowed, c
+  out[out_n + 1], out[at] = code_allowed, c
   for j = 1, c do
     local count, total = counts[j] + 1, amounts[j] + amount
     local cell = cells[j]
