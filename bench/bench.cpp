@@ -318,11 +318,11 @@ decide_calls(const lc::LimitCounter& limits, const lc::RuleSet& rules, lc::TimeP
     context.now = now;
     static thread_local std::optional<lc::detail::LimitCall> templates[16];
     auto& cached = templates[static_cast<std::size_t>(i % 50 % 16)];
-    if (!cached ||
-        lc::detail::decide_fingerprint(cached->args) != lc::detail::fingerprint("consume", tx)) {
+    if (!cached || lc::detail::decide_fingerprint(cached->args) !=
+                       lc::detail::fingerprint(limitcounter::LimitOp::consume, tx)) {
       const auto matched = lc::detail::match_rules(rules, tx);
-      cached =
-          lc::detail::build_decide("consume", tx, matched.per_transaction, matched.window, context);
+      cached = lc::detail::build_decide(limitcounter::LimitOp::consume, tx, matched.per_transaction,
+                                        matched.window, context);
     }
     lc::ScriptCall call{&lc::scripts::limit, cached->keys, cached->args};
     call.keys[0] = keys.transaction(tx.id);
@@ -651,8 +651,8 @@ void record_bytes(Bench& bench, bool json) {
   context.window_grace = 1h;
   context.replay_horizon = 24h;
   context.now = lc::Clock::now();
-  const auto call = lc::detail::build_decide("consume", transaction, matched.per_transaction,
-                                             matched.window, context);
+  const auto call = lc::detail::build_decide(limitcounter::LimitOp::consume, transaction,
+                                             matched.per_transaction, matched.window, context);
   const double set_bytes =
       double(bench.redis.command({"MEMORY", "USAGE", call.keys[1], "SAMPLES", "0"}).as_integer());
   // Distinct users: each transaction also adds a field to the user rule's window hash.

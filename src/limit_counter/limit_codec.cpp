@@ -319,7 +319,7 @@ const RuleArgs* RuleSetArgs::find(const Rule* rule) const noexcept {
   return &args_[static_cast<std::size_t>(rule - first)];
 }
 
-std::string fingerprint(std::string_view op, const Transaction& transaction) {
+std::string fingerprint(LimitOp op, const Transaction& transaction) {
   // Each part with its length, so that no split of the same characters into other attributes
   // or values gives the same text.
   Digest digest;
@@ -330,7 +330,7 @@ std::string fingerprint(std::string_view op, const Transaction& transaction) {
     digest.add(":");
     digest.add(text);
   };
-  part(op);
+  part(to_string(op));
   for (const auto& [attribute, value] : transaction.attributes) {
     part(attribute);
     part(value);
@@ -386,7 +386,7 @@ const CallTemplate& call_template(const Transaction& transaction,
 
 } // namespace
 
-LimitCall build_decide(std::string_view op, const Transaction& transaction,
+LimitCall build_decide(LimitOp op, const Transaction& transaction,
                        const std::vector<const Rule*>& per_transaction_rules,
                        const std::vector<const Rule*>& window_rules, const DecideContext& context) {
   LimitCall call;
@@ -406,7 +406,7 @@ LimitCall build_decide(std::string_view op, const Transaction& transaction,
   call.keys.insert(call.keys.end(), shared.hold_keys.begin(), shared.hold_keys.end());
 
   call.args.reserve(DecideLayout::transaction + 3);
-  call.args.emplace_back(op);
+  call.args.emplace_back(to_string(op));
   call.args.emplace_back("1");
   call.args.push_back(number_arg(unix_millis(context.now)));
   call.args.push_back(number_arg(unix_millis(record_expiry)));
@@ -419,7 +419,7 @@ LimitCall build_decide(std::string_view op, const Transaction& transaction,
   // hold sets in its text)
   call.args.emplace_back("1");
   call.args.emplace_back("1");
-  call.args.push_back(op != "check" ? shared.name : std::string());
+  call.args.push_back(op != LimitOp::check ? shared.name : std::string());
   call.args.push_back(shared.text);
   // the transaction
   call.args.push_back(fingerprint(op, transaction));
@@ -535,12 +535,12 @@ std::string append_original(std::vector<std::string>& args, const Transaction& o
   const CallTemplate plan(original, {}, window_rules, windows_of(original, window_rules, context),
                           record, context);
   const bool any = !plan.counter_keys.empty();
-  args.push_back(fingerprint("consume", original));
+  args.push_back(fingerprint(LimitOp::consume, original));
   args.push_back(std::to_string(original.amount));
   args.push_back(any ? plan.name : std::string());
   args.push_back(any ? plan.text : std::string());
   args.push_back(std::to_string(unix_millis(context.now + context.replay_horizon)));
-  args.push_back(fingerprint("reserve", original));
+  args.push_back(fingerprint(LimitOp::reserve, original));
   args.push_back(plan.fields_word(original));
   return plan.set_key;
 }

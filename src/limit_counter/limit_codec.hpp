@@ -14,6 +14,7 @@
 #include <limitcounter/error.hpp>
 #include <limitcounter/keys.hpp>
 #include <limitcounter/limit_counter.hpp>
+#include <limitcounter/observer.hpp>
 #include <limitcounter/reply.hpp>
 #include <limitcounter/rule.hpp>
 #include <limitcounter/transaction.hpp>
@@ -109,7 +110,7 @@ struct DecideContext {
 /// `transaction` from a different use of its id: of the operation and every attribute, each
 /// part with its length. Not collision-resistant against a chosen input: it compares the
 /// calls of one host for one id.
-std::string fingerprint(std::string_view op, const Transaction& transaction);
+std::string fingerprint(LimitOp op, const Transaction& transaction);
 
 /// The counter set key of record `record_key`'s slot (see lua/limit.lua): `<prefix>cs:<name>`
 /// for `<prefix>tx:{<id>}`, `<prefix>{<tag>}:cs:<name>` for a share `<prefix>{<tag>}:tx:<id>`.
@@ -117,7 +118,7 @@ std::string counter_set_key(std::string_view record_key, std::string_view name);
 
 /// Builds a consume, reserve or check call for `transaction` and its applicable rules: the
 /// per-transaction rules are decided (and their denial recorded) by the same script.
-LimitCall build_decide(std::string_view op, const Transaction& transaction,
+LimitCall build_decide(LimitOp op, const Transaction& transaction,
                        const std::vector<const Rule*>& per_transaction_rules,
                        const std::vector<const Rule*>& window_rules, const DecideContext& context);
 

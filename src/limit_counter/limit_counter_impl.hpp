@@ -105,12 +105,11 @@ private:
     std::optional<Decision> cached;
   };
   /// `rule_args`: those of `rules` under `keys_`, or nullptr (each call builds its own).
-  PreparedDecision prepare_decide(std::string_view op, const Transaction& transaction,
-                                  const RuleSet& rules, const detail::RuleSetArgs* rule_args,
-                                  TimePoint now) const;
-  Decision finish_decide(std::string_view op, const Transaction& transaction,
+  PreparedDecision prepare_decide(LimitOp op, const Transaction& transaction, const RuleSet& rules,
+                                  const detail::RuleSetArgs* rule_args, TimePoint now) const;
+  Decision finish_decide(LimitOp op, const Transaction& transaction,
                          const detail::DecideShape& shape, const Reply& reply) const;
-  Decision decide(std::string_view op, const Transaction& transaction);
+  Decision decide(LimitOp op, const Transaction& transaction);
   /// A rule set and the version it was set with, swapped together.
   struct RulesInForce {
     RuleSet rules;
@@ -119,12 +118,11 @@ private:
     std::shared_ptr<const detail::RuleSetArgs> args;
   };
   /// The rules to decide by; throws invalid_argument if `set_rules` was never called.
-  std::shared_ptr<const RulesInForce> rules_to_decide(std::string_view op,
-                                                      const std::string& id) const;
+  std::shared_ptr<const RulesInForce> rules_to_decide(LimitOp op, const std::string& id) const;
   /// Whether `error` lets the failure policy decide: only when nothing was sent.
   bool policy_decides(const Error& error, const PreparedDecision& prepared) const;
-  Decision decide_with_redis(std::string_view op, const Transaction& transaction);
-  Decision finish_one_slot(std::string_view op, const Transaction& transaction,
+  Decision decide_with_redis(LimitOp op, const Transaction& transaction);
+  Decision finish_one_slot(LimitOp op, const Transaction& transaction,
                            const detail::DecideShape& shape, const Reply& reply);
   void report(LimitOp op, const Transaction& transaction, const Decision& decision,
               TimePoint started) const;
@@ -138,22 +136,24 @@ private:
   /// The window rules `original` matches under the rules in force (`in_force` keeps them
   /// alive). Throws as `consume` for a bad transaction.
   std::vector<const Rule*>
-  original_window_rules(std::string_view op, const Transaction& original,
+  original_window_rules(LimitOp op, const Transaction& original,
                         std::shared_ptr<const RulesInForce>& in_force) const;
   /// Appends to `args` the original transaction's part of a reversal (lua/limit.lua,
   /// ARGV[o..]) on record `record_key` under `window_rules`; returns its counter set key ('' for
   /// none).
-  std::string append_original_args(std::vector<std::string>& args, const Transaction& original,
+  std::string append_original_args(LimitOp op, std::vector<std::string>& args,
+                                   const Transaction& original,
                                    const std::vector<const Rule*>& window_rules,
                                    const std::string& record_key) const;
   /// A cluster reversal's original against its home record (cluster/reversals.cpp).
-  Reply check_original_at_home(const std::string& transaction_id,
+  Reply check_original_at_home(LimitOp op, const std::string& transaction_id,
                                const std::vector<std::string>& args, const Transaction& original,
                                std::vector<ScriptCall>& refunds_with_original);
   /// Applies the change `home` (the home record's answer to `args`) to every share.
-  void follow_home_change(const std::string& transaction_id, const std::vector<std::string>& args,
-                          const Reply& home, const std::vector<ScriptCall>& refunds_with_original);
-  Decision decide_without_redis(std::string_view op, const Transaction& transaction,
+  void follow_home_change(LimitOp op, const std::string& transaction_id,
+                          const std::vector<std::string>& args, const Reply& home,
+                          const std::vector<ScriptCall>& refunds_with_original);
+  Decision decide_without_redis(LimitOp op, const Transaction& transaction,
                                 const PreparedDecision& prepared);
   /// Adds what this node allowed on its own while Redis was away to the Redis counters.
   void report_local_usage();
@@ -163,7 +163,7 @@ private:
   /// A decision of a cluster transaction (cluster/decide_in_shares.cpp): begun at
   /// the transaction's home record, decided by its shares in parallel, made final at the home
   /// record by compare-and-set.
-  Decision decide_in_shares(std::string_view op, const Transaction& transaction,
+  Decision decide_in_shares(LimitOp op, const Transaction& transaction,
                             const PreparedDecision& prepared);
   /// A consume's `decide_in_shares`, merged with concurrent ones (`spread_coalescer_`).
   Decision consume_in_shares(const Transaction& transaction, const PreparedDecision& prepared);
@@ -172,7 +172,7 @@ private:
   /// order). One result per transaction, its decision or the error its own steps ended with; throws
   /// nothing of one transaction's.
   std::vector<BatchResult<Decision>>
-  decide_many_in_shares(std::string_view op, const std::vector<const Transaction*>& transactions,
+  decide_many_in_shares(LimitOp op, const std::vector<const Transaction*>& transactions,
                         const std::vector<const PreparedDecision*>& prepared);
   Decision check_in_shares(const Transaction& transaction, const PreparedDecision& prepared);
   /// What a begun transaction's shares decided, before its home record has it.
@@ -190,7 +190,7 @@ private:
                                       const PreparedDecision& prepared, const Reply& begun);
   /// Reads the shares' replies; gives back what moved and throws when there is nothing to
   /// decide on, or answers from the home record when a share was voided.
-  SharesDecided after_shares(std::string_view op, const Transaction& transaction,
+  SharesDecided after_shares(LimitOp op, const Transaction& transaction,
                              const PreparedDecision& prepared, const std::vector<Reply>& replies);
   /// The home record's answer to finish: the decision.
   Decision after_finish(const Transaction& transaction, const SharesDecided& decided,
@@ -213,14 +213,14 @@ private:
                                    const std::vector<ScriptCall>& last_instead = {});
   /// Brings the shares of one home record that `finish_interrupted` took to its state.
   std::optional<InterruptedFanOut> follow_home(const std::string& home_key, const Reply& taken);
-  std::vector<std::vector<std::string>> share_operations(const std::vector<std::string>& args,
-                                                         const Reply& home);
+  std::vector<std::vector<std::string>>
+  share_operations(LimitOp op, const std::vector<std::string>& args, const Reply& home);
   /// Confirm, cancel or refund (`args` as lua/limit.lua takes them): decided at the home record
   /// and applied to every share when the transaction has one; else on its record(s).
   /// With `original` (the host's, for when the record is gone), its part is added where the
   /// record is gone.
-  Reply run_transition(const std::string& transaction_id, const std::vector<std::string>& args,
-                       const Transaction* original = nullptr);
+  Reply run_transition(LimitOp op, const std::string& transaction_id,
+                       const std::vector<std::string>& args, const Transaction* original = nullptr);
   /// The script call of one add; throws on bad input.
   ScriptCall prepare_add(const AddRequest& request, std::vector<WindowUsage>& windows,
                          TimePoint now) const;
@@ -234,14 +234,15 @@ private:
   Reply run_consume(ScriptCall& call);
   // The exhausted cache (limits/cache.cpp).
   /// Fills `prepared.places` and, if the cache denies, `prepared.cached`.
-  void consult_cache(std::string_view op, const Transaction& transaction, const RuleSet& rules,
+  void consult_cache(LimitOp op, const Transaction& transaction, const RuleSet& rules,
                      const std::vector<const Rule*>& window_rules,
                      PreparedDecision& prepared) const;
   /// Learns from what Redis decided (`decision`) or the error it ended with (`error`).
-  void learn(std::string_view op, const Transaction& transaction, const PreparedDecision& prepared,
+  void learn(LimitOp op, const Transaction& transaction, const PreparedDecision& prepared,
              const Decision* decision, const Error* error) const;
   /// `run_transition`, then the cache is dropped (room may have been freed), whatever happened.
-  Reply freeing_transition(const std::string& transaction_id, const std::vector<std::string>& args,
+  Reply freeing_transition(LimitOp op, const std::string& transaction_id,
+                           const std::vector<std::string>& args,
                            const Transaction* original = nullptr);
 
   Redis redis_;

@@ -768,8 +768,9 @@ TEST_CASE_METHOD(LimitsFixture, "a batch failing at its second counter set has w
   Transaction second = tx(20);
   second.time = at + 24h; // another window: another counter set
   const auto context = limitcounter::testing::decide_context(limits, limitcounter::Clock::now());
-  const std::string broken_set =
-      limitcounter::detail::build_decide("consume", second, {}, {&day}, context).keys.at(1);
+  const std::string broken_set = limitcounter::detail::build_decide(limitcounter::LimitOp::consume,
+                                                                    second, {}, {&day}, context)
+                                     .keys.at(1);
   REQUIRE(redis.command({"HSET", broken_set, "not", "a string"}).as_integer() == 1);
 
   const auto results = limits.consume_many({first, second});

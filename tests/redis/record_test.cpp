@@ -609,7 +609,8 @@ TEST_CASE_METHOD(RecordFixture, "a record that would expire at once is refused, 
   const Transaction tx = payment("past-expiry", 10);
   // the client's clock two horizons behind the server's
   const auto context = limitcounter::testing::decide_context(limits, Clock::now() - 48h);
-  const auto call = limitcounter::detail::build_decide("consume", tx, {}, {&day}, context);
+  const auto call =
+      limitcounter::detail::build_decide(limitcounter::LimitOp::consume, tx, {}, {&day}, context);
   for (int attempt = 0; attempt < 2; ++attempt) {
     const Error error =
         error_of([&] { redis.eval(limitcounter::scripts::limit, call.keys, call.args); });

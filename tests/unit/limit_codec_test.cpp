@@ -120,7 +120,7 @@ struct Example {
     context.now = tx.time;
   }
 
-  LimitCall call(const char* op = "consume") const {
+  LimitCall call(limitcounter::LimitOp op = limitcounter::LimitOp::consume) const {
     return build_decide(op, tx, {&single}, {&day_count, &day_amount, &month}, context);
   }
 };
@@ -162,7 +162,7 @@ TEST_CASE("a decide call names every counter once and every rule", "[limit-codec
   CHECK(name.size() == 8);
   CHECK(call.args[11] == text);
   // the transaction: fingerprint, amount, its distinct fields
-  CHECK(call.args[12] == fingerprint("consume", example.tx));
+  CHECK(call.args[12] == fingerprint(limitcounter::LimitOp::consume, example.tx));
   CHECK(decide_fingerprint(call.args) == call.args[12]);
   CHECK(call.args[13] == "42");
   CHECK(decide_amount(call.args) == "42");
@@ -184,7 +184,7 @@ TEST_CASE("a decide call names every counter once and every rule", "[limit-codec
   CHECK(call.shape.rules[3].counter == 2);
 
   SECTION("a check records nothing, so it names no counter set") {
-    const LimitCall check = example.call("check");
+    const LimitCall check = example.call(limitcounter::LimitOp::check);
     CHECK(check.args[10].empty());
   }
 }
@@ -199,7 +199,8 @@ TEST_CASE("a call built from a kept template is the call built afresh", "[limit-
   const auto build = [&](const Transaction& tx, const RuleSetArgs* rule_args) {
     DecideContext context = example.context;
     context.rule_args = rule_args;
-    return build_decide("consume", tx, {&example.single}, {&set[0], &set[1], &set[2]}, context);
+    return build_decide(limitcounter::LimitOp::consume, tx, {&example.single},
+                        {&set[0], &set[1], &set[2]}, context);
   };
   Transaction tx = example.tx;
   for (int round = 0; round < 2; ++round) { // the first builds the template, the second reuses it
@@ -218,8 +219,8 @@ TEST_CASE("a call built from a kept template is the call built afresh", "[limit-
   DecideContext next_day = example.context;
   next_day.now = tx.time;
   next_day.rule_args = &args;
-  const LimitCall later =
-      build_decide("consume", tx, {&example.single}, {&set[0], &set[1], &set[2]}, next_day);
+  const LimitCall later = build_decide(limitcounter::LimitOp::consume, tx, {&example.single},
+                                       {&set[0], &set[1], &set[2]}, next_day);
   CHECK(later.keys[2] == "p:{dept}:day:20211113");
   // another rule set's args (even at the same address later) never reuse this one's template
   const RuleSetArgs other(rules, example.keys);
@@ -228,25 +229,26 @@ TEST_CASE("a call built from a kept template is the call built afresh", "[limit-
 
 TEST_CASE("fingerprints tell another use of an id from a retry", "[limit-codec]") {
   Example example;
-  const std::string first = fingerprint("consume", example.tx);
+  const std::string first = fingerprint(limitcounter::LimitOp::consume, example.tx);
   CHECK(first.size() == 11);
   CHECK(
       first.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_") ==
       std::string::npos);
-  CHECK(fingerprint("consume", example.tx) == first);
-  CHECK(fingerprint("reserve", example.tx) != first);
+  CHECK(fingerprint(limitcounter::LimitOp::consume, example.tx) == first);
+  CHECK(fingerprint(limitcounter::LimitOp::reserve, example.tx) != first);
   Transaction other = example.tx;
   other.amount = 43; // the amount travels, and is compared, apart
-  CHECK(fingerprint("consume", other) == first);
+  CHECK(fingerprint(limitcounter::LimitOp::consume, other) == first);
   other = example.tx;
   other.attributes["merchant"] = "m2";
-  CHECK(fingerprint("consume", other) != first);
+  CHECK(fingerprint(limitcounter::LimitOp::consume, other) != first);
   // no split of the same characters into other attributes gives the same digest
   Transaction joined = example.tx;
   joined.attributes = {{"m", "1|n=2"}};
   Transaction split = example.tx;
   split.attributes = {{"m", "1"}, {"n", "2"}};
-  CHECK(fingerprint("consume", joined) != fingerprint("consume", split));
+  CHECK(fingerprint(limitcounter::LimitOp::consume, joined) !=
+        fingerprint(limitcounter::LimitOp::consume, split));
 }
 
 TEST_CASE("a counter set lives in its record's slot", "[limit-codec]") {
@@ -262,8 +264,8 @@ TEST_CASE("calls batch into one script call, each rule program and counter set o
   example.tx.id = "t2";
   LimitCall second = example.call();
   example.tx.id = "t3";
-  const LimitCall other =
-      build_decide("consume", example.tx, {}, {&example.month}, example.context);
+  const LimitCall other = build_decide(limitcounter::LimitOp::consume, example.tx, {},
+                                       {&example.month}, example.context);
   const std::vector<std::string> set_keys(first.keys.begin() + 1, first.keys.end());
   DecideBatch batch;
   batch.add(std::move(first.keys), std::move(first.args));
@@ -293,7 +295,7 @@ TEST_CASE("calls batch into one script call, each rule program and counter set o
   const std::vector<std::string> transactions = msgpack_strings(args.back());
   REQUIRE(transactions.size() == 3 * 4);
   CHECK(transactions[0] == "1"); // t1: counter set 1
-  CHECK(transactions[1] == fingerprint("consume", example.tx));
+  CHECK(transactions[1] == fingerprint(limitcounter::LimitOp::consume, example.tx));
   CHECK(transactions[3] == "cmb:m1");
   CHECK(transactions[4] == "1"); // t2: counter set 1
   CHECK(transactions[8] == "2"); // the month-only transaction: counter set 2
@@ -312,7 +314,7 @@ TEST_CASE("calls batch into one script call, each rule program and counter set o
   CHECK(one_args[8] == "1"); // one counter set
   const std::vector<std::string> one_set_transactions = msgpack_strings(one_args.back());
   REQUIRE(one_set_transactions.size() == 2 * 3);
-  CHECK(one_set_transactions[0] == fingerprint("consume", example.tx));
+  CHECK(one_set_transactions[0] == fingerprint(limitcounter::LimitOp::consume, example.tx));
   CHECK(one_set_transactions[1] == "42");
   CHECK(one_set_transactions[2] == "cmb:m1");
   CHECK(one_set_transactions[5] == "cmb:m1");
@@ -326,8 +328,8 @@ TEST_CASE("a reversal brings the original transaction's counters", "[limit-codec
   const std::string counter_set =
       append_original(args, example.tx, {&example.day_count, &example.month}, example.context);
   REQUIRE(args.size() == 10);
-  CHECK(args[8] == fingerprint("reserve", example.tx));
-  CHECK(args[3] == fingerprint("consume", example.tx));
+  CHECK(args[8] == fingerprint(limitcounter::LimitOp::reserve, example.tx));
+  CHECK(args[3] == fingerprint(limitcounter::LimitOp::consume, example.tx));
   CHECK(args[4] == "42");
   CHECK(counter_set == "p:cs:" + args[5]);
   CHECK(args[6] == "2\np:{dept}:day:20211112 1\np:{merchant}:month:202111 2\n"

@@ -46,7 +46,8 @@ LimitCall decide(const RuleSet& rules, const CounterKeys& keys, const RuleSetArg
   for (std::size_t i = 1; i < rules.rules().size(); ++i) {
     window.push_back(&rules.rules()[i]);
   }
-  return build_decide("consume", transaction, per_transaction, window, context);
+  return build_decide(limitcounter::LimitOp::consume, transaction, per_transaction, window,
+                      context);
 }
 
 } // namespace

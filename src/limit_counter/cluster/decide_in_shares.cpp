@@ -25,7 +25,7 @@ Decision LimitCounter::Impl::check_in_shares(const Transaction& transaction,
   Decision combined;
   combined.dry_run = true;
   for (std::size_t i = 0; i < replies.size(); ++i) {
-    Decision part = finish_decide("check", transaction, prepared.shapes[i], replies[i]);
+    Decision part = finish_decide(LimitOp::check, transaction, prepared.shapes[i], replies[i]);
     combined.rules.insert(combined.rules.end(), part.rules.begin(), part.rules.end());
     if (!part.allowed() && !combined.denial) {
       combined.verdict = part.verdict;
@@ -35,9 +35,9 @@ Decision LimitCounter::Impl::check_in_shares(const Transaction& transaction,
   return combined;
 }
 
-Decision LimitCounter::Impl::decide_in_shares(std::string_view op, const Transaction& transaction,
+Decision LimitCounter::Impl::decide_in_shares(LimitOp op, const Transaction& transaction,
                                               const PreparedDecision& prepared) {
-  if (op == "check") {
+  if (op == LimitOp::check) {
     return check_in_shares(transaction, prepared);
   }
   return detail::value_or_throw(
@@ -83,7 +83,7 @@ Decision LimitCounter::Impl::consume_in_shares(const Transaction& transaction,
     }
     try {
       std::vector<BatchResult<Decision>> results =
-          decide_many_in_shares("consume", transactions, prepared_all);
+          decide_many_in_shares(LimitOp::consume, transactions, prepared_all);
       for (std::size_t i = 0; i < count; ++i) {
         jobs[i]->result = std::move(results[i]);
       }
@@ -106,7 +106,7 @@ Decision LimitCounter::Impl::consume_in_shares(const Transaction& transaction,
 // a transaction's shares may see what another transaction's shares took in other slots before that
 // one was denied and gave it back: the voids come with the finishes.
 std::vector<BatchResult<Decision>>
-LimitCounter::Impl::decide_many_in_shares(std::string_view op,
+LimitCounter::Impl::decide_many_in_shares(LimitOp op,
                                           const std::vector<const Transaction*>& transactions,
                                           const std::vector<const PreparedDecision*>& prepared) {
   const detail::OperationResends resends(redis_); // (one budget for all the steps)
@@ -178,7 +178,7 @@ LimitCounter::Impl::decide_many_in_shares(std::string_view op,
         std::vector<std::string> args{"begin", home_fingerprint(*prepared[i]),
                                       detail::joined_lines(prepared[i]->share_tags),
                                       std::to_string(latest - margin)};
-        if (op == "reserve") {
+        if (op == LimitOp::reserve) {
           args.push_back(prepared[i]->home_hold_expiry); // (kept from the first begin)
         }
         return args;
@@ -195,7 +195,7 @@ LimitCounter::Impl::decide_many_in_shares(std::string_view op,
     shares_of.push_back(&prepared[i]->shares);
   }
   std::vector<BatchResult<std::vector<Reply>>> share_replies =
-      detail::run_shares(redis_, op == "consume", shares_of);
+      detail::run_shares(redis_, op == LimitOp::consume, shares_of);
   std::vector<std::optional<SharesDecided>> decided(n);
   std::vector<std::size_t> deciding;
   for (std::size_t k = 0; k < begun.size(); ++k) {

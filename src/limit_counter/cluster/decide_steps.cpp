@@ -41,7 +41,7 @@ std::optional<Decision> LimitCounter::Impl::after_begin(const Transaction& trans
 }
 
 LimitCounter::Impl::SharesDecided
-LimitCounter::Impl::after_shares(std::string_view op, const Transaction& transaction,
+LimitCounter::Impl::after_shares(LimitOp op, const Transaction& transaction,
                                  const PreparedDecision& prepared,
                                  const std::vector<Reply>& replies) {
   SharesDecided decided;
@@ -87,7 +87,9 @@ LimitCounter::Impl::after_shares(std::string_view op, const Transaction& transac
               quoted_id(transaction.id) + " was voided before and its home record is gone",
               Outcome::failed));
   }
-  combined.state = !combined.allowed() ? "denied" : op == "reserve" ? "reserved" : "consumed";
+  combined.state = !combined.allowed()      ? "denied"
+                   : op == LimitOp::reserve ? "reserved"
+                                            : "consumed";
   return decided;
 }
 

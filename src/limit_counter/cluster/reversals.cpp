@@ -22,16 +22,16 @@ using detail::quoted_id;
 // follows a confirm its home record made even if its own hold has run out ("now" 0), and an
 // expiry its home record decided even if its own hold has not.
 std::vector<std::vector<std::string>>
-LimitCounter::Impl::share_operations(const std::vector<std::string>& args, const Reply& home) {
-  const std::string& op = args.front();
+LimitCounter::Impl::share_operations(LimitOp op, const std::vector<std::string>& args,
+                                     const Reply& home) {
   const std::string& status = home.at(0).as_string();
   if (status == "expired") { // (a confirm or a cancel that found the hold run out)
     return {detail::expire_share()};
   }
-  if (op == "confirm") {
+  if (op == LimitOp::confirm) {
     return {{"confirm", home.at(status == "already" ? 2 : 1).as_string(), "0"}};
   }
-  if (op == "cancel") {
+  if (op == LimitOp::cancel) {
     std::vector<std::string> probe = args; // a share without a record needs no tombstone
     probe.emplace_back("probe");
     return {probe};
@@ -62,17 +62,16 @@ void throw_if_lost_hold(const std::string& transaction_id, const std::vector<std
 
 } // namespace
 
-Reply LimitCounter::Impl::run_transition(const std::string& transaction_id,
+Reply LimitCounter::Impl::run_transition(LimitOp op, const std::string& transaction_id,
                                          const std::vector<std::string>& args,
                                          const Transaction* original) {
-  const std::string& op = args.front();
   const detail::OperationResends resends(redis_); // (one budget for all the steps)
   if (redis_.is_cluster()) {
     std::vector<ScriptCall> refunds_with_original;
     bool home_record = true;
     if (original != nullptr) {
       const Reply checked =
-          check_original_at_home(transaction_id, args, *original, refunds_with_original);
+          check_original_at_home(op, transaction_id, args, *original, refunds_with_original);
       const std::string& status = checked.at(0).as_string();
       if (status == "mismatch") {
         return checked;
@@ -83,7 +82,7 @@ Reply LimitCounter::Impl::run_transition(const std::string& transaction_id,
       Reply home = run_home(transaction_id, args);
       const std::string& status = home.at(0).as_string();
       if (status != "missing") {
-        follow_home_change(transaction_id, args, home, refunds_with_original);
+        follow_home_change(op, transaction_id, args, home, refunds_with_original);
         return home;
       }
       // (else the home key holds a lua/limit.lua record, or nothing: then a cancel without the
@@ -105,7 +104,8 @@ Reply LimitCounter::Impl::run_transition(const std::string& transaction_id,
     // recorded at the home record: the record here moves no counter.
     window_rules.clear();
   }
-  std::string counter_set = append_original_args(with_original, *original, window_rules, keys[0]);
+  std::string counter_set =
+      append_original_args(op, with_original, *original, window_rules, keys[0]);
   if (!counter_set.empty()) {
     keys.push_back(std::move(counter_set));
   }
@@ -113,10 +113,9 @@ Reply LimitCounter::Impl::run_transition(const std::string& transaction_id,
       redis_, {&scripts::limit, std::move(keys), std::move(with_original), Resend::same_id});
 }
 
-void LimitCounter::Impl::follow_home_change(const std::string& transaction_id,
+void LimitCounter::Impl::follow_home_change(LimitOp op, const std::string& transaction_id,
                                             const std::vector<std::string>& args, const Reply& home,
                                             const std::vector<ScriptCall>& refunds_with_original) {
-  const std::string& op = args.front();
   const std::string& status = home.at(0).as_string();
   const bool applies = status == "confirmed" || status == "already" || status == "expired" ||
                        status == "cancelled" || status == "refunded";
@@ -127,19 +126,19 @@ void LimitCounter::Impl::follow_home_change(const std::string& transaction_id,
       share_records(transaction_id, home.as_array().back().as_string());
   std::vector<Reply> replies;
   try {
-    replies = run_on_shares(plan, share_operations(args, home), refunds_with_original);
+    replies = run_on_shares(plan, share_operations(op, args, home), refunds_with_original);
   } catch (const Error& e) {
     throw Error(static_cast<errc>(e.code().value()),
-                op + " of " + quoted_id(transaction_id) +
+                std::string(to_string(op)) + " of " + quoted_id(transaction_id) +
                     " is decided at its home record, but not every share followed yet (" +
                     e.what() + "): retry it",
                 Outcome::unknown);
   }
-  if (status != "expired" && op != "cancel") {
+  if (status != "expired" && op != LimitOp::cancel) {
     throw_if_lost_hold(transaction_id, plan, replies);
   }
   if (refunds_with_original.empty()) {
-    if (op == "refund") {
+    if (op == LimitOp::refund) {
       // A share without a record under a home record that lives: the home record was recorded
       // anew past the horizon (adopt) by a refund with the original whose shares are not yet
       // recorded anew. This refund is decided at the home record, but only a refund with the
@@ -180,11 +179,10 @@ void LimitCounter::Impl::follow_home_change(const std::string& transaction_id,
 // share anew from the original if its record is gone too. A retry with the same original
 // replays each step. Reply: adopt's, or {"none"} (no home record: a confirm or cancel answers
 // as lua/limit.lua does with the original) or {"missing"} (a lua/limit.lua record is there).
-Reply LimitCounter::Impl::check_original_at_home(const std::string& transaction_id,
+Reply LimitCounter::Impl::check_original_at_home(LimitOp op, const std::string& transaction_id,
                                                  const std::vector<std::string>& args,
                                                  const Transaction& original,
                                                  std::vector<ScriptCall>& refunds_with_original) {
-  const std::string& op = args.front();
   // A share's record must not expire before its home record, or a retry replayed at the home
   // record gives back again in the share: the shares' records (append_original_args) are taken
   // later and live `share_record_margin` longer.
@@ -193,11 +191,11 @@ Reply LimitCounter::Impl::check_original_at_home(const std::string& transaction_
   std::shared_ptr<const RulesInForce> in_force;
   const std::vector<const Rule*> window_rules = original_window_rules(op, original, in_force);
   std::vector<std::string> tags;
-  if (op == "refund") {
+  if (op == LimitOp::refund) {
     for (const auto& share : detail::share_plans(keys_, original, window_rules)) {
       std::string record = keys_.transaction_share(share.tag, original.id);
       std::vector<std::string> share_args = args;
-      std::string counter_set = append_original_args(share_args, original, share.rules, record);
+      std::string counter_set = append_original_args(op, share_args, original, share.rules, record);
       refunds_with_original.push_back({&scripts::limit,
                                        {std::move(record), std::move(counter_set)},
                                        std::move(share_args),
@@ -206,9 +204,10 @@ Reply LimitCounter::Impl::check_original_at_home(const std::string& transaction_
     }
   }
   return run_home(transaction_id,
-                  {"adopt", detail::fingerprint("consume", original), detail::joined_lines(tags),
-                   home_expiry, detail::fingerprint("reserve", original),
-                   std::to_string(original.amount), tags.empty() ? "compare" : "create"});
+                  {"adopt", detail::fingerprint(LimitOp::consume, original),
+                   detail::joined_lines(tags), home_expiry,
+                   detail::fingerprint(LimitOp::reserve, original), std::to_string(original.amount),
+                   tags.empty() ? "compare" : "create"});
 }
 
 } // namespace limitcounter

@@ -7,7 +7,7 @@
 
 namespace limitcounter {
 
-void LimitCounter::Impl::consult_cache(std::string_view op, const Transaction& transaction,
+void LimitCounter::Impl::consult_cache(LimitOp op, const Transaction& transaction,
                                        const RuleSet& rules,
                                        const std::vector<const Rule*>& window_rules,
                                        PreparedDecision& prepared) const {
@@ -39,13 +39,13 @@ void LimitCounter::Impl::consult_cache(std::string_view op, const Transaction& t
   Decision decision;
   decision.verdict = Decision::Verdict::denied;
   decision.state = "denied";
-  decision.dry_run = op == "check";
+  decision.dry_run = op == LimitOp::check;
   decision.cached = true;
   decision.denial = std::move(denial);
   prepared.cached = std::move(decision);
 }
 
-void LimitCounter::Impl::learn(std::string_view op, const Transaction& transaction,
+void LimitCounter::Impl::learn(LimitOp op, const Transaction& transaction,
                                const PreparedDecision& prepared, const Decision* decision,
                                const Error* error) const {
   if (!exhausted_) {
@@ -62,7 +62,7 @@ void LimitCounter::Impl::learn(std::string_view op, const Transaction& transacti
     return; // a replay's counters are those of its first call
   }
   if (decision->allowed()) {
-    if (op == "reserve") {
+    if (op == LimitOp::reserve) {
       const TimePoint now = Clock::now();
       exhausted_->note_hold(prepared.places,
                             now + options_.reservation_timeout + share_hold_grace(), now);
@@ -70,7 +70,7 @@ void LimitCounter::Impl::learn(std::string_view op, const Transaction& transacti
     return;
   }
   // A check releases no expired hold, so its denial may be one a consume would not give.
-  if (op == "check" || !decision->denial) {
+  if (op == LimitOp::check || !decision->denial) {
     return;
   }
   for (const auto& place : prepared.places) {
@@ -83,16 +83,16 @@ void LimitCounter::Impl::learn(std::string_view op, const Transaction& transacti
   }
 }
 
-Reply LimitCounter::Impl::freeing_transition(const std::string& transaction_id,
+Reply LimitCounter::Impl::freeing_transition(LimitOp op, const std::string& transaction_id,
                                              const std::vector<std::string>& args,
                                              const Transaction* original) {
   if (!exhausted_) {
-    return run_transition(transaction_id, args, original);
+    return run_transition(op, transaction_id, args, original);
   }
   // Dropped after the call, also when it failed or may have run: a denial remembered
   // meanwhile began before this clear, so its generation keeps it out.
   try {
-    Reply reply = run_transition(transaction_id, args, original);
+    Reply reply = run_transition(op, transaction_id, args, original);
     exhausted_->clear();
     return reply;
   } catch (...) {

@@ -54,15 +54,15 @@ LimitCounter::Impl::consume_many(const std::vector<Transaction>& transactions) {
   std::size_t in_batches = 0;
   std::shared_ptr<const RulesInForce> in_force;
   if (!transactions.empty()) {
-    in_force = rules_to_decide("consume", transactions.front().id);
+    in_force = rules_to_decide(LimitOp::consume, transactions.front().id);
     detail::DecideBatch batch;
     const auto send = [&] {
       auto [keys, args] = batch.take();
       batches.push_back({&scripts::limit, std::move(keys), std::move(args), Resend::same_id});
     };
     for (const auto& transaction : transactions) {
-      prepared.push_back(
-          prepare_decide("consume", transaction, in_force->rules, in_force->args.get(), started));
+      prepared.push_back(prepare_decide(LimitOp::consume, transaction, in_force->rules,
+                                        in_force->args.get(), started));
       ScriptCall& call = prepared.back().call;
       if (prepared.back().shares.empty() && !prepared.back().cached) {
         batch.add(std::move(call.keys), std::move(call.args));
@@ -99,7 +99,7 @@ LimitCounter::Impl::consume_many(const std::vector<Transaction>& transactions) {
   }
   std::vector<BatchResult<Decision>> in_shares =
       spread.empty() ? std::vector<BatchResult<Decision>>{}
-                     : decide_many_in_shares("consume", spread, spread_prepared);
+                     : decide_many_in_shares(LimitOp::consume, spread, spread_prepared);
   std::size_t next_in_shares = 0;
   std::vector<BatchResult<Decision>> results;
   results.reserve(transactions.size());
@@ -130,20 +130,20 @@ LimitCounter::Impl::consume_many(const std::vector<Transaction>& transactions) {
           throw Error(errc::server_error, replies.at(call).as_string(), Outcome::unknown);
         }
       } catch (const Error& e) {
-        learn("consume", transaction, prepared[i], nullptr, &e);
+        learn(LimitOp::consume, transaction, prepared[i], nullptr, &e);
         if (!policy_decides(e, prepared[i])) {
           throw;
         }
         by_redis = false;
-        decision = decide_without_redis("consume", transaction, prepared[i]);
+        decision = decide_without_redis(LimitOp::consume, transaction, prepared[i]);
       }
       if (!decision) {
-        decision =
-            finish_one_slot("consume", transaction, prepared[i].shapes.front(), replies.at(call));
+        decision = finish_one_slot(LimitOp::consume, transaction, prepared[i].shapes.front(),
+                                   replies.at(call));
       }
       decision->rule_set_version = in_force->version;
       if (by_redis) {
-        learn("consume", transaction, prepared[i], &*decision, nullptr);
+        learn(LimitOp::consume, transaction, prepared[i], &*decision, nullptr);
       }
       report(LimitOp::consume, transaction, *decision, started);
       results.emplace_back(std::move(*decision));

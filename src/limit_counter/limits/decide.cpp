@@ -12,15 +12,15 @@
 namespace limitcounter {
 
 Decision LimitCounter::Impl::consume(const Transaction& transaction) {
-  return decide("consume", transaction);
+  return decide(LimitOp::consume, transaction);
 }
 
 Decision LimitCounter::Impl::reserve(const Transaction& transaction) {
-  return decide("reserve", transaction);
+  return decide(LimitOp::reserve, transaction);
 }
 
 Decision LimitCounter::Impl::check(const Transaction& transaction) {
-  return decide("check", transaction);
+  return decide(LimitOp::check, transaction);
 }
 
 Reply LimitCounter::Impl::run_limit(const std::vector<std::string>& keys,
@@ -43,7 +43,7 @@ Reply LimitCounter::Impl::run_consume(ScriptCall& call) {
   return std::move(job.reply);
 }
 
-Decision LimitCounter::Impl::finish_decide(std::string_view op, const Transaction& transaction,
+Decision LimitCounter::Impl::finish_decide(LimitOp op, const Transaction& transaction,
                                            const detail::DecideShape& shape,
                                            const Reply& reply) const {
   if (reply.is_error()) {
@@ -51,19 +51,18 @@ Decision LimitCounter::Impl::finish_decide(std::string_view op, const Transactio
   }
   Decision decision = detail::decode_decision(reply, shape, transaction.id, transaction.amount);
   if (!decision.replayed && !decision.dry_run) {
-    decision.state = !decision.allowed() ? "denied" : op == "reserve" ? "reserved" : "consumed";
+    decision.state = !decision.allowed()      ? "denied"
+                     : op == LimitOp::reserve ? "reserved"
+                                              : "consumed";
   }
   return decision;
 }
 
-Decision LimitCounter::Impl::decide(std::string_view op, const Transaction& transaction) {
+Decision LimitCounter::Impl::decide(LimitOp op, const Transaction& transaction) {
   const TimePoint started = Clock::now();
   try {
     Decision decision = decide_with_redis(op, transaction);
-    report(op == "check"     ? LimitOp::check
-           : op == "reserve" ? LimitOp::reserve
-                             : LimitOp::consume,
-           transaction, decision, started);
+    report(op, transaction, decision, started);
     return decision;
   } catch (const Error& e) {
     if (options_.observer) {
@@ -81,8 +80,7 @@ bool LimitCounter::Impl::policy_decides(const Error& error,
          prepared.on_failure != FailurePolicy::raise;
 }
 
-Decision LimitCounter::Impl::decide_with_redis(std::string_view op,
-                                               const Transaction& transaction) {
+Decision LimitCounter::Impl::decide_with_redis(LimitOp op, const Transaction& transaction) {
   const auto in_force = rules_to_decide(op, transaction.id);
   PreparedDecision prepared =
       prepare_decide(op, transaction, in_force->rules, in_force->args.get(), Clock::now());
@@ -93,11 +91,11 @@ Decision LimitCounter::Impl::decide_with_redis(std::string_view op,
   std::optional<Decision> decision;
   Reply reply;
   try {
-    if (!prepared.shares.empty() && op == "consume" && spread_coalescer_) {
+    if (!prepared.shares.empty() && op == LimitOp::consume && spread_coalescer_) {
       decision = consume_in_shares(transaction, prepared);
     } else if (!prepared.shares.empty()) {
       decision = decide_in_shares(op, transaction, prepared);
-    } else if (op == "consume") {
+    } else if (op == LimitOp::consume) {
       reply = run_consume(prepared.call);
     } else {
       reply = run_limit(prepared.call.keys, prepared.call.args);
@@ -127,7 +125,7 @@ Decision LimitCounter::Impl::decide_with_redis(std::string_view op,
 
 // The decision of a call on one record; a replay that says "voided" is answered from the
 // home record (see `replay_voided`).
-Decision LimitCounter::Impl::finish_one_slot(std::string_view op, const Transaction& transaction,
+Decision LimitCounter::Impl::finish_one_slot(LimitOp op, const Transaction& transaction,
                                              const detail::DecideShape& shape, const Reply& reply) {
   Decision decision = finish_decide(op, transaction, shape, reply);
   if (decision.replayed && decision.state == "voided") {
@@ -138,11 +136,10 @@ Decision LimitCounter::Impl::finish_one_slot(std::string_view op, const Transact
 
 // Redis could not be reached (nothing was sent): the strictest failure policy of the
 // applicable rules decides, after the per-transaction rules, which need no counter.
-Decision LimitCounter::Impl::decide_without_redis(std::string_view op,
-                                                  const Transaction& transaction,
+Decision LimitCounter::Impl::decide_without_redis(LimitOp op, const Transaction& transaction,
                                                   const PreparedDecision& prepared) {
   Decision decision;
-  decision.dry_run = op == "check";
+  decision.dry_run = op == LimitOp::check;
   if (prepared.single_denial) {
     decision.verdict = Decision::Verdict::denied;
     decision.state = "denied";
@@ -158,7 +155,7 @@ Decision LimitCounter::Impl::decide_without_redis(std::string_view op,
                   : local_->try_take(prepared.local_counters, transaction.amount, Clock::now());
   }
   if (allowed) {
-    decision.state = op == "reserve" ? "reserved" : "consumed";
+    decision.state = op == LimitOp::reserve ? "reserved" : "consumed";
   } else {
     decision.verdict = Decision::Verdict::denied;
     decision.state = "denied";

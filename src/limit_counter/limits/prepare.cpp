@@ -38,13 +38,13 @@ std::uint64_t LimitCounter::Impl::rule_set_version() const {
 }
 
 std::shared_ptr<const LimitCounter::Impl::RulesInForce>
-LimitCounter::Impl::rules_to_decide(std::string_view op, const std::string& id) const {
+LimitCounter::Impl::rules_to_decide(LimitOp op, const std::string& id) const {
   const std::lock_guard<std::mutex> lock(rules_mutex_);
   if (!rules_) {
     // Deciding against no rules at all is a deployment mistake far more often than intent:
     // it would allow everything and record it.
     throw Error(errc::invalid_argument,
-                std::string(op) + " of " + quoted_id(id) +
+                std::string(to_string(op)) + " of " + quoted_id(id) +
                     ": no rules were set (call set_rules; set_rules(RuleSet{}) allows every "
                     "transaction explicitly)");
   }
@@ -52,9 +52,8 @@ LimitCounter::Impl::rules_to_decide(std::string_view op, const std::string& id) 
 }
 
 LimitCounter::Impl::PreparedDecision
-LimitCounter::Impl::prepare_decide(std::string_view op, const Transaction& transaction,
-                                   const RuleSet& rules, const detail::RuleSetArgs* rule_args,
-                                   TimePoint now) const {
+LimitCounter::Impl::prepare_decide(LimitOp op, const Transaction& transaction, const RuleSet& rules,
+                                   const detail::RuleSetArgs* rule_args, TimePoint now) const {
   detail::validate_transaction(rules, transaction);
   if (!detail::quantity_ok(transaction.amount)) { // the message is built for a bad amount only
     detail::check_quantity(quoted_id(transaction.id) + " amount", transaction.amount);

@@ -18,10 +18,11 @@ using detail::quoted_id;
 }
 
 // A reversal that brought an original transaction its record was not decided for.
-void throw_if_mismatch(const Reply& reply, std::string_view op, const std::string& id) {
+void throw_if_mismatch(const Reply& reply, LimitOp op, const std::string& id) {
   if (reply.at(0).as_string() == "mismatch") {
     throw Error(errc::conflict,
-                std::string(op) + ": the transaction given is not the one " + quoted_id(id) +
+                std::string(to_string(op)) + ": the transaction given is not the one " +
+                    quoted_id(id) +
                     " recorded (another operation, amount or attributes); nothing changed",
                 Outcome::failed);
   }
@@ -70,7 +71,7 @@ ConfirmResult LimitCounter::Impl::confirm(const Transaction& original,
 }
 
 std::vector<const Rule*>
-LimitCounter::Impl::original_window_rules(std::string_view op, const Transaction& original,
+LimitCounter::Impl::original_window_rules(LimitOp op, const Transaction& original,
                                           std::shared_ptr<const RulesInForce>& in_force) const {
   in_force = rules_to_decide(op, original.id);
   detail::validate_transaction(in_force->rules, original);
@@ -78,7 +79,7 @@ LimitCounter::Impl::original_window_rules(std::string_view op, const Transaction
   return detail::match_rules(in_force->rules, original).window;
 }
 
-std::string LimitCounter::Impl::append_original_args(std::vector<std::string>& args,
+std::string LimitCounter::Impl::append_original_args(LimitOp op, std::vector<std::string>& args,
                                                      const Transaction& original,
                                                      const std::vector<const Rule*>& window_rules,
                                                      const std::string& record_key) const {
@@ -94,7 +95,7 @@ std::string LimitCounter::Impl::append_original_args(std::vector<std::string>& a
   }
   context.now = Clock::now();
   context.record_key = &record_key;
-  if (args.front() == "cancel") {
+  if (op == LimitOp::cancel) {
     args.emplace_back(); // (ARGV[4], the probe: none)
   }
   return detail::append_original(args, original, window_rules, context);
@@ -109,8 +110,8 @@ ConfirmResult LimitCounter::Impl::run_confirm(const std::string& transaction_id,
   }
   std::vector<std::string> args{"confirm", final_amount ? std::to_string(*final_amount) : "-1",
                                 std::to_string(detail::unix_millis(Clock::now()))};
-  const Reply reply = freeing_transition(transaction_id, args, original);
-  throw_if_mismatch(reply, "confirm", transaction_id);
+  const Reply reply = freeing_transition(LimitOp::confirm, transaction_id, args, original);
+  throw_if_mismatch(reply, LimitOp::confirm, transaction_id);
   const std::string& status = reply.at(0).as_string();
   if (const auto result = detail::decode_confirm(reply)) {
     return *result;
@@ -163,8 +164,8 @@ CancelResult LimitCounter::Impl::run_cancel(const std::string& transaction_id,
   const std::vector<std::string> args{
       "cancel", std::to_string(detail::unix_millis(now)),
       std::to_string(detail::unix_millis(now + options_.replay_horizon))};
-  const Reply reply = freeing_transition(transaction_id, args, original);
-  throw_if_mismatch(reply, "cancel", transaction_id);
+  const Reply reply = freeing_transition(LimitOp::cancel, transaction_id, args, original);
+  throw_if_mismatch(reply, LimitOp::cancel, transaction_id);
   const std::string& status = reply.at(0).as_string();
   if (const auto result = detail::decode_cancel(reply, transaction_id)) {
     return *result;
@@ -220,8 +221,8 @@ RefundResult LimitCounter::Impl::run_refund(const std::string& transaction_id,
   }
   std::vector<std::string> args{"refund", amount ? std::to_string(*amount) : "-1",
                                 amount ? refund_id : ""};
-  const Reply reply = freeing_transition(transaction_id, args, original);
-  throw_if_mismatch(reply, "refund", transaction_id);
+  const Reply reply = freeing_transition(LimitOp::refund, transaction_id, args, original);
+  throw_if_mismatch(reply, LimitOp::refund, transaction_id);
   const std::string& status = reply.at(0).as_string();
   if (status == "refunded") {
     return {reply.at(1).to_int64(), reply.at(2).to_int64(), reply.at(3).to_int64(),
