@@ -111,8 +111,9 @@
 -- op cancel:  ARGV[2] now (ms), ARGV[3] expiry of a tombstone (ms), ARGV[4] "probe" to write no
 --   tombstone for an unknown id (a cluster's client probes every record the id may have before
 --   it writes tombstones), o = 5
---   Reply: {"cancelled", released amount} | {"already", state} (cancelled or expired before,
---          or its hold ran out before now: then recorded expired, what it held given back)
+--   Reply: {"cancelled", released amount} | {"already", state} (cancelled, expired or voided
+--          before, or its hold ran out before now: then recorded expired, what it held given
+--          back)
 --          | {"tombstone"} | {"bad_state", state} | {"unknown"} (probe only)
 -- op void:    (record of one slot's share of a transaction that another slot denied, or that
 --   the sweep abandoned) ARGV[2] expiry (ms) of a tombstone.
