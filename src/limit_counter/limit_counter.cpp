@@ -1,4 +1,4 @@
-// LimitCounter: its Impl's construction (the options checked, the coalescers chosen) and the
+// LimitCounter: its Impl's construction (the options checked, the coalescer made) and the
 // public calls, each forwarded to the Impl's method of the same name.
 #include "limit_counter/limit_counter_impl.hpp"
 
@@ -6,7 +6,6 @@
 #include <random>
 #include <utility>
 
-#include "limit_counter/consume_coalescer.hpp"
 #include "shared/coalescer.hpp"
 
 namespace limitcounter {
@@ -49,11 +48,9 @@ LimitCounter::Impl::Impl(Redis redis, Calendar calendar, LimitCounterOptions opt
   // One call in flight by default: concurrent consumes then share script calls, which is what
   // brings Redis's CPU per decision down to a record-less limiter's (docs/BENCHMARKS.md).
   const std::size_t in_flight = options_.consume_in_flight.value_or(1);
-  if (in_flight > 0 && redis_.is_cluster()) {
-    spread_coalescer_ =
-        std::make_shared<detail::Coalescer<SpreadConsumeJob>>(in_flight, detail::max_decide_batch);
-  } else if (in_flight > 0) {
-    coalescer_ = std::make_shared<detail::ConsumeCoalescer>(in_flight, detail::max_decide_batch);
+  if (in_flight > 0) {
+    coalescer_ =
+        std::make_shared<detail::Coalescer<DecideItem>>(in_flight, detail::max_decide_batch);
   }
 }
 

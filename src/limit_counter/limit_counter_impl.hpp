@@ -23,7 +23,6 @@
 namespace limitcounter {
 
 namespace detail {
-class ConsumeCoalescer;
 template <typename Job> class Coalescer;
 } // namespace detail
 
@@ -109,6 +108,7 @@ private:
                                   const detail::RuleSetArgs* rule_args, TimePoint now) const;
   Decision finish_decide(LimitOp op, const Transaction& transaction,
                          const detail::DecideShape& shape, const Reply& reply) const;
+  /// One consume, reserve or check: `decide_items` with one item; throws its error.
   Decision decide(LimitOp op, const Transaction& transaction);
   /// A rule set and the version it was set with, swapped together.
   struct RulesInForce {
@@ -121,7 +121,37 @@ private:
   std::shared_ptr<const RulesInForce> rules_to_decide(LimitOp op, const std::string& id) const;
   /// Whether `error` lets the failure policy decide: only when nothing was sent.
   bool policy_decides(const Error& error, const PreparedDecision& prepared) const;
-  Decision decide_with_redis(LimitOp op, const Transaction& transaction);
+  /// One decision on its way (the job of `coalescer_`): the transaction, its prepared call(s)
+  /// and, once decided, its decision or the error it ended with (exactly one of the two).
+  struct DecideItem {
+    const Transaction* transaction = nullptr;
+    PreparedDecision prepared;
+    std::optional<Decision> decision;
+    std::optional<Error> error;
+  };
+  /// The one decision path (limits/decide.cpp): the local layers around `decide_remotely`.
+  /// A decision of the exhausted cache is taken as it is; the others are decided by Redis
+  /// (a lone consume merged with concurrent ones through `coalescer_`); then, item by item, the
+  /// failure policy decides one whose call was not sent, the cache learns, the observer hears
+  /// each decision (not the errors: the callers report those), and the local fallback's usage
+  /// is reported once Redis decided something. `version`: the rule set's, put in each decision.
+  void decide_items(LimitOp op, DecideItem* const* items, std::size_t count, std::uint64_t version,
+                    TimePoint started);
+  /// The remote decider (limits/remote_decider.cpp): what Redis decides for each item, or
+  /// the error its call(s) ended with; knows nothing of the cache, the failure policies or the
+  /// local fallback. One-slot items go in script calls of lua/limit.lua (consumes on standalone
+  /// Redis in batch calls of up to `max_decide_batch`; a lone item as its own call), items with
+  /// shares through their home records (`decide_in_shares`). Throws nothing of one item's.
+  void decide_remotely(LimitOp op, DecideItem* const* items, std::size_t count);
+  /// `decide_remotely` of a lone consume, merged with the consumes of other threads that come
+  /// while one is in flight (`LimitCounterOptions::consume_in_flight`).
+  void decide_remotely_merged(DecideItem& item);
+  /// One-slot items of `decide_remotely`.
+  void decide_in_one_slot(LimitOp op, DecideItem* const* items, std::size_t count);
+  /// Consumes on standalone Redis, at most `max_decide_batch`, in one batch call.
+  void decide_in_one_batch_call(DecideItem* const* items, std::size_t count);
+  /// Each of `count` items' decision from its own reply (or the error reading it gave).
+  void finish_items(LimitOp op, DecideItem* const* items, const Reply* replies, std::size_t count);
   Decision finish_one_slot(LimitOp op, const Transaction& transaction,
                            const detail::DecideShape& shape, const Reply& reply);
   void report(LimitOp op, const Transaction& transaction, const Decision& decision,
@@ -160,13 +190,11 @@ private:
   /// How much longer the holds of a cluster transaction's shares last than its home record's:
   /// zero on standalone Redis.
   std::chrono::milliseconds share_hold_grace() const;
-  /// A decision of a cluster transaction (cluster/decide_in_shares.cpp): begun at
-  /// the transaction's home record, decided by its shares in parallel, made final at the home
-  /// record by compare-and-set.
-  Decision decide_in_shares(LimitOp op, const Transaction& transaction,
-                            const PreparedDecision& prepared);
-  /// A consume's `decide_in_shares`, merged with concurrent ones (`spread_coalescer_`).
-  Decision consume_in_shares(const Transaction& transaction, const PreparedDecision& prepared);
+  /// Items of `decide_remotely` whose counters are spread over cluster slots
+  /// (cluster/decide_in_shares.cpp): each begun at its home record, decided by its shares,
+  /// made final at the home record by compare-and-set (`decide_many_in_shares`); a check
+  /// runs its shares only (`check_in_shares`).
+  void decide_in_shares(LimitOp op, const std::vector<DecideItem*>& items);
   /// `decide_in_shares` of several transactions (each with shares) at once, step by step: every
   /// begin in one pipeline, then every share, then every finish (each transaction's steps in its
   /// order). One result per transaction, its decision or the error its own steps ended with; throws
@@ -228,10 +256,6 @@ private:
   ScriptCall prepare_cap(const CapRequest& request, Window& window, TimePoint now) const;
   /// The script call of one sliding-window hit; throws on bad input.
   ScriptCall prepare_sliding(const SlidingRequest& request) const;
-  Reply run_limit(const std::vector<std::string>& keys, const std::vector<std::string>& args);
-  /// A consume's one-slot call, sent alone or merged with concurrent ones (see
-  /// `LimitCounterOptions::consume_in_flight`; consume_coalescer.cpp).
-  Reply run_consume(ScriptCall& call);
   // The exhausted cache (limits/cache.cpp).
   /// Fills `prepared.places` and, if the cache denies, `prepared.cached`.
   void consult_cache(LimitOp op, const Transaction& transaction, const RuleSet& rules,
@@ -253,17 +277,8 @@ private:
   std::shared_ptr<const RulesInForce> rules_;
   std::shared_ptr<detail::LocalLedger> local_;
   std::shared_ptr<detail::ExhaustedCache> exhausted_; ///< null when the cache is off
-  /// Merges concurrent consumes (`LimitCounterOptions::consume_in_flight`); null when off or
-  /// on a Redis Cluster.
-  std::shared_ptr<detail::ConsumeCoalescer> coalescer_;
-  /// A cluster consume waiting to be decided with the others merged with it.
-  struct SpreadConsumeJob {
-    const Transaction* transaction = nullptr;
-    const PreparedDecision* prepared = nullptr;
-    std::optional<BatchResult<Decision>> result;
-  };
-  /// `coalescer_` on a Redis Cluster (`consume_in_shares`).
-  std::shared_ptr<detail::Coalescer<SpreadConsumeJob>> spread_coalescer_;
+  /// Merges concurrent consumes (`LimitCounterOptions::consume_in_flight`); null when off.
+  std::shared_ptr<detail::Coalescer<DecideItem>> coalescer_;
 };
 
 } // namespace limitcounter

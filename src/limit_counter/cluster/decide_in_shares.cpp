@@ -11,7 +11,6 @@
 #include "limit_counter/share_plan.hpp"
 #include "redis/operation_resends.hpp"
 #include "shared/batch.hpp"
-#include "shared/coalescer.hpp"
 
 namespace limitcounter {
 
@@ -33,15 +32,6 @@ Decision LimitCounter::Impl::check_in_shares(const Transaction& transaction,
     }
   }
   return combined;
-}
-
-Decision LimitCounter::Impl::decide_in_shares(LimitOp op, const Transaction& transaction,
-                                              const PreparedDecision& prepared) {
-  if (op == LimitOp::check) {
-    return check_in_shares(transaction, prepared);
-  }
-  return detail::value_or_throw(
-      std::move(decide_many_in_shares(op, {&transaction}, {&prepared})[0]));
 }
 
 namespace {
@@ -69,31 +59,39 @@ Error half_decided(const Error& error, const std::string& transaction_id) {
 
 } // namespace
 
-Decision LimitCounter::Impl::consume_in_shares(const Transaction& transaction,
-                                               const PreparedDecision& prepared) {
-  SpreadConsumeJob job;
-  job.transaction = &transaction;
-  job.prepared = &prepared;
-  spread_coalescer_->run(job, [this](SpreadConsumeJob* const* jobs, std::size_t count) {
-    std::vector<const Transaction*> transactions;
-    std::vector<const PreparedDecision*> prepared_all;
-    for (std::size_t i = 0; i < count; ++i) {
-      transactions.push_back(jobs[i]->transaction);
-      prepared_all.push_back(jobs[i]->prepared);
-    }
-    try {
-      std::vector<BatchResult<Decision>> results =
-          decide_many_in_shares(LimitOp::consume, transactions, prepared_all);
-      for (std::size_t i = 0; i < count; ++i) {
-        jobs[i]->result = std::move(results[i]);
-      }
-    } catch (const Error& e) { // (not one transaction's: any of them may have run)
-      for (std::size_t i = 0; i < count; ++i) {
-        jobs[i]->result = half_decided(e, jobs[i]->transaction->id);
+void LimitCounter::Impl::decide_in_shares(LimitOp op, const std::vector<DecideItem*>& items) {
+  if (op == LimitOp::check) {
+    for (DecideItem* item : items) {
+      try {
+        item->decision = check_in_shares(*item->transaction, item->prepared);
+      } catch (const Error& e) {
+        item->error = e;
       }
     }
-  });
-  return detail::value_or_throw(std::move(*job.result));
+    return;
+  }
+  std::vector<const Transaction*> transactions;
+  std::vector<const PreparedDecision*> prepared;
+  transactions.reserve(items.size());
+  prepared.reserve(items.size());
+  for (const DecideItem* item : items) {
+    transactions.push_back(item->transaction);
+    prepared.push_back(&item->prepared);
+  }
+  try {
+    std::vector<BatchResult<Decision>> results = decide_many_in_shares(op, transactions, prepared);
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      if (auto* error = std::get_if<Error>(&results[i])) {
+        items[i]->error = std::move(*error);
+      } else {
+        items[i]->decision = std::move(std::get<Decision>(results[i]));
+      }
+    }
+  } catch (const Error& e) { // (not one transaction's: any of them may have run)
+    for (DecideItem* item : items) {
+      item->error = half_decided(e, item->transaction->id);
+    }
+  }
 }
 
 // Several transactions cost three round trips in all, not three each: a step's calls of every

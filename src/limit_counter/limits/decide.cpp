@@ -1,13 +1,12 @@
-// LimitCounter's single decisions: consume, reserve and check of one transaction, sent alone
-// or merged with concurrent consumes; the failure policies when Redis was not reached, the local
-// fallback's reports, and the observer's.
+// LimitCounter's decisions, one path for all: consume, reserve and check of one transaction and
+// consume_many, as the local layers around the remote decider (remote_decider.cpp): the
+// exhausted cache's decisions, the failure policies when Redis was not reached, the cache's
+// learning, the observer's reports and the local fallback's.
 #include "limit_counter/limit_counter_impl.hpp"
 
 #include <limitcounter/detail/lua_scripts.hpp>
 
-#include "limit_counter/consume_coalescer.hpp"
 #include "shared/amount.hpp"
-#include "shared/coalescer.hpp"
 
 namespace limitcounter {
 
@@ -21,26 +20,6 @@ Decision LimitCounter::Impl::reserve(const Transaction& transaction) {
 
 Decision LimitCounter::Impl::check(const Transaction& transaction) {
   return decide(LimitOp::check, transaction);
-}
-
-Reply LimitCounter::Impl::run_limit(const std::vector<std::string>& keys,
-                                    const std::vector<std::string>& args) {
-  return redis_.eval(scripts::limit, keys, args, Resend::same_id);
-}
-
-Reply LimitCounter::Impl::run_consume(ScriptCall& call) {
-  if (!coalescer_) {
-    return run_limit(call.keys, call.args);
-  }
-  detail::ConsumeJob job;
-  job.call = &call;
-  coalescer_->run(job, [this](detail::ConsumeJob* const* jobs, std::size_t count) {
-    detail::run_consume_jobs(redis_, jobs, count);
-  });
-  if (job.error) {
-    throw *job.error;
-  }
-  return std::move(job.reply);
 }
 
 Decision LimitCounter::Impl::finish_decide(LimitOp op, const Transaction& transaction,
@@ -61,14 +40,104 @@ Decision LimitCounter::Impl::finish_decide(LimitOp op, const Transaction& transa
 Decision LimitCounter::Impl::decide(LimitOp op, const Transaction& transaction) {
   const TimePoint started = Clock::now();
   try {
-    Decision decision = decide_with_redis(op, transaction);
-    report(op, transaction, decision, started);
-    return decision;
+    const auto in_force = rules_to_decide(op, transaction.id);
+    DecideItem item{
+        &transaction,
+        prepare_decide(op, transaction, in_force->rules, in_force->args.get(), Clock::now()),
+        std::nullopt, std::nullopt};
+    DecideItem* const one[] = {&item};
+    decide_items(op, one, 1, in_force->version, started);
+    if (item.error) {
+      throw *item.error;
+    }
+    return std::move(*item.decision);
   } catch (const Error& e) {
     if (options_.observer) {
       options_.observer->on_error(e);
     }
     throw;
+  }
+}
+
+// Decides like `consume`, item by item, in one round trip (see `decide_remotely`). Bad input
+// anywhere throws before anything is sent.
+std::vector<BatchResult<Decision>>
+LimitCounter::Impl::consume_many(const std::vector<Transaction>& transactions) {
+  if (transactions.empty()) {
+    return {};
+  }
+  const TimePoint started = Clock::now();
+  const auto in_force = rules_to_decide(LimitOp::consume, transactions.front().id);
+  std::vector<DecideItem> items;
+  items.reserve(transactions.size());
+  std::vector<DecideItem*> pointers;
+  pointers.reserve(transactions.size());
+  for (const auto& transaction : transactions) {
+    items.push_back({&transaction,
+                     prepare_decide(LimitOp::consume, transaction, in_force->rules,
+                                    in_force->args.get(), started),
+                     std::nullopt, std::nullopt});
+    pointers.push_back(&items.back());
+  }
+  decide_items(LimitOp::consume, pointers.data(), pointers.size(), in_force->version, started);
+  std::vector<BatchResult<Decision>> results;
+  results.reserve(items.size());
+  for (DecideItem& item : items) {
+    if (item.error) {
+      if (options_.observer) {
+        options_.observer->on_error(*item.error);
+      }
+      results.emplace_back(std::move(*item.error));
+    } else {
+      results.emplace_back(std::move(*item.decision));
+    }
+  }
+  return results;
+}
+
+void LimitCounter::Impl::decide_items(LimitOp op, DecideItem* const* items, std::size_t count,
+                                      std::uint64_t version, TimePoint started) {
+  if (count == 1 && !items[0]->prepared.cached) {
+    if (op == LimitOp::consume && coalescer_) {
+      decide_remotely_merged(*items[0]);
+    } else {
+      decide_remotely(op, items, 1);
+    }
+  } else if (count > 1) {
+    std::vector<DecideItem*> remote;
+    remote.reserve(count);
+    for (std::size_t i = 0; i < count; ++i) {
+      if (!items[i]->prepared.cached) {
+        remote.push_back(items[i]);
+      }
+    }
+    decide_remotely(op, remote.data(), remote.size());
+  }
+  bool decided_by_redis = false;
+  for (std::size_t i = 0; i < count; ++i) {
+    DecideItem& item = *items[i];
+    const Transaction& transaction = *item.transaction;
+    if (item.prepared.cached) {
+      item.decision = std::move(item.prepared.cached);
+    } else if (item.error) {
+      learn(op, transaction, item.prepared, nullptr, &*item.error);
+      if (!policy_decides(*item.error, item.prepared)) {
+        continue;
+      }
+      if (options_.observer) {
+        options_.observer->on_error(*item.error);
+      }
+      item.decision = decide_without_redis(op, transaction, item.prepared);
+      item.error.reset();
+    } else {
+      learn(op, transaction, item.prepared, &*item.decision, nullptr);
+      decided_by_redis = true;
+    }
+    item.decision->rule_set_version = version;
+    report(op, transaction, *item.decision, started);
+  }
+  if (decided_by_redis && !local_->empty()) {
+    report_local_usage();
   }
 }
 
@@ -78,60 +147,6 @@ bool LimitCounter::Impl::policy_decides(const Error& error,
   // run is settled by sending the same id again, which replays what Redis decided.
   return !error.is_input_error() && error.outcome() == Outcome::not_sent &&
          prepared.on_failure != FailurePolicy::raise;
-}
-
-Decision LimitCounter::Impl::decide_with_redis(LimitOp op, const Transaction& transaction) {
-  const auto in_force = rules_to_decide(op, transaction.id);
-  PreparedDecision prepared =
-      prepare_decide(op, transaction, in_force->rules, in_force->args.get(), Clock::now());
-  if (prepared.cached) {
-    prepared.cached->rule_set_version = in_force->version;
-    return std::move(*prepared.cached);
-  }
-  std::optional<Decision> decision;
-  Reply reply;
-  try {
-    if (!prepared.shares.empty() && op == LimitOp::consume && spread_coalescer_) {
-      decision = consume_in_shares(transaction, prepared);
-    } else if (!prepared.shares.empty()) {
-      decision = decide_in_shares(op, transaction, prepared);
-    } else if (op == LimitOp::consume) {
-      reply = run_consume(prepared.call);
-    } else {
-      reply = run_limit(prepared.call.keys, prepared.call.args);
-    }
-  } catch (const Error& e) {
-    learn(op, transaction, prepared, nullptr, &e);
-    if (!policy_decides(e, prepared)) {
-      throw;
-    }
-    if (options_.observer) {
-      options_.observer->on_error(e);
-    }
-    decision = decide_without_redis(op, transaction, prepared);
-    decision->rule_set_version = in_force->version;
-    return std::move(*decision);
-  }
-  if (!decision) {
-    decision = finish_one_slot(op, transaction, prepared.shapes.front(), reply);
-  }
-  decision->rule_set_version = in_force->version;
-  learn(op, transaction, prepared, &*decision, nullptr);
-  if (!local_->empty()) {
-    report_local_usage();
-  }
-  return std::move(*decision);
-}
-
-// The decision of a call on one record; a replay that says "voided" is answered from the
-// home record (see `replay_voided`).
-Decision LimitCounter::Impl::finish_one_slot(LimitOp op, const Transaction& transaction,
-                                             const detail::DecideShape& shape, const Reply& reply) {
-  Decision decision = finish_decide(op, transaction, shape, reply);
-  if (decision.replayed && decision.state == "voided") {
-    return replay_voided(transaction);
-  }
-  return decision; // moved, where a conditional expression would copy it
 }
 
 // Redis could not be reached (nothing was sent): the strictest failure policy of the
