@@ -401,7 +401,9 @@ LimitCall build_decide(LimitOp op, const Transaction& transaction,
   // The replay horizon, whatever the windows (a reservation's hold outlives its record in the
   // hold sets, whose members say what to release); never shorter than a hold.
   const TimePoint record_expiry = std::max(context.now + context.replay_horizon, hold_expiry);
-  call.keys.push_back(shared.set_key);
+  // Without counters the call's own record stands in for the set (see CallTemplate): not the
+  // record of the transaction the template was built for, which is in another slot of a cluster.
+  call.keys.push_back(shared.counter_keys.empty() ? call.keys.front() : shared.set_key);
   call.keys.insert(call.keys.end(), shared.counter_keys.begin(), shared.counter_keys.end());
   call.keys.insert(call.keys.end(), shared.hold_keys.begin(), shared.hold_keys.end());
 

@@ -823,6 +823,41 @@ TEST_CASE_METHOD(LimitsFixture, "consume_many pipelines independent decisions",
   CHECK(used("merchant", Dimension{"m1"}, Period::day, at) == Usage{50, 500});
 }
 
+// Transactions that only per-transaction rules match have no counter to share: each has its own
+// record (on a cluster in the slot of its own id), and a batch decides each on its own.
+TEST_CASE_METHOD(LimitsFixture,
+                 "consumes under per-transaction rules only are decided on their own records",
+                 "[limits][redis][batch]") {
+  limits.set_rules(
+      RuleSet().add(Rule("single").where("merchant").per_transaction().max_amount(1000)));
+  std::vector<Transaction> batch;
+  for (int i = 0; i < 6; ++i) {
+    batch.push_back(tx(i == 2 ? 5000 : 100 + i));
+  }
+  const auto results = limits.consume_many(batch);
+  REQUIRE(results.size() == batch.size());
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    const auto* decision = std::get_if<Decision>(&results[i]);
+    if (const auto* error = std::get_if<Error>(&results[i])) {
+      FAIL_CHECK(error->what());
+    }
+    REQUIRE(decision);
+    CHECK(decision->allowed() == (i != 2));
+    CHECK_FALSE(decision->replayed);
+  }
+  CHECK(std::get<Decision>(results[2]).denial->metric == Metric::single_amount);
+  const auto again = limits.consume_many(batch);
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    const auto* decision = std::get_if<Decision>(&again[i]);
+    REQUIRE(decision);
+    CHECK(decision->replayed);
+    CHECK(decision->allowed() == (i != 2));
+  }
+  // and one by one, each on its own record
+  CHECK(limits.consume(tx(10)).allowed());
+  CHECK(limits.consume(tx(20)).allowed());
+}
+
 TEST_CASE_METHOD(LimitsFixture, "consume_many decides transactions with values of every length",
                  "[limits][redis][batch]") {
   // A batch sends its transactions' values as one MessagePack array of strings: a record's fields
