@@ -569,8 +569,10 @@ public:
   /// a minute is ample), so that a call still running is never abandoned. The SCAN reads every
   /// key of this prefix on every master: run it now and then (every few minutes), not per call.
   /// On standalone Redis it returns nothing (one record, no fan-out). Throws invalid_argument
-  /// for an `older_than` below 0 or from 2^53 ms, or a `max` of 0 (nothing sent); a Redis failure
-  /// throws as described at `Redis`, leaving the unfinished transactions for the next sweep.
+  /// for an `older_than` below 0 or from 2^53 ms, or a `max` of 0 (nothing sent). A lost reply
+  /// is sent again within `RedisOptions::retry` (taking a record again hands over what the
+  /// first take did); a Redis failure past that throws as described at `Redis`, leaving the
+  /// unfinished transactions for the next sweep.
   std::vector<InterruptedFanOut> finish_interrupted(std::chrono::seconds older_than,
                                                     std::size_t max = 100);
 

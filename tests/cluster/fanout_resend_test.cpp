@@ -264,3 +264,39 @@ TEST_CASE_METHOD(SlowResending,
   CHECK(merchant() == Usage{});
   CHECK(limits.consume(tx("late-next", 100'000)).allowed()); // the quota is whole
 }
+
+TEST_CASE_METHOD(Resending,
+                 "the sweep resends a take whose reply was lost and abandons the transaction once",
+                 "[cluster][proxy][home][sweep][resend]") {
+  // A consume left pending: a caller without resends whose finish never reached the server.
+  RedisOptions once_options = proxies.options();
+  once_options.command_timeout = std::chrono::milliseconds(300);
+  once_options.breaker_failures = 0;
+  once_options.retry = no_resends();
+  LimitCounter once{Redis(once_options), Calendar("UTC"), counter_options()};
+  once.set_rules(*limits.rules());
+  FaultProxy& proxy = proxy_of(home("pending"));
+  proxy.add_rule({evalsha_with_key_prefix(home("pending")), Fault::forward, 1}); // the begin
+  proxy.add_rule({evalsha_with_key_prefix(home("pending")), Fault::close_before_forward});
+  CHECK_THROWS_AS(once.consume(tx("pending")), Error);
+  REQUIRE(state_of(home("pending")) == "pending");
+  REQUIRE(dept() == Usage{1, 100}); // its shares took their part
+
+  // The sweep's take of the record runs, and its reply is lost: the take is sent again, which
+  // hands over what the first one did.
+  const long long before = scripts_run();
+  lose_reply(home("pending"));
+  const auto swept = limits.finish_interrupted(0s);
+  CHECK(proxy.injected(Fault::drop_reply) == 1);
+  CHECK(std::count_if(swept.begin(), swept.end(), [](const InterruptedFanOut& fan_out) {
+          return fan_out.transaction_id == "pending" && fan_out.abandoned;
+        }) == 1);
+  // the take twice, the two shares' voids and the close: five script calls
+  CHECK(scripts_run() - before == 5);
+  CHECK(state_of(home("pending")) == "voided");
+  CHECK(dept() == Usage{});
+  CHECK(merchant() == Usage{});
+  const Decision retry = limits.consume(tx("pending"));
+  CHECK(retry.verdict == Decision::Verdict::cancelled);
+  CHECK(retry.replayed);
+}

@@ -302,6 +302,24 @@ TEST_CASE("simulation on a 3-master cluster: faults on every node, slots migrate
          const int slot = pick_workload_slot(cluster, chaos_random, {merchant_slot, channel_slot});
          migrate_key_by_key(cluster, slot, chaos_random);
        }});
+  // The sweep with no age, from a host of its own whose network is sound: it abandons every
+  // transaction whose callers are between begin and finish at that moment (retrying through
+  // the faults, or about to finish), and finishes every fan-out that its callers are finishing
+  // too. The auditor then finds every counter as the callers were told (an abandoned
+  // transaction counts nothing).
+  Jobs sweeper(Redis(cluster.options()), prefix, universe);
+  long abandoned_by_sweep = 0;
+  long fan_outs_finished = 0;
+  long sweeps = 0;
+  events.push_back({"sweep", [&] {
+                      const auto swept = call_until_definite(stats.retries, [&] {
+                        return sweeper.limits.finish_interrupted(0s, 1000);
+                      });
+                      ++sweeps;
+                      for (const InterruptedFanOut& each : swept) {
+                        ++(each.abandoned ? abandoned_by_sweep : fan_outs_finished);
+                      }
+                    }});
   const ChaosEvent failover{"failover", [&] {
                               RedisServer& master = cluster.owner_of(merchant_slot);
                               const RedisServer& promoted = cluster.fail_over(master);
@@ -328,6 +346,9 @@ TEST_CASE("simulation on a 3-master cluster: faults on every node, slots migrate
   Jobs audited(Redis(cluster.options()), prefix, universe);
   const AuditReport report = audit(audited, universe, model, masters, expiring_patterns(prefix));
   print_report("cluster", seed, stats, faults, chaos, report);
+  std::printf("simulation cluster sweep: %ld sweeps, %ld transactions abandoned, %ld fan-outs "
+              "finished\n",
+              sweeps, abandoned_by_sweep, fan_outs_finished);
   // the servers' side of the migrations: calls redirected by ASK, scripts refused by TRYAGAIN
   std::int64_t asking = 0;
   std::int64_t tryagain = 0;

@@ -9,9 +9,9 @@
 namespace limitcounter::simulation {
 namespace {
 
-const char* const operation_kinds[] = {"consume", "consume_many", "reserve", "confirm", "cancel",
-                                       "refund",  "race",         "deduct",  "credit",  "rollback",
-                                       "create",  "grab",         "close"};
+const char* const operation_kinds[] = {"consume", "consume_many", "reserve", "confirm",  "cancel",
+                                       "refund",  "race",         "deduct",  "credit",   "rollback",
+                                       "create",  "grab",         "close",   "abandoned"};
 
 } // namespace
 
@@ -144,6 +144,14 @@ private:
 
   // An allowed decision must leave every window within its limits.
   void check_limits(const Transaction& tx, const Decision& decision) {
+    if (decision.verdict == Decision::Verdict::cancelled) {
+      // the sweep abandoned it while this host was retrying (cluster): nothing counts
+      w_.stats_.count("abandoned");
+      if (!decision.replayed || decision.denial) {
+        w_.model_.violation("abandoned " + tx.id + " is not a replay, or names a denial");
+      }
+      return;
+    }
     if (!decision.allowed()) {
       if (!decision.denial) {
         w_.model_.violation("denied " + tx.id + " names no denial");

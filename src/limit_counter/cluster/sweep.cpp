@@ -96,8 +96,8 @@ LimitCounter::Impl::finish_interrupted(std::chrono::seconds older_than, std::siz
     Redis node(master);
     std::string cursor = "0";
     do {
-      const Reply page =
-          node.command({"SCAN", cursor, "MATCH", pattern, "COUNT", "1000", "TYPE", "hash"});
+      const Reply page = node.command(
+          {"SCAN", cursor, "MATCH", pattern, "COUNT", "1000", "TYPE", "hash"}, Resend::same_id);
       if (page.is_error()) {
         throw Error(errc::server_error, "finish_interrupted: SCAN: " + page.as_string(),
                     Outcome::failed);
@@ -108,7 +108,9 @@ LimitCounter::Impl::finish_interrupted(std::chrono::seconds older_than, std::siz
       for (std::size_t next = 0; next < keys.size() && done.size() < max;) {
         std::vector<ScriptCall> calls;
         for (; next < keys.size() && calls.size() < max - done.size(); ++next) {
-          calls.push_back({&scripts::transaction_home, {keys[next].as_string()}, take});
+          // (taking a record again hands over what the first take did: a lost reply is resent)
+          calls.push_back(
+              {&scripts::transaction_home, {keys[next].as_string()}, take, Resend::same_id});
         }
         const std::vector<Reply> taken = redis_.eval_pipeline(calls);
         for (std::size_t i = 0; i < taken.size(); ++i) {
