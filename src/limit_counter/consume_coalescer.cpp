@@ -2,7 +2,8 @@
 
 #include <limitcounter/detail/lua_scripts.hpp>
 
-#include "limit_counter/limit_codec.hpp"
+#include "limit_counter/codec/decide_batch.hpp"
+#include "limit_counter/codec/decide_replies.hpp"
 
 namespace limitcounter::detail {
 

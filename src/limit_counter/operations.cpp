@@ -7,9 +7,10 @@
 
 #include <limitcounter/detail/lua_scripts.hpp>
 
+#include "limit_counter/codec/common.hpp"
+#include "limit_counter/codec/record_text.hpp"
 #include "limit_counter/declared_keys.hpp"
 #include "limit_counter/home_record.hpp"
-#include "limit_counter/limit_codec.hpp"
 #include "limit_counter/window_closed.hpp"
 #include "shared/amount.hpp"
 #include "shared/note.hpp"

@@ -3,6 +3,8 @@
 // a denied transaction's shares voided.
 #include "limit_counter/limit_counter_impl.hpp"
 
+#include "limit_counter/codec/common.hpp"
+#include "limit_counter/codec/record_text.hpp"
 #include "limit_counter/share_plan.hpp"
 
 namespace limitcounter {

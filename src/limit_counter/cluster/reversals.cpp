@@ -7,6 +7,9 @@
 
 #include <limitcounter/detail/lua_scripts.hpp>
 
+#include "limit_counter/codec/common.hpp"
+#include "limit_counter/codec/decide_arguments.hpp"
+#include "limit_counter/codec/reversals.hpp"
 #include "limit_counter/declared_keys.hpp"
 #include "limit_counter/share_plan.hpp"
 #include "redis/operation_resends.hpp"

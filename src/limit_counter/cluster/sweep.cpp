@@ -11,7 +11,7 @@
 
 #include <limitcounter/detail/lua_scripts.hpp>
 
-#include "limit_counter/limit_codec.hpp"
+#include "limit_counter/codec/reversals.hpp"
 #include "limit_counter/share_plan.hpp"
 #include "redis/cluster_protocol.hpp"
 #include "shared/amount.hpp"

@@ -1,5 +1,7 @@
 // LimitCounter::consume_many: many consumes decided in one round trip (batch script calls on
 // standalone Redis; every item's steps in one pipeline each on a Redis Cluster).
+#include "limit_counter/codec/decide_batch.hpp"
+#include "limit_counter/codec/decide_replies.hpp"
 #include "limit_counter/limit_counter_impl.hpp"
 
 #include <limitcounter/detail/lua_scripts.hpp>

@@ -5,6 +5,8 @@
 
 #include <limitcounter/detail/lua_scripts.hpp>
 
+#include "limit_counter/codec/decide_arguments.hpp"
+#include "limit_counter/codec/decide_replies.hpp"
 #include "limit_counter/consume_coalescer.hpp"
 #include "shared/amount.hpp"
 #include "shared/coalescer.hpp"

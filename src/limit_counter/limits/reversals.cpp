@@ -2,6 +2,9 @@
 // transaction; their arguments, and what their replies mean.
 #include "limit_counter/limit_counter_impl.hpp"
 
+#include "limit_counter/codec/common.hpp"
+#include "limit_counter/codec/decide_arguments.hpp"
+#include "limit_counter/codec/reversals.hpp"
 #include "limit_counter/rule_matching.hpp"
 #include "limit_counter/share_plan.hpp"
 #include "shared/amount.hpp"
