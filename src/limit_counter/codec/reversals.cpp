@@ -8,12 +8,12 @@
 namespace limitcounter::detail {
 
 std::optional<ConfirmResult> decode_confirm(const Reply& reply) {
-  const std::string& status = reply.at(0).as_string();
+  const ReplyStatus status = reply_status(reply);
   ConfirmResult result;
-  if (status == "confirmed") { // {"confirmed", final, released, ...}
+  if (status == ReplyStatus::confirmed) { // {"confirmed", final, released, ...}
     result.amount = reply.at(1).to_int64();
     result.released = reply.at(2).to_int64();
-  } else if (status == "already") { // {"already", "confirmed", final, ...}
+  } else if (status == ReplyStatus::already) { // {"already", "confirmed", final, ...}
     result.replayed = true;
     result.amount = reply.at(2).to_int64();
   } else {
@@ -23,13 +23,13 @@ std::optional<ConfirmResult> decode_confirm(const Reply& reply) {
 }
 
 std::optional<CancelResult> decode_cancel(const Reply& reply, std::string_view transaction_id) {
-  const std::string& status = reply.at(0).as_string();
+  const ReplyStatus status = reply_status(reply);
   CancelResult result;
-  if (status == "tombstone") {
+  if (status == ReplyStatus::tombstone) {
     result.status = CancelResult::Status::recorded_unknown;
-  } else if (status == "expired") { // (a cluster's home record: its hold had run out)
+  } else if (status == ReplyStatus::expired) { // (a cluster's home record: its hold had run out)
     result.status = CancelResult::Status::expired;
-  } else if (status == "already") {
+  } else if (status == ReplyStatus::already) {
     const std::string& state = reply.at(1).as_string();
     if (state == "expired") {
       result.status = CancelResult::Status::expired;
@@ -41,7 +41,7 @@ std::optional<CancelResult> decode_cancel(const Reply& reply, std::string_view t
                       quote_for_message(state),
                   Outcome::unknown);
     }
-  } else if (status != "cancelled") {
+  } else if (status != ReplyStatus::cancelled) {
     return std::nullopt;
   }
   return result;
