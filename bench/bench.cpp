@@ -22,7 +22,7 @@
 
 #include "cluster.hpp"
 #include "driver.hpp"
-#include "limit_counter/limit_codec.hpp"
+#include "limit_counter/codec/decide_arguments.hpp"
 #include "limit_counter/rule_matching.hpp"
 
 namespace lc = limitcounter;

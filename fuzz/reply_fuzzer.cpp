@@ -5,8 +5,10 @@
 #include <limitcounter/error.hpp>
 
 #include "fuzz_input.hpp"
+#include "limit_counter/codec/decide_arguments.hpp"
+#include "limit_counter/codec/decide_replies.hpp"
+#include "limit_counter/codec/record_text.hpp"
 #include "limit_counter/counter_codec.hpp"
-#include "limit_counter/limit_codec.hpp"
 
 namespace {
 

@@ -5,7 +5,8 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "limit_counter/limit_codec.hpp"
+#include "limit_counter/codec/common.hpp"
+#include "limit_counter/codec/decide_arguments.hpp"
 
 namespace limitcounter::detail {
 namespace {

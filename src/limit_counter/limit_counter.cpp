@@ -6,6 +6,7 @@
 #include <random>
 #include <utility>
 
+#include "limit_counter/codec/decide_batch.hpp"
 #include "shared/coalescer.hpp"
 
 namespace limitcounter {

@@ -16,8 +16,9 @@
 
 #include <limitcounter/limit_counter.hpp>
 
+#include "limit_counter/codec/decide_arguments.hpp"
+#include "limit_counter/codec/rule_args.hpp"
 #include "limit_counter/exhausted_cache.hpp"
-#include "limit_counter/limit_codec.hpp"
 #include "limit_counter/local_ledger.hpp"
 
 namespace limitcounter {

@@ -7,9 +7,11 @@
 
 #include <limitcounter/detail/lua_scripts.hpp>
 
+#include "limit_counter/codec/common.hpp"
+#include "limit_counter/codec/record_text.hpp"
+#include "limit_counter/codec/reply_status.hpp"
 #include "limit_counter/declared_keys.hpp"
 #include "limit_counter/home_record.hpp"
-#include "limit_counter/limit_codec.hpp"
 #include "limit_counter/window_closed.hpp"
 #include "shared/amount.hpp"
 #include "shared/note.hpp"
@@ -124,7 +126,7 @@ LimitCounter::Impl::transaction_record(const std::string& transaction_id,
     }
     const Reply reply =
         detail::eval_declaring(redis_, {&scripts::limit, {key}, {"inspect"}, Resend::same_id});
-    if (reply.at(0).as_string() == "missing") {
+    if (detail::reply_status(reply) == detail::ReplyStatus::missing) {
       continue;
     }
     record.records.push_back(key);

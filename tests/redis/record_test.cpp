@@ -11,8 +11,8 @@
 #include <limitcounter/detail/lua_scripts.hpp>
 #include <limitcounter/limit_counter.hpp>
 
+#include "limit_counter/codec/decide_arguments.hpp"
 #include "limit_counter/declared_keys.hpp"
-#include "limit_counter/limit_codec.hpp"
 #include "shared/amount.hpp"
 #include "support/outcome.hpp"
 #include "support/probe.hpp"

@@ -15,9 +15,9 @@
 #include <limitcounter/limit_counter.hpp>
 #include <limitcounter/redis.hpp>
 
+#include "limit_counter/codec/decide_arguments.hpp"
 #include "limit_counter/declared_keys.hpp"
 #include "limit_counter/home_record.hpp"
-#include "limit_counter/limit_codec.hpp"
 
 namespace limitcounter::testing {
 

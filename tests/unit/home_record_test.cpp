@@ -6,8 +6,8 @@
 
 #include <limitcounter/error.hpp>
 
+#include "limit_counter/codec/record_text.hpp"
 #include "limit_counter/home_record.hpp"
-#include "limit_counter/limit_codec.hpp"
 
 using limitcounter::Decision;
 using limitcounter::Denial;

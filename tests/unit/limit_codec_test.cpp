@@ -2,7 +2,11 @@
 
 #include <limitcounter/error.hpp>
 
-#include "limit_counter/limit_codec.hpp"
+#include "limit_counter/codec/decide_arguments.hpp"
+#include "limit_counter/codec/decide_batch.hpp"
+#include "limit_counter/codec/decide_replies.hpp"
+#include "limit_counter/codec/reversals.hpp"
+#include "limit_counter/codec/rule_args.hpp"
 #include "shared/amount.hpp"
 
 using namespace std::chrono_literals;

@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
-#include "limit_counter/limit_codec.hpp"
+#include "limit_counter/codec/decide_arguments.hpp"
+#include "limit_counter/codec/rule_args.hpp"
 
 using namespace std::chrono_literals;
 using limitcounter::Calendar;

@@ -8,6 +8,9 @@
 #include <limitcounter/detail/lua_scripts.hpp>
 
 #include "limit_counter/cluster/share_pipeline.hpp"
+#include "limit_counter/codec/common.hpp"
+#include "limit_counter/codec/decide_arguments.hpp"
+#include "limit_counter/codec/record_text.hpp"
 #include "limit_counter/share_plan.hpp"
 #include "redis/operation_resends.hpp"
 #include "shared/batch.hpp"

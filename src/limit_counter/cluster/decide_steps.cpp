@@ -3,30 +3,35 @@
 // a denied transaction's shares voided.
 #include "limit_counter/limit_counter_impl.hpp"
 
+#include "limit_counter/codec/common.hpp"
+#include "limit_counter/codec/record_text.hpp"
+#include "limit_counter/codec/reply_status.hpp"
 #include "limit_counter/share_plan.hpp"
 
 namespace limitcounter {
 
 using detail::quoted_id;
+using detail::reply_status;
+using detail::ReplyStatus;
 
 std::optional<Decision> LimitCounter::Impl::after_begin(const Transaction& transaction,
                                                         const PreparedDecision& prepared,
                                                         const Reply& begun) {
-  const std::string& status = begun.at(0).as_string();
-  if (status == "conflict") {
+  const ReplyStatus status = reply_status(begun);
+  if (status == ReplyStatus::conflict) {
     throw detail::reused_id(transaction.id);
   }
-  if (status == "cancelled") {
+  if (status == ReplyStatus::cancelled) {
     Decision decision;
     decision.verdict = Decision::Verdict::cancelled;
     decision.replayed = true;
     decision.state = "cancelled";
     return decision;
   }
-  if (status == "final") {
+  if (status == ReplyStatus::final_) {
     return replay_home(transaction, begun);
   }
-  if (status != "go") {
+  if (status != ReplyStatus::go) {
     throw Error(errc::protocol_error,
                 "transaction_home begin: unexpected reply " + begun.debug_string(),
                 Outcome::unknown);
@@ -77,7 +82,7 @@ LimitCounter::Impl::after_shares(LimitOp op, const Transaction& transaction,
       // A share decided after the sweep abandoned the transaction (late, or resent after its
       // reply was lost) met the void: the home record has the answer, unless it is gone too.
       const Reply home = run_home(transaction.id, {"read"});
-      if (home.at(0).as_string() == "final") {
+      if (reply_status(home) == ReplyStatus::final_) {
         decided.abandoned = replay_home(transaction, home);
         return decided;
       }
@@ -95,11 +100,11 @@ LimitCounter::Impl::after_shares(LimitOp op, const Transaction& transaction,
 
 Decision LimitCounter::Impl::after_finish(const Transaction& transaction,
                                           const SharesDecided& decided, const Reply& finished) {
-  const std::string& status = finished.at(0).as_string();
-  if (status == "final") {
+  const ReplyStatus status = reply_status(finished);
+  if (status == ReplyStatus::final_) {
     return replay_home(transaction, finished);
   }
-  if (status != "first") {
+  if (status != ReplyStatus::first) {
     throw Error(errc::protocol_error,
                 "transaction_home finish of " + quoted_id(transaction.id) + ": unexpected reply " +
                     finished.debug_string(),
@@ -130,7 +135,7 @@ Decision LimitCounter::Impl::replay_home(const Transaction& transaction, const R
 // the rules of its first call): its home record has the decision.
 Decision LimitCounter::Impl::replay_voided(const Transaction& transaction) {
   const Reply home = run_home(transaction.id, {"read"});
-  if (home.at(0).as_string() != "final") {
+  if (reply_status(home) != ReplyStatus::final_) {
     throw Error(errc::conflict,
                 quoted_id(transaction.id) + " was voided and its home record is " +
                     home.at(0).as_string() + ": retry it later",

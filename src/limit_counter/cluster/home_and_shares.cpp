@@ -12,6 +12,8 @@
 
 #include <limitcounter/detail/lua_scripts.hpp>
 
+#include "limit_counter/codec/common.hpp"
+#include "limit_counter/codec/decide_arguments.hpp"
 #include "limit_counter/declared_keys.hpp"
 
 namespace limitcounter {

@@ -7,6 +7,10 @@
 
 #include <limitcounter/detail/lua_scripts.hpp>
 
+#include "limit_counter/codec/common.hpp"
+#include "limit_counter/codec/decide_arguments.hpp"
+#include "limit_counter/codec/reply_status.hpp"
+#include "limit_counter/codec/reversals.hpp"
 #include "limit_counter/declared_keys.hpp"
 #include "limit_counter/share_plan.hpp"
 #include "redis/operation_resends.hpp"
@@ -15,6 +19,8 @@
 namespace limitcounter {
 
 using detail::quoted_id;
+using detail::reply_status;
+using detail::ReplyStatus;
 
 // What each share runs to follow its home record's answer `home` to `args`. Every share is
 // first brought to the home record's state, so that operations racing each other's fan-outs
@@ -24,12 +30,12 @@ using detail::quoted_id;
 std::vector<std::vector<std::string>>
 LimitCounter::Impl::share_operations(LimitOp op, const std::vector<std::string>& args,
                                      const Reply& home) {
-  const std::string& status = home.at(0).as_string();
-  if (status == "expired") { // (a confirm or a cancel that found the hold run out)
+  const ReplyStatus status = reply_status(home);
+  if (status == ReplyStatus::expired) { // (a confirm or a cancel that found the hold run out)
     return {detail::expire_share()};
   }
   if (op == LimitOp::confirm) {
-    return {{"confirm", home.at(status == "already" ? 2 : 1).as_string(), "0"}};
+    return {{"confirm", home.at(status == ReplyStatus::already ? 2 : 1).as_string(), "0"}};
   }
   if (op == LimitOp::cancel) {
     std::vector<std::string> probe = args; // a share without a record needs no tombstone
@@ -72,16 +78,15 @@ Reply LimitCounter::Impl::run_transition(LimitOp op, const std::string& transact
     if (original != nullptr) {
       const Reply checked =
           check_original_at_home(op, transaction_id, args, *original, refunds_with_original);
-      const std::string& status = checked.at(0).as_string();
-      if (status == "mismatch") {
+      const ReplyStatus status = reply_status(checked);
+      if (status == ReplyStatus::mismatch) {
         return checked;
       }
-      home_record = status == "adopted" || status == "exists";
+      home_record = status == ReplyStatus::adopted || status == ReplyStatus::exists;
     }
     if (home_record) {
       Reply home = run_home(transaction_id, args);
-      const std::string& status = home.at(0).as_string();
-      if (status != "missing") {
+      if (reply_status(home) != ReplyStatus::missing) {
         follow_home_change(op, transaction_id, args, home, refunds_with_original);
         return home;
       }
@@ -116,9 +121,10 @@ Reply LimitCounter::Impl::run_transition(LimitOp op, const std::string& transact
 void LimitCounter::Impl::follow_home_change(LimitOp op, const std::string& transaction_id,
                                             const std::vector<std::string>& args, const Reply& home,
                                             const std::vector<ScriptCall>& refunds_with_original) {
-  const std::string& status = home.at(0).as_string();
-  const bool applies = status == "confirmed" || status == "already" || status == "expired" ||
-                       status == "cancelled" || status == "refunded";
+  const ReplyStatus status = reply_status(home);
+  const bool applies = status == ReplyStatus::confirmed || status == ReplyStatus::already ||
+                       status == ReplyStatus::expired || status == ReplyStatus::cancelled ||
+                       status == ReplyStatus::refunded;
   if (!applies) {
     return;
   }
@@ -134,7 +140,7 @@ void LimitCounter::Impl::follow_home_change(LimitOp op, const std::string& trans
                     e.what() + "): retry it",
                 Outcome::unknown);
   }
-  if (status != "expired" && op != LimitOp::cancel) {
+  if (status != ReplyStatus::expired && op != LimitOp::cancel) {
     throw_if_lost_hold(transaction_id, plan, replies);
   }
   if (refunds_with_original.empty()) {
@@ -145,7 +151,7 @@ void LimitCounter::Impl::follow_home_change(LimitOp op, const std::string& trans
       // original can give back there: not "refunded" until it has.
       const std::size_t per_share = replies.size() / std::max<std::size_t>(plan.size(), 1);
       for (std::size_t i = per_share - 1; i < replies.size(); i += per_share) {
-        if (replies[i].at(0).as_string() == "unknown") {
+        if (reply_status(replies[i]) == ReplyStatus::unknown) {
           throw Error(errc::not_found,
                       "refund of " + quoted_id(transaction_id) +
                           " is decided at its home record, but its share " + plan[i / per_share] +
@@ -160,7 +166,7 @@ void LimitCounter::Impl::follow_home_change(LimitOp op, const std::string& trans
   // past the horizon, every share gives back its part (recorded anew from the original)
   const std::size_t per_share = replies.size() / std::max<std::size_t>(plan.size(), 1);
   for (std::size_t i = per_share - 1; i < replies.size(); i += per_share) {
-    if (replies[i].at(0).as_string() != "refunded") {
+    if (reply_status(replies[i]) != ReplyStatus::refunded) {
       throw Error(errc::conflict,
                   "refund of " + quoted_id(transaction_id) +
                       " is decided at its home record, but its share " + plan[i / per_share] +

@@ -5,7 +5,8 @@
 
 #include <limitcounter/detail/lua_scripts.hpp>
 
-#include "limit_counter/limit_codec.hpp"
+#include "limit_counter/codec/decide_batch.hpp"
+#include "limit_counter/codec/decide_replies.hpp"
 #include "redis/key_slot.hpp"
 
 namespace limitcounter::detail {

@@ -11,7 +11,8 @@
 
 #include <limitcounter/detail/lua_scripts.hpp>
 
-#include "limit_counter/limit_codec.hpp"
+#include "limit_counter/codec/reply_status.hpp"
+#include "limit_counter/codec/reversals.hpp"
 #include "limit_counter/share_plan.hpp"
 #include "redis/cluster_protocol.hpp"
 #include "shared/amount.hpp"
@@ -63,12 +64,13 @@ std::vector<RedisOptions> master_options(Redis& redis) {
 
 // Whether a share's reply to a sweep operation says it changed the share.
 bool changed(const Reply& reply) {
-  const std::string& status = reply.at(0).as_string();
-  if (status == "refunded") {
+  using detail::ReplyStatus;
+  const ReplyStatus status = detail::reply_status(reply);
+  if (status == ReplyStatus::refunded) {
     return reply.at(4).as_string() == "0";
   }
-  return status == "voided" || status == "confirmed" || status == "expired" ||
-         status == "cancelled";
+  return status == ReplyStatus::voided || status == ReplyStatus::confirmed ||
+         status == ReplyStatus::expired || status == ReplyStatus::cancelled;
 }
 
 } // namespace
@@ -136,7 +138,7 @@ LimitCounter::Impl::finish_interrupted(std::chrono::seconds older_than, std::siz
 // would run there, then closes the home record.
 std::optional<InterruptedFanOut> LimitCounter::Impl::follow_home(const std::string& home_key,
                                                                  const Reply& taken) {
-  if (taken.at(0).as_string() != "follow") {
+  if (detail::reply_status(taken) != detail::ReplyStatus::follow) {
     return std::nullopt;
   }
   const auto& items = taken.as_array();

@@ -6,6 +6,7 @@
 
 #include <limitcounter/detail/lua_scripts.hpp>
 
+#include "limit_counter/codec/decide_replies.hpp"
 #include "shared/amount.hpp"
 
 namespace limitcounter {

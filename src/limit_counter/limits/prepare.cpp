@@ -5,6 +5,9 @@
 
 #include <limitcounter/detail/lua_scripts.hpp>
 
+#include "limit_counter/codec/common.hpp"
+#include "limit_counter/codec/decide_arguments.hpp"
+#include "limit_counter/codec/rule_args.hpp"
 #include "limit_counter/rule_matching.hpp"
 #include "limit_counter/share_plan.hpp"
 #include "shared/amount.hpp"

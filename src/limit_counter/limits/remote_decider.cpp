@@ -8,6 +8,8 @@
 
 #include <limitcounter/detail/lua_scripts.hpp>
 
+#include "limit_counter/codec/decide_batch.hpp"
+#include "limit_counter/codec/decide_replies.hpp"
 #include "redis/operation_resends.hpp"
 #include "shared/coalescer.hpp"
 

@@ -2,6 +2,10 @@
 // transaction; their arguments, and what their replies mean.
 #include "limit_counter/limit_counter_impl.hpp"
 
+#include "limit_counter/codec/common.hpp"
+#include "limit_counter/codec/decide_arguments.hpp"
+#include "limit_counter/codec/reply_status.hpp"
+#include "limit_counter/codec/reversals.hpp"
 #include "limit_counter/rule_matching.hpp"
 #include "limit_counter/share_plan.hpp"
 #include "shared/amount.hpp"
@@ -18,8 +22,8 @@ using detail::quoted_id;
 }
 
 // A reversal that brought an original transaction its record was not decided for.
-void throw_if_mismatch(const Reply& reply, LimitOp op, const std::string& id) {
-  if (reply.at(0).as_string() == "mismatch") {
+void throw_if_mismatch(detail::ReplyStatus status, LimitOp op, const std::string& id) {
+  if (status == detail::ReplyStatus::mismatch) {
     throw Error(errc::conflict,
                 std::string(to_string(op)) + ": the transaction given is not the one " +
                     quoted_id(id) +
@@ -111,31 +115,31 @@ ConfirmResult LimitCounter::Impl::run_confirm(const std::string& transaction_id,
   std::vector<std::string> args{"confirm", final_amount ? std::to_string(*final_amount) : "-1",
                                 std::to_string(detail::unix_millis(Clock::now()))};
   const Reply reply = freeing_transition(LimitOp::confirm, transaction_id, args, original);
-  throw_if_mismatch(reply, LimitOp::confirm, transaction_id);
-  const std::string& status = reply.at(0).as_string();
+  const detail::ReplyStatus status = detail::reply_status(reply);
+  throw_if_mismatch(status, LimitOp::confirm, transaction_id);
   if (const auto result = detail::decode_confirm(reply)) {
     return *result;
   }
-  if (status == "unknown") {
+  if (status == detail::ReplyStatus::unknown) {
     throw Error(errc::not_found,
                 "confirm: " + quoted_id(transaction_id) +
                     " is unknown: never reserved, or reserved before the replay horizon (" +
                     std::to_string(options_.replay_horizon.count()) + " ms)",
                 Outcome::failed);
   }
-  if (status == "expired") {
+  if (status == detail::ReplyStatus::expired) {
     throw Error(errc::conflict,
                 "confirm: the reservation of " + quoted_id(transaction_id) +
                     " expired and its hold was released",
                 Outcome::failed);
   }
-  if (status == "bad_state") {
+  if (status == detail::ReplyStatus::bad_state) {
     throw Error(errc::conflict,
                 "confirm: " + quoted_id(transaction_id) + " is " + reply.at(1).as_string() +
                     ", not reserved",
                 Outcome::failed);
   }
-  if (status == "too_much") {
+  if (status == detail::ReplyStatus::too_much) {
     throw Error(errc::invalid_argument,
                 "confirm: final amount " + std::to_string(*final_amount) + " of " +
                     quoted_id(transaction_id) + " is more than the " + reply.at(1).as_string() +
@@ -165,12 +169,12 @@ CancelResult LimitCounter::Impl::run_cancel(const std::string& transaction_id,
       "cancel", std::to_string(detail::unix_millis(now)),
       std::to_string(detail::unix_millis(now + options_.replay_horizon))};
   const Reply reply = freeing_transition(LimitOp::cancel, transaction_id, args, original);
-  throw_if_mismatch(reply, LimitOp::cancel, transaction_id);
-  const std::string& status = reply.at(0).as_string();
+  const detail::ReplyStatus status = detail::reply_status(reply);
+  throw_if_mismatch(status, LimitOp::cancel, transaction_id);
   if (const auto result = detail::decode_cancel(reply, transaction_id)) {
     return *result;
   }
-  if (status == "bad_state") {
+  if (status == detail::ReplyStatus::bad_state) {
     const std::string& state = reply.at(1).as_string();
     throw Error(errc::conflict,
                 "cancel: " + quoted_id(transaction_id) + " is " + state +
@@ -222,13 +226,13 @@ RefundResult LimitCounter::Impl::run_refund(const std::string& transaction_id,
   std::vector<std::string> args{"refund", amount ? std::to_string(*amount) : "-1",
                                 amount ? refund_id : ""};
   const Reply reply = freeing_transition(LimitOp::refund, transaction_id, args, original);
-  throw_if_mismatch(reply, LimitOp::refund, transaction_id);
-  const std::string& status = reply.at(0).as_string();
-  if (status == "refunded") {
+  const detail::ReplyStatus status = detail::reply_status(reply);
+  throw_if_mismatch(status, LimitOp::refund, transaction_id);
+  if (status == detail::ReplyStatus::refunded) {
     return {reply.at(1).to_int64(), reply.at(2).to_int64(), reply.at(3).to_int64(),
             reply.at(4).as_string() == "1"};
   }
-  if (status == "conflict") {
+  if (status == detail::ReplyStatus::conflict) {
     const std::string first = reply.at(1).as_string();
     throw Error(errc::conflict,
                 "refund id \"" + refund_id + "\" of " + quoted_id(transaction_id) +
@@ -236,7 +240,7 @@ RefundResult LimitCounter::Impl::run_refund(const std::string& transaction_id,
                     ", not " + (amount ? std::to_string(*amount) : "the full refund"),
                 Outcome::failed);
   }
-  if (status == "unknown") {
+  if (status == detail::ReplyStatus::unknown) {
     throw Error(errc::not_found,
                 "refund: " + quoted_id(transaction_id) +
                     " is unknown: never decided, or decided before the replay horizon (" +
@@ -244,13 +248,13 @@ RefundResult LimitCounter::Impl::run_refund(const std::string& transaction_id,
                     " ms); refund it with the original transaction",
                 Outcome::failed);
   }
-  if (status == "bad_state") {
+  if (status == detail::ReplyStatus::bad_state) {
     throw Error(errc::conflict,
                 "refund: " + quoted_id(transaction_id) + " is " + reply.at(1).as_string() +
                     ", so nothing of it was consumed",
                 Outcome::failed);
   }
-  if (status == "too_much") {
+  if (status == detail::ReplyStatus::too_much) {
     throw Error(errc::invalid_argument,
                 "refund of " + std::to_string(amount.value_or(0)) + " from " +
                     quoted_id(transaction_id) + " is more than the " + reply.at(1).as_string() +
