@@ -63,8 +63,9 @@
 -- record is the authority).
 -- op sweep:   ARGV[2] age (ms)
 --   A pending record begun at least `age` ago (server time) becomes voided (compare-and-set, so a
---   caller that finishes later replays the abandonment) and open. Then an open record whose
---   change is at least `age` old is handed to the sweep.
+--   caller that finishes later replays the abandonment) and open, the change dated by that begin
+--   (so the same take sent again after a lost reply hands it over again). Then an open record
+--   whose change is at least `age` old is handed to the sweep.
 --   Reply: {"follow", state, plan, open, amount, hold expiry ('0' for none), then per refund:
 --          asked, refund id ('' for the full refund), the full refund last} | {"none"}
 -- op adopt:   ARGV[2] the original's consume fingerprint (digest), ARGV[3] plan, ARGV[4] expiry
@@ -295,8 +296,11 @@ local function sweep()
     state = 'v'
     redis.call('HDEL', record, 'b', 'h') -- (a pending reserve's hold: voided, it holds nothing)
     redis.call('HSET', record, 's', state)
-    open_fan_out()
-    open = tonumber(redis.call('HGET', record, 'o'))
+    -- The abandonment is dated by the begin it judged (past every earlier change), not now: a
+    -- take of the same age sent again after its reply was lost hands it over again.
+    local last = math.abs(tonumber(redis.call('HGET', record, 'o') or '0'))
+    open = math.max(tonumber(found[3] or '0'), last + 1)
+    redis.call('HSET', record, 'o', fmt(open))
   elseif open < 0 or open > cutoff then
     return {'none'}
   end

@@ -282,11 +282,13 @@ TEST_CASE_METHOD(Resending,
   REQUIRE(state_of(home("pending")) == "pending");
   REQUIRE(dept() == Usage{1, 100}); // its shares took their part
 
-  // The sweep's take of the record runs, and its reply is lost: the take is sent again, which
-  // hands over what the first one did.
+  // The sweep's take of the record (begun over a second ago) runs, and its reply is lost: the
+  // take is sent again, and hands over what the first one did (the abandonment is as old as
+  // the begin it judged, not new).
+  std::this_thread::sleep_for(1100ms);
   const long long before = scripts_run();
   lose_reply(home("pending"));
-  const auto swept = limits.finish_interrupted(0s);
+  const auto swept = limits.finish_interrupted(1s);
   CHECK(proxy.injected(Fault::drop_reply) == 1);
   CHECK(std::count_if(swept.begin(), swept.end(), [](const InterruptedFanOut& fan_out) {
           return fan_out.transaction_id == "pending" && fan_out.abandoned;
