@@ -472,7 +472,8 @@ public:
   /// behind an open breaker: the other nodes' items go on), Outcome::unknown (retry with the
   /// same ids) when its call may have run (every item whose call of a step went to a node whose
   /// reply stayed lost through the resends, which the whole batch shares, or into a script call
-  /// that answered with an error), the local fallback
+  /// of several of them that answered with an error; one alone in its call gets Outcome::failed
+  /// there, as `consume`), the local fallback
   /// reported after.
   /// Bad input anywhere throws before anything is sent.
   std::vector<BatchResult<Decision>> consume_many(const std::vector<Transaction>& transactions);

@@ -133,9 +133,10 @@ private:
   /// The one decision path (limits/decide.cpp): the local layers around `decide_remotely`.
   /// A decision of the exhausted cache is taken as it is; the others are decided by Redis
   /// (a lone consume merged with concurrent ones through `coalescer_`); then, item by item, the
-  /// failure policy decides one whose call was not sent, the cache learns, the observer hears
-  /// each decision (not the errors: the callers report those), and the local fallback's usage
-  /// is reported once Redis decided something. `version`: the rule set's, put in each decision.
+  /// failure policy decides one whose call was not sent (the observer hears that error), the
+  /// cache learns, the local fallback's usage is reported once Redis decided something, and the
+  /// observer hears each decision (an item left with an error is its caller's to report).
+  /// `version`: the rule set's, put in each decision.
   void decide_items(LimitOp op, DecideItem* const* items, std::size_t count, std::uint64_t version,
                     TimePoint started);
   /// The remote decider (limits/remote_decider.cpp): what Redis decides for each item, or

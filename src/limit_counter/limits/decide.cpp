@@ -60,8 +60,8 @@ Decision LimitCounter::Impl::decide(LimitOp op, const Transaction& transaction) 
   }
 }
 
-// Decides like `consume`, item by item, in one round trip (see `decide_remotely`). Bad input
-// anywhere throws before anything is sent.
+// Decides like `consume`, item by item, in one round trip on standalone Redis, three on a cluster
+// (see `decide_remotely`). Bad input anywhere throws before anything is sent.
 std::vector<BatchResult<Decision>>
 LimitCounter::Impl::consume_many(const std::vector<Transaction>& transactions) {
   if (transactions.empty()) {
@@ -135,10 +135,14 @@ void LimitCounter::Impl::decide_items(LimitOp op, DecideItem* const* items, std:
       decided_by_redis = true;
     }
     item.decision->rule_set_version = version;
-    report(op, transaction, *item.decision, started);
   }
   if (decided_by_redis && !local_->empty()) {
     report_local_usage();
+  }
+  for (std::size_t i = 0; i < count; ++i) {
+    if (items[i]->decision) {
+      report(op, *items[i]->transaction, *items[i]->decision, started);
+    }
   }
 }
 

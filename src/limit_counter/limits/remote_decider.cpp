@@ -45,7 +45,15 @@ void LimitCounter::Impl::finish_items(LimitOp op, DecideItem* const* items, cons
       item.decision =
           finish_one_slot(op, *item.transaction, item.prepared.shapes.front(), replies[i]);
     } catch (const Error& e) {
-      item.error = e;
+      // The call ran: an error reading its answer (a replay's home record not reached, say)
+      // is never "not sent", so no failure policy decides in Redis's place.
+      item.error = e.outcome() == Outcome::not_sent
+                       ? Error(static_cast<errc>(e.code().value()), e.what(), Outcome::unknown)
+                       : e;
+    } catch (const std::exception& e) {
+      // (on the thread that runs a merged batch: the other callers' items still get theirs)
+      item.error = Error(errc::protocol_error,
+                         std::string("reading the decision failed: ") + e.what(), Outcome::unknown);
     }
   }
 }
