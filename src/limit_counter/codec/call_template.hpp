@@ -62,7 +62,9 @@ struct CallTemplate {
   std::vector<const Rule*> field_rules;   // per field: a rule that counts by it
   std::string text;                       // the counter set's text (lua/limit.lua)
   std::string name;                       // its digest
-  std::string set_key;                    // its key, in the slot of the record it was built for
+  // its key, in the slot of the record it was built for; without counters that record's own
+  // key (build_decide puts the call's own record there instead: the template is shared)
+  std::string set_key;
   DecideShape shape;
 
   bool fits(const std::vector<const Rule*>& per_transaction, const std::vector<const Rule*>& window,

@@ -16,14 +16,16 @@
 namespace limitcounter {
 namespace {
 
+// `error` as a call that may have run: retried with its id, which replays what Redis decided.
+Error may_have_run(const Error& error) {
+  return Error(static_cast<errc>(error.code().value()), error.what(), Outcome::unknown);
+}
+
 // The error of a call that held `transactions` transactions: when it held several and failed
 // part way (an error reply), the ones before the failing one were decided, so no caller may
-// hear "changed nothing"; each retries with its id, which replays what Redis decided.
+// hear "changed nothing".
 Error shared_error(const Error& error, std::size_t transactions) {
-  if (transactions > 1 && error.outcome() == Outcome::failed) {
-    return Error(static_cast<errc>(error.code().value()), error.what(), Outcome::unknown);
-  }
-  return error;
+  return transactions > 1 && error.outcome() == Outcome::failed ? may_have_run(error) : error;
 }
 
 // Each of `count` items (LimitCounter::Impl::DecideItem) whose call ended with `error`, one
@@ -47,9 +49,7 @@ void LimitCounter::Impl::finish_items(LimitOp op, DecideItem* const* items, cons
     } catch (const Error& e) {
       // The call ran: an error reading its answer (a replay's home record not reached, say)
       // is never "not sent", so no failure policy decides in Redis's place.
-      item.error = e.outcome() == Outcome::not_sent
-                       ? Error(static_cast<errc>(e.code().value()), e.what(), Outcome::unknown)
-                       : e;
+      item.error = e.outcome() == Outcome::not_sent ? may_have_run(e) : e;
     } catch (const std::exception& e) {
       // (on the thread that runs a merged batch: the other callers' items still get theirs)
       item.error = Error(errc::protocol_error,
