@@ -470,7 +470,7 @@ void grab_scenario(Bench& bench) {
   bench.run(grab);
 }
 
-// The server's EVALSHA time per consume (INFO commandstats) of `limits` under `rules` over
+// The server's script time per consume (INFO commandstats) of `limits` under `rules` over
 // 2,000 calls, or `least` if that is less (the machine's pauses only ever add time). The
 // merchant of call i is one of `merchants`.
 double least_usec_per_consume(Bench& bench, lc::LimitCounter& limits, const lc::RuleSet& rules,
@@ -487,10 +487,9 @@ double least_usec_per_consume(Bench& bench, lc::LimitCounter& limits, const lc::
                      {"user", "u1"}},
                     100});
   }
-  const std::string stats = bench.redis.command({"INFO", "commandstats"}).as_string();
-  const auto at = stats.find("cmdstat_evalsha:");
-  const auto per_call = stats.find("usec_per_call=", at);
-  return std::min(least, std::stod(stats.substr(per_call + 14)));
+  const bench::ScriptStats stats =
+      bench::script_stats(bench.redis.command({"INFO", "commandstats"}).as_string());
+  return std::min(least, stats.usec / stats.calls);
 }
 
 lc::LimitCounterOptions bucketed_options(const Bench& bench, std::uint32_t buckets) {
@@ -723,11 +722,11 @@ struct CostRound {
 // of each kind, taken in turns, gives every kind its share of the quiet moments.
 constexpr int cost_turns = 9;
 
-// The least Redis CPU and script time (cmdstat `command`) per decision, in µs, of each kind in
+// The least Redis CPU and script time (EVALSHA and FCALL) per decision, in µs, of each kind in
 // `kinds`: `cost_turns` turns, each one round of every kind in order. Taking turns gives every
 // kind the same host moments and the same keyspace (records accumulate as rounds go), so their
 // figures compare; the least round of a kind is the one the host disturbed least.
-std::vector<std::pair<double, double>> least_per_decision(Bench& bench, const char* command,
+std::vector<std::pair<double, double>> least_per_decision(Bench& bench,
                                                           const std::vector<CostRound>& kinds) {
   std::vector<std::pair<double, double>> least(kinds.size(), {1e9, 1e9});
   for (int turn = 0; turn < cost_turns; ++turn) {
@@ -736,11 +735,10 @@ std::vector<std::pair<double, double>> least_per_decision(Bench& bench, const ch
       const double before = server_cpu_usec(bench);
       kinds[kind].run();
       const double used = server_cpu_usec(bench) - before;
-      const std::string stats = bench.redis.command({"INFO", "commandstats"}).as_string();
-      const auto at = stats.find("usec=", stats.find(std::string("cmdstat_") + command + ":"));
+      const bench::ScriptStats stats =
+          bench::script_stats(bench.redis.command({"INFO", "commandstats"}).as_string());
       least[kind].first = std::min(least[kind].first, used / kinds[kind].decisions);
-      least[kind].second =
-          std::min(least[kind].second, std::stod(stats.substr(at + 5)) / kinds[kind].decisions);
+      least[kind].second = std::min(least[kind].second, stats.usec / kinds[kind].decisions);
     }
   }
   return least;
@@ -858,7 +856,7 @@ void server_cpu_batch64(Bench& bench, bool json) {
   const lc::LimitCounter floor_keys(bench.redis, lc::Calendar("Asia/Shanghai"), floor_options);
   kinds.push_back(decision_floor(bench, floor_keys));
   kinds.push_back(record_less_limiter(bench));
-  const auto least = least_per_decision(bench, "evalsha", kinds);
+  const auto least = least_per_decision(bench, kinds);
   double cpu[3];
   double script[3];
   for (int k = 0; k < 3; ++k) {
@@ -991,12 +989,12 @@ void server_cpu_threads(Bench& bench, bool json, int threads) {
                                    sides[side].name + "): " + std::to_string(failed) +
                                    " consumes failed or were denied, the first: " + first_failure);
         }
-        const std::string stats = bench.redis.command({"INFO", "commandstats"}).as_string();
-        const auto at = stats.find("calls=", stats.find("cmdstat_evalsha:"));
+        const bench::ScriptStats stats =
+            bench::script_stats(bench.redis.command({"INFO", "commandstats"}).as_string());
         Side& measured = sides[side];
         if (used / decisions < measured.cpu) {
           measured.cpu = used / decisions;
-          measured.calls = std::stod(stats.substr(at + 6)) / decisions;
+          measured.calls = stats.calls / decisions;
           measured.per_s = decisions / wall.count();
         }
       }

@@ -97,9 +97,13 @@ Target make_target(const std::string& name, const std::string& uri, const std::s
   }
   for (const auto& address : addresses) {
     auto node = std::make_unique<lc::Redis>("redis://" + address);
-    // Loaded beforehand so that the measured calls are EVALSHA only (no NOSCRIPT, no EVAL).
+    // Loaded beforehand so that the measured calls are script calls only (no NOSCRIPT, no
+    // "Function not found", no load).
     for (const auto& script : lc::scripts::all) {
       node->command({"SCRIPT", "LOAD", std::string(script->source)});
+      if (!script->library.empty()) {
+        node->command({"FUNCTION", "LOAD", std::string(script->library)}); // (or loaded before)
+      }
     }
     target.masters.push_back(std::move(node));
     target.master_names.push_back(address);
@@ -218,20 +222,18 @@ double info_number(const std::string& info, const std::string& field) {
 }
 
 struct NodeCost {
-  double evalsha_calls = 0;
-  double evalsha_usec = 0;
+  double script_calls = 0; // EVALSHA and FCALL
+  double script_usec = 0;
   double cpu_usec = 0; // used_cpu_user + used_cpu_sys
 };
 
 NodeCost read_cost(lc::Redis& node) {
-  const std::string stats = node.command({"INFO", "commandstats"}).as_string();
-  const auto evalsha = stats.find("cmdstat_evalsha:");
+  const bench::ScriptStats scripts =
+      bench::script_stats(node.command({"INFO", "commandstats"}).as_string());
   const std::string cpu = node.command({"INFO", "cpu"}).as_string();
   NodeCost cost;
-  if (evalsha != std::string::npos) {
-    cost.evalsha_calls = info_number(stats.substr(evalsha), "calls=");
-    cost.evalsha_usec = info_number(stats.substr(evalsha), "usec=");
-  }
+  cost.script_calls = scripts.calls;
+  cost.script_usec = scripts.usec;
   cost.cpu_usec =
       (info_number(cpu, "used_cpu_user:") + info_number(cpu, "used_cpu_sys:")) * 1'000'000;
   return cost;
@@ -293,12 +295,12 @@ std::vector<std::string> slots_per_master(Target& target, const Scenario& scenar
 void print_cost_row(const std::string& scenario, const std::string& target,
                     const std::string& master, const std::string& served, const NodeCost& cost) {
   std::printf("%-25s %-11s %-21s %-38s %8.2f %10.1f %10.1f\n", scenario.c_str(), target.c_str(),
-              master.c_str(), served.c_str(), cost.evalsha_calls, cost.evalsha_usec, cost.cpu_usec);
+              master.c_str(), served.c_str(), cost.script_calls, cost.script_usec, cost.cpu_usec);
 }
 
-// What each master spends per decision: EVALSHA calls and their usec (INFO commandstats,
-// after CONFIG RESETSTAT), and its process CPU time (used_cpu_user + used_cpu_sys). Three
-// rounds of `cost_decisions` decisions, by `consume` on `threads` threads (`batch` 1) or by
+// What each master spends per decision: script calls (EVALSHA and FCALL) and their usec (INFO
+// commandstats, after CONFIG RESETSTAT), and its process CPU time (used_cpu_user + used_cpu_sys).
+// Three rounds of `cost_decisions` decisions, by `consume` on `threads` threads (`batch` 1) or by
 // consume_many of `batch` on one; the round with the least total CPU counts. With several
 // masters, the busiest one's share of the total CPU follows.
 void print_server_cost(Comparison& comparison, Target& target, const Scenario& scenario, int batch,
@@ -359,8 +361,8 @@ void print_server_cost(Comparison& comparison, Target& target, const Scenario& s
     double total = 0;
     for (std::size_t m = 0; m < target.masters.size(); ++m) {
       const NodeCost after = read_cost(*target.masters[m]);
-      per_decision.push_back({after.evalsha_calls / cost_decisions,
-                              after.evalsha_usec / cost_decisions,
+      per_decision.push_back({after.script_calls / cost_decisions,
+                              after.script_usec / cost_decisions,
                               (after.cpu_usec - before[m].cpu_usec) / cost_decisions});
       total += per_decision.back().cpu_usec;
     }
@@ -377,8 +379,8 @@ void print_server_cost(Comparison& comparison, Target& target, const Scenario& s
   double busiest = 0;
   for (std::size_t m = 0; m < best.size(); ++m) {
     print_cost_row(name, target.name, target.master_names[m], served[m], best[m]);
-    sum.evalsha_calls += best[m].evalsha_calls;
-    sum.evalsha_usec += best[m].evalsha_usec;
+    sum.script_calls += best[m].script_calls;
+    sum.script_usec += best[m].script_usec;
     sum.cpu_usec += best[m].cpu_usec;
     busiest = std::max(busiest, best[m].cpu_usec);
   }
@@ -451,7 +453,7 @@ void run_cluster_comparison(const std::string& standalone_uri, const std::string
               "best of %d rounds)\n",
               cost_decisions, rounds);
   std::printf("%-25s %-11s %-21s %-38s %8s %10s %10s\n", "scenario", "target", "master",
-              "counter slots it serves", "evalsha", "evalsha us", "cpu us");
+              "counter slots it serves", "scripts", "scripts us", "cpu us");
   // One share's worth of work (one slot, one rule, its own record): what the home record's
   // begin and finish add to a decision is its total minus one of these per share.
   const Scenario one_rule{"consume_1_rule", rules_of_one_rule(), 10'000, false};

@@ -73,4 +73,19 @@ void print_json(const std::vector<Row>& rows) {
   }
 }
 
+ScriptStats script_stats(const std::string& commandstats) {
+  ScriptStats stats;
+  for (const char* command : {"cmdstat_evalsha:", "cmdstat_fcall:"}) {
+    const auto line = commandstats.find(command);
+    if (line == std::string::npos) {
+      continue;
+    }
+    const auto end = commandstats.find('\n', line);
+    const std::string fields = commandstats.substr(line, end - line);
+    stats.calls += std::stod(fields.substr(fields.find("calls=") + 6));
+    stats.usec += std::stod(fields.substr(fields.find("usec=") + 5));
+  }
+  return stats;
+}
+
 } // namespace bench

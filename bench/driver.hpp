@@ -33,4 +33,12 @@ struct Row {
 void print_table(const std::vector<Row>& rows);
 void print_json(const std::vector<Row>& rows);
 
+/// Script calls and their time in an `INFO commandstats` text: EVALSHA and FCALL together (the
+/// library runs lua/limit.lua by FCALL, the raw hiredis sides and reference scripts by EVALSHA).
+struct ScriptStats {
+  double calls = 0;
+  double usec = 0;
+};
+ScriptStats script_stats(const std::string& commandstats);
+
 } // namespace bench

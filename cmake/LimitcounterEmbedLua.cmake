@@ -1,7 +1,15 @@
 # Embeds every lua/*.lua into one generated header: its text as a raw string and
 # the SHA1 that SCRIPT LOAD will return. Runs at configure time; editing a .lua
 # file re-runs it (CMAKE_CONFIGURE_DEPENDS). PREFIX: a .lua file put before every
-# script (a test build's guard of declared keys), or empty.
+# script (a test build's guard of declared keys: it defines guard_keys), or empty.
+#
+# A script whose last line is "return main()" is also embedded as a Redis Functions library
+# (docs/ARCHITECTURE.md, "Scripts as a Functions library"): its chunk runs once, at FUNCTION
+# LOAD, and FCALL runs only main(). Such a script reads KEYS, ARGV, redis and string as locals
+# of its chunk, which the build declares: bound from the globals at the top of the EVALSHA form,
+# and set by the registered function's callback at each FCALL (Redis gives a function its keys
+# and arguments as parameters, and the full `redis` and the libraries only while it runs: a
+# library's chunk sees no global but a `redis` of register_function and log).
 #
 # A whole line "--#include <path>" (relative to DIRECTORY: shared/reversal_rules.lua) is
 # replaced by that file's text: scripts share Lua sources this way (docs/ARCHITECTURE.md,
@@ -41,12 +49,32 @@ function(limitcounter_embed_lua)
     get_filename_component(name "${lua_file}" NAME_WE)
     file(READ "${lua_file}" text)
     limitcounter_embed_lua_includes("${ARG_DIRECTORY}" text)
-    string(PREPEND text "${prefix}")
-    string(SHA1 sha1 "${text}")
+    set(library "")
+    set(function_name "")
+    if(text MATCHES "\nreturn main\\(\\)[ \n]*$")
+      set(guarded "redis")
+      set(guard_binding "")
+      if(prefix)
+        set(guarded "guard_keys(redis, KEYS)")
+        set(guard_binding "redis = ${guarded}\n")
+      endif()
+      string(REGEX REPLACE "\nreturn main\\(\\)[ \n]*$" "\n" definitions "${text}")
+      string(PREPEND text "local KEYS, ARGV, redis, string = KEYS, ARGV, redis, string\n${prefix}${guard_binding}")
+      string(SHA1 sha1 "${text}")
+      string(SUBSTRING "${sha1}" 0 16 version)
+      set(function_name "limitcounter_${name}_${version}")
+      string(REPLACE "redis" "server" callback_redis "${guarded}")
+      set(library "#!lua name=${function_name}\n-- (the globals as they are when called: the full API while a function runs; a library's\n-- chunk sees only a `redis` of register_function and log, and no `string`)\nlocal function server_api()\n  return redis\nend\nlocal function string_library()\n  return string\nend\nlocal KEYS, ARGV, redis, string\n${prefix}${definitions}server_api().register_function('${function_name}', function(keys, args)\n  local server = server_api()\n  KEYS, ARGV, string = keys, args, string_library()\n  redis = ${callback_redis}\n  return main()\nend)\n")
+    else()
+      if(prefix)
+        string(PREPEND text "${prefix}local redis = guard_keys(redis, KEYS)\n")
+      endif()
+      string(SHA1 sha1 "${text}")
+    endif()
     if(text MATCHES "\\)LIMITCOUNTER_LUA\"")
       message(FATAL_ERROR "${lua_file} contains the raw-string delimiter )LIMITCOUNTER_LUA\"")
     endif()
-    string(APPEND body "inline constexpr Script ${name}{\"${name}\", R\"LIMITCOUNTER_LUA(${text})LIMITCOUNTER_LUA\", \"${sha1}\"};\n\n")
+    string(APPEND body "inline constexpr Script ${name}{\"${name}\", R\"LIMITCOUNTER_LUA(${text})LIMITCOUNTER_LUA\", \"${sha1}\", R\"LIMITCOUNTER_LUA(${library})LIMITCOUNTER_LUA\", \"${function_name}\"};\n\n")
     list(APPEND names "&${name}")
     set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${lua_file}")
   endforeach()

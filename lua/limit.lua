@@ -129,9 +129,13 @@
 --   refund) = "<asked>:<given>".
 
 -- (Locals of the globals used per transaction: an upvalue is cheaper to reach than a global,
--- measured ~0.9 % of a 1-rule batch's server instructions.)
-local KEYS, ARGV, redis, string = KEYS, ARGV, redis, string
-local op = ARGV[1]
+-- measured ~0.9 % of a 1-rule batch's server instructions: KEYS, ARGV, redis and string are
+-- such locals, which the build declares, see cmake/LimitcounterEmbedLua.cmake.)
+-- This chunk's definitions run once when Redis loads it as a library (FCALL) and at every call
+-- by EVALSHA; main() runs per call. So a local of the chunk that a call changes is set anew in
+-- main(), never left from the call before; and the chunk's own statements use no global (a
+-- library's chunk sees only `redis.register_function` and `redis.log`).
+local op
 local max_exact = 9007199254740991 -- 2^53 - 1: the largest integer a Lua number holds exactly
 local state_names = {c = 'consumed', r = 'reserved', f = 'confirmed', x = 'cancelled',
                      e = 'expired', v = 'voided', d = 'denied'}
@@ -143,7 +147,7 @@ local state_names = {c = 'consumed', r = 'reserved', f = 'confirmed', x = 'cance
 -- its counters written too.
 -- counters[key] = {key = key, fields = {field -> {count, amount, changed}}, expiry = ms or
 -- nil}; counter_keys: the keys in the order first met.
-local counters, counter_keys = {}, {}
+local counters, counter_keys
 
 local function counter_entry(key)
   local entry = counters[key]
@@ -231,7 +235,7 @@ end
 
 -- split_fields of the fields words of this call's transactions, once per word (a batch's
 -- transactions of one merchant share theirs).
-local split_words = {}
+local split_words
 local function split_word(word)
   local fields = split_words[word]
   if not fields then
@@ -383,10 +387,10 @@ end
 
 -- The replies of a decide call, one flat array (see the contract): a table per transaction,
 -- and strings for its verdict, cost Redis more to send than the decision itself.
-local out, out_n = {}, 0
+local out, out_n
 -- Scratch of `decide`, reused by every transaction of a call: its counters' counts, amounts and
 -- cache cells (where a decision writes them back).
-local counts, amounts, cells = {}, {}, {}
+local counts, amounts, cells
 -- The reply codes and a denial's metric numbers (see the contract), as locals: a table a call
 -- builds costs about as much as one of its Redis commands, and this chunk runs at every call.
 local code_allowed, code_denied, code_would_allow, code_would_deny = 1, 2, 3, 4
@@ -1198,19 +1202,28 @@ local function run()
   return redis.error_reply('limit: unknown op ' .. tostring(op))
 end
 
--- Every failure comes before the call's first write (reads and checks first), so a failed
--- call has written nothing and its cached counters are dropped, never flushed.
-local ok, result = pcall(run)
-if not ok then
-  if type(result) == 'table' and result.needs then
-    return {'needs', unpack(result.needs)}
+-- One call. Every failure comes before the call's first write (reads and checks first), so a
+-- failed call has written nothing and its cached counters are dropped, never flushed.
+local function main()
+  op = ARGV[1]
+  counters, counter_keys, split_words = {}, {}, {}
+  out, out_n = {}, 0
+  counts, amounts, cells = {}, {}, {}
+  made_reversals = nil -- (they read this call's KEYS when made)
+  local ok, result = pcall(run)
+  if not ok then
+    if type(result) == 'table' and result.needs then
+      return {'needs', unpack(result.needs)}
+    end
+    -- pcall gives an error as text: raise it as Redis would have, with its code (READONLY, OOM,
+    -- ... which the client acts on), or ERR for an error of this script's own
+    if type(result) == 'string' then
+      result = {err = string.find(result, '^[A-Z]+ ') and result or 'ERR ' .. result}
+    end
+    error(result, 0)
   end
-  -- pcall gives an error as text: raise it as Redis would have, with its code (READONLY, OOM,
-  -- ... which the client acts on), or ERR for an error of this script's own
-  if type(result) == 'string' then
-    result = {err = string.find(result, '^[A-Z]+ ') and result or 'ERR ' .. result}
-  end
-  error(result, 0)
+  flush_counters()
+  return result
 end
-flush_counters()
-return result
+
+return main()

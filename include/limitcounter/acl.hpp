@@ -13,6 +13,9 @@ inline const std::vector<std::string>& required_commands() {
       // sent directly
       "evalsha", "script|load", "hget", "hmget", "hscan", "zrangebyscore", "lrange", "time",
       "select", "ping",
+      // the scripts that come as a Functions library (Script::library): without these two the
+      // library runs them by EVALSHA, which costs Redis more per call (docs/SECURITY.md)
+      "fcall", "function|load",
       // sent by the cluster sweep (LimitCounter::finish_interrupted) to every master
       "scan",
       // sent once per new connection: the server check (INFO server, INFO memory, COMMAND INFO

@@ -213,21 +213,22 @@ struct ScriptCall {
 /// Retries and the time budget. A request is sent again only when the server's answer
 /// says it did not run: LOADING, BUSY (a script runs; the server refused this command),
 /// MASTERDOWN, TRYAGAIN and CLUSTERDOWN after a back-off of 10 ms, 20 ms, 40 ms, ...;
-/// NOSCRIPT after loading the script; MOVED and ASK (at most 6 redirections); a stale
-/// pooled connection or a cluster node that refused the connection; with `sentinels`, READONLY
-/// (a demoted master: sent to the master the sentinels name when asked again, or after a
-/// back-off as above while they still name this one) and a master that refused the connection
-/// (sent again if the sentinels name another). Let T0 be the
-/// moment the call starts and B its budget (`call_budget`, or `command_timeout` when that
-/// is 0). No request is sent again after T0 + B, and no back-off sleeps past it. So a call
-/// ends by T0 + B + one attempt, where one attempt waits at most `pool_wait_timeout` for a
-/// connection, `connect_timeout` plus five `command_timeout`s (AUTH, SELECT, and the three
-/// replies of the server check, see `allow_evicting_server`) for a new one, and `command_timeout`
-/// per write and per read of each of at most three requests (ASKING, SCRIPT LOAD, the command).
-/// `eval_pipeline` first sends one pipeline to each node it touches, one node after another; each
-/// of those counts as one attempt too. With the defaults and a server that answers at once, a
-/// server that keeps answering LOADING ends every call in about 50 ms; each such call then counts
-/// as one failure for the circuit breaker, which opens after `breaker_failures` of them.
+/// NOSCRIPT (and FCALL's "Function not found") after loading the script; MOVED and ASK (at most 6
+/// redirections); a stale pooled connection or a cluster node that refused the connection; with
+/// `sentinels`, READONLY (a demoted master: sent to the master the sentinels name when asked again,
+/// or after a back-off as above while they still name this one) and a master that refused the
+/// connection (sent again if the sentinels name another). Let T0 be the moment the call starts and
+/// B its budget (`call_budget`, or `command_timeout` when that is 0). No request is sent again
+/// after T0 + B, and no back-off sleeps past it. So a call ends by T0 + B + one attempt, where one
+/// attempt waits at most `pool_wait_timeout` for a connection, `connect_timeout` plus five
+/// `command_timeout`s (AUTH, SELECT, and the three replies of the server check, see
+/// `allow_evicting_server`) for a new one, and `command_timeout` per write and per read of each of
+/// at most five requests (ASKING, the command, and for a script the server lacks: FUNCTION LOAD,
+/// SCRIPT LOAD after a refused FUNCTION LOAD, and the command again). `eval_pipeline` first sends
+/// one pipeline to each node it touches, one node after another; each of those counts as one
+/// attempt too. With the defaults and a server that answers at once, a server that keeps answering
+/// LOADING ends every call in about 50 ms; each such call then counts as one failure for the
+/// circuit breaker, which opens after `breaker_failures` of them.
 ///
 /// Lost replies. A call marked Resend::same_id (every money operation of the library: the
 /// scripts replay the first result for an id they have seen) whose reply was lost is sent again,
@@ -262,8 +263,12 @@ public:
   /// which is then sent again after a lost reply (see "Lost replies").
   Reply command(const std::vector<std::string>& argv, Resend resend = Resend::never);
 
-  /// Runs `script` with EVALSHA; if the server answers NOSCRIPT, loads the script and
-  /// runs it again once. An error reply from the script throws `Error` (server_error,
+  /// Runs `script`: by FCALL of its function when it comes as a Functions library
+  /// (`Script::library`), else by EVALSHA. If the server does not have it (NOSCRIPT, or
+  /// FCALL's "Function not found"), loads it (SCRIPT LOAD, or FUNCTION LOAD of the library)
+  /// and runs it again; nothing ran before. If a server refuses FCALL or FUNCTION LOAD (renamed
+  /// away, or an ACL without them), this `Redis` (and its copies) runs every script by EVALSHA
+  /// from then on. An error reply from the script throws `Error` (server_error,
   /// Outcome::failed) with the server's text.
   /// `resend`: Resend::same_id only when the script is idempotent by an id in its arguments
   /// (see "Lost replies").
@@ -272,8 +277,9 @@ public:
 
   /// Sends all `calls` in one pipeline on one connection and returns one reply per call,
   /// in order. Error replies are returned in place (not thrown), so that one bad call
-  /// does not hide the results of the others. Calls answered NOSCRIPT did not run: the
-  /// missing scripts are loaded and just those calls are sent again in a second pipeline,
+  /// does not hide the results of the others. Calls answered NOSCRIPT (or "Function not
+  /// found", or FCALL refused: see `eval`) did not run: the missing scripts are loaded and just
+  /// those calls are sent again in a second pipeline,
   /// so they run (once) after the other calls. A script the server will not load, or a
   /// second pipeline that cannot be sent, leaves an error reply in place of its calls. Calls
   /// refused with LOADING, BUSY, MASTERDOWN, TRYAGAIN or CLUSTERDOWN (or redirected) are sent again

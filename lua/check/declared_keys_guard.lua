@@ -7,9 +7,13 @@
 -- node) protects only declared keys, and Dragonfly/Valkey-compatible servers refuse undeclared
 -- ones. The shadow `redis` is a local of the chunk: the script's own code sees it, Redis's
 -- globals stay as they are.
-local redis = (function(server)
+-- It defines guard_keys(server, keys): the shadow of `server` (Redis's `redis`) for one call
+-- whose KEYS are `keys`. The build binds it where the call's keys are known: at the chunk's top
+-- for a script run by EVALSHA, in the registered function's callback for one run by FCALL (a
+-- library's chunk runs once, at FUNCTION LOAD, when there are no KEYS).
+local function guard_keys(server, call_keys)
   local declared = {}
-  for _, key in ipairs(KEYS) do
+  for _, key in ipairs(call_keys) do
     declared[key] = true
   end
   -- where a command's keys are: none, its first argument, every argument, its second
@@ -68,4 +72,4 @@ local redis = (function(server)
       return server.pcall(...)
     end,
   }, {__index = server})
-end)(redis)
+end

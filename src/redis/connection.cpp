@@ -235,13 +235,14 @@ Reply Connection::run(const Argv& argv) {
   return exchange();
 }
 
-Reply Connection::run_evalsha(std::string_view sha1, const std::vector<std::string>& keys,
-                              const std::vector<std::string>& args) {
+Reply Connection::run_script_call(std::string_view command, std::string_view script,
+                                  const std::vector<std::string>& keys,
+                                  const std::vector<std::string>& args) {
   if (check_refusal_) {
     return *check_refusal_;
   }
   request_.clear();
-  append_evalsha(request_, sha1, keys, args);
+  append_script_call(request_, command, script, keys, args);
   return exchange();
 }
 

@@ -61,9 +61,10 @@ public:
   /// - after sending: Error(timeout | io_error | protocol_error, Outcome::unknown).
   Reply run(const Argv& argv);
 
-  /// `run` of `EVALSHA <sha1> <keys.size()> <keys...> <args...>`, without building that argv.
-  Reply run_evalsha(std::string_view sha1, const std::vector<std::string>& keys,
-                    const std::vector<std::string>& args);
+  /// `run` of `<command> <script> <keys.size()> <keys...> <args...>` (EVALSHA and a SHA1, or
+  /// FCALL and a function's name), without building that argv.
+  Reply run_script_call(std::string_view command, std::string_view script,
+                        const std::vector<std::string>& keys, const std::vector<std::string>& args);
 
   /// Sends every command (one buffer, written at once), then reads every reply, in order.
   /// Fails as `run`; once a byte has left, a failure is Outcome::unknown for all of them.

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -25,13 +26,14 @@
 namespace limitcounter {
 namespace {
 
-// EVALSHA sha numkeys keys... args...; views into `call`, `numkeys` must outlive the result.
-detail::Argv evalsha_argv(const Script& script, const std::vector<std::string>& keys,
-                          const std::vector<std::string>& args, const std::string& numkeys) {
+// <command> <script> numkeys keys... args... (`aim` says which command); views into `call`,
+// `numkeys` must outlive the result.
+detail::Argv script_call_argv(const std::vector<std::string>& keys,
+                              const std::vector<std::string>& args, const std::string& numkeys) {
   detail::Argv argv;
   argv.reserve(3 + keys.size() + args.size());
-  argv.emplace_back("EVALSHA");
-  argv.push_back(script.sha1);
+  argv.emplace_back();
+  argv.emplace_back();
   argv.emplace_back(numkeys);
   for (const auto& key : keys) {
     argv.emplace_back(key);
@@ -42,8 +44,19 @@ detail::Argv evalsha_argv(const Script& script, const std::vector<std::string>& 
   return argv;
 }
 
-// Loads `script` on the connection's server; the server must name the same SHA1 we embedded.
-void load_script(detail::Connection& connection, const Script& script) {
+// Whether `loaded`, FUNCTION LOAD's reply, says `script`'s library is on the server now: loaded,
+// or loaded before (by another connection: its name carries its version).
+bool function_loaded(const Reply& loaded, const Script& script) {
+  if (loaded.is_error()) {
+    return loaded.as_string() ==
+           "ERR Library '" + std::string(script.function_name) + "' already exists";
+  }
+  return loaded.type() == Reply::Type::string && loaded.as_string() == script.function_name;
+}
+
+// Loads `script` on the connection's server with SCRIPT LOAD; the server must name the same
+// SHA1 we embedded.
+void load_script_source(detail::Connection& connection, const Script& script) {
   const Reply reply = connection.run({"SCRIPT", "LOAD", script.source});
   if (reply.is_error()) {
     throw Error(errc::server_error,
@@ -152,7 +165,12 @@ public:
              const std::vector<std::string>& args, Call& call) {
     Reply reply = routed(slot_of(keys, script), call, [&](detail::Connection& connection) {
       return run_script(
-          connection, script, [&] { return connection.run_evalsha(script.sha1, keys, args); },
+          connection, script,
+          [&] {
+            return by_function(script)
+                       ? connection.run_script_call("FCALL", script.function_name, keys, args)
+                       : connection.run_script_call("EVALSHA", script.sha1, keys, args);
+          },
           call.policy);
     });
     if (reply.is_error()) {
@@ -185,7 +203,8 @@ public:
       numkeys.push_back(std::to_string(script_call.keys.size()));
     }
     for (std::size_t i = 0; i < calls.size(); ++i) {
-      commands.push_back(evalsha_argv(*calls[i].script, calls[i].keys, calls[i].args, numkeys[i]));
+      commands.push_back(script_call_argv(calls[i].keys, calls[i].args, numkeys[i]));
+      aim(commands[i], *calls[i].script);
     }
     // One pipeline per node. Calls that come back NOSCRIPT did not run: each node loads
     // the missing scripts and runs just those calls again in a second pipeline. Calls
@@ -195,7 +214,12 @@ public:
     const auto route_alone = [&](std::size_t i) {
       return routed(slots[i], call, [&](detail::Connection& connection) {
         return run_script(
-            connection, *calls[i].script, [&] { return connection.run(commands[i]); }, policy);
+            connection, *calls[i].script,
+            [&] {
+              aim(commands[i], *calls[i].script); // (FCALL refused before: EVALSHA)
+              return connection.run(commands[i]);
+            },
+            policy);
       });
     };
     // A call still refused when the budget ends keeps its error reply in place: it did not
@@ -615,19 +639,38 @@ private:
     }
   }
 
-  // The calls of `indexes` that came back NOSCRIPT, again, in one pipeline that first loads
-  // each missing script once: SCRIPT LOAD s..., EVALSHA.... A script the node refuses to
-  // load, or loads under another SHA1 than the embedded one, leaves an error reply in
-  // place of its calls (they did not run), so that the calls that did run keep their
-  // replies.
+  // The calls of `indexes` that did not run for want of their script (NOSCRIPT, FCALL's
+  // "Function not found", FCALL refused), again, in one pipeline that first loads each missing
+  // script once: SCRIPT LOAD or FUNCTION LOAD s..., then the calls. A script the node refuses to
+  // load, or loads under another SHA1 than the embedded one, leaves an error reply in place of
+  // its calls (they did not run), so that the calls that did run keep their replies. A node
+  // that refuses FCALL or FUNCTION LOAD turns this Redis to EVALSHA (`functions_`), and the
+  // calls still missing then go once more that way.
   void rerun_noscript_on_node(detail::ConnectionPool& pool, const std::vector<ScriptCall>& calls,
-                              const std::vector<detail::Argv>& commands,
+                              std::vector<detail::Argv>& commands,
                               const std::vector<std::size_t>& indexes, std::vector<Reply>& replies,
                               Call& call) const {
+    for (int round = 0; round < 2; ++round) {
+      const bool functions_before = functions_.load();
+      if (!rerun_missing_scripts(pool, calls, commands, indexes, replies, call) ||
+          functions_.load() == functions_before) {
+        return;
+      }
+    }
+  }
+
+  // One round of `rerun_noscript_on_node`; false when no call needed its script.
+  bool rerun_missing_scripts(detail::ConnectionPool& pool, const std::vector<ScriptCall>& calls,
+                             std::vector<detail::Argv>& commands,
+                             const std::vector<std::size_t>& indexes, std::vector<Reply>& replies,
+                             Call& call) const {
     std::vector<std::size_t> again;
     std::vector<const Script*> missing;
     for (const std::size_t i : indexes) {
       if (detail::classify(replies[i], false) == detail::ReplyKind::noscript) {
+        if (detail::refuses_functions(replies[i].as_string())) {
+          functions_.store(false);
+        }
         again.push_back(i);
         const Script* script = calls[i].script;
         if (std::find_if(missing.begin(), missing.end(), [&](const Script* s) {
@@ -638,14 +681,18 @@ private:
       }
     }
     if (again.empty()) {
-      return;
+      return false;
     }
     std::vector<detail::Argv> batch;
     batch.reserve(missing.size() + again.size());
+    std::vector<bool> as_function;
     for (const Script* script : missing) {
-      batch.push_back({"SCRIPT", "LOAD", script->source});
+      as_function.push_back(by_function(*script));
+      batch.push_back(as_function.back() ? detail::Argv{"FUNCTION", "LOAD", script->library}
+                                         : detail::Argv{"SCRIPT", "LOAD", script->source});
     }
     for (const std::size_t i : again) {
+      aim(commands[i], *calls[i].script);
       batch.push_back(commands[i]);
     }
     std::vector<Reply> answered = attempt(
@@ -653,7 +700,17 @@ private:
     std::vector<std::optional<Reply>> load_failures(missing.size());
     for (std::size_t m = 0; m < missing.size(); ++m) {
       const Reply& loaded = answered[m];
-      if (loaded.is_error()) {
+      if (as_function[m]) {
+        if (function_loaded(loaded, *missing[m])) {
+          continue;
+        }
+        if (loaded.is_error() && detail::refuses_functions(loaded.as_string())) {
+          functions_.store(false); // (its calls answered "Function not found": sent again)
+          continue;
+        }
+        load_failures[m] = Reply::error("ERR FUNCTION LOAD of " + std::string(missing[m]->name) +
+                                        " failed: " + loaded.debug_string());
+      } else if (loaded.is_error()) {
         load_failures[m] = Reply::error("ERR SCRIPT LOAD of " + std::string(missing[m]->name) +
                                         " failed: " + loaded.as_string());
       } else if (loaded.type() != Reply::Type::string || loaded.as_string() != missing[m]->sha1) {
@@ -672,22 +729,63 @@ private:
       const bool still_missing = detail::classify(reply, false) == detail::ReplyKind::noscript;
       replies[i] = load_failures[m] && still_missing ? *load_failures[m] : std::move(reply);
     }
+    return true;
   }
 
-  // EVALSHA, loading the script into this node's cache once if it answers NOSCRIPT and the
-  // budget allows: the call did not run then, so running it again is safe. Past the budget
-  // the NOSCRIPT reply is returned as it is (nothing ran).
-  // `send` sends the EVALSHA on `connection`.
+  // The script call `send` sends (FCALL or EVALSHA, as `by_function` says when it is sent) on
+  // `connection`, sent again when it did not run for want of the script and the budget allows:
+  // after loading it into this node (SCRIPT LOAD, or FUNCTION LOAD of its library), or by
+  // EVALSHA when the server refuses FCALL or FUNCTION LOAD. Past the budget the refusal is
+  // returned as it is (nothing ran).
   template <typename Send>
-  static Reply run_script(detail::Connection& connection, const Script& script, const Send& send,
-                          const detail::RetryPolicy& policy) {
+  Reply run_script(detail::Connection& connection, const Script& script, const Send& send,
+                   const detail::RetryPolicy& policy) const {
     Reply reply = send();
-    if (detail::classify(reply, false) == detail::ReplyKind::noscript &&
-        policy.may_resend(Clock::now())) {
-      load_script(connection, script);
+    for (int round = 0;
+         round < 2 && detail::classify(reply, false) == detail::ReplyKind::noscript &&
+         policy.may_resend(Clock::now());
+         ++round) {
+      if (detail::refuses_functions(reply.as_string())) {
+        functions_.store(false);
+      } else {
+        load_script(connection, script);
+      }
       reply = send();
     }
     return reply;
+  }
+
+  // Loads `script` on the connection's server: its library where scripts run by FCALL (turning
+  // this Redis to EVALSHA if the server refuses FUNCTION LOAD), else its source.
+  void load_script(detail::Connection& connection, const Script& script) const {
+    if (by_function(script)) {
+      const Reply loaded = connection.run({"FUNCTION", "LOAD", script.library});
+      if (function_loaded(loaded, script)) {
+        return;
+      }
+      if (!loaded.is_error() || !detail::refuses_functions(loaded.as_string())) {
+        throw Error(errc::server_error,
+                    "FUNCTION LOAD of " + std::string(script.name) + " on " + connection.peer() +
+                        ": " + loaded.debug_string(),
+                    Outcome::failed);
+      }
+      functions_.store(false);
+    }
+    load_script_source(connection, script);
+  }
+
+  // Whether `script` is called by FCALL now: it has a library, and no server has refused
+  // functions to this Redis.
+  bool by_function(const Script& script) const noexcept {
+    return !script.function_name.empty() && functions_.load(std::memory_order_relaxed);
+  }
+
+  // Makes `argv` (from script_call_argv) FCALL <function> or EVALSHA <sha1>, as `by_function`
+  // says now.
+  void aim(detail::Argv& argv, const Script& script) const {
+    const bool as_function = by_function(script);
+    argv[0] = as_function ? std::string_view("FCALL") : std::string_view("EVALSHA");
+    argv[1] = as_function ? script.function_name : script.sha1;
   }
 
   // The one slot of `keys`; no_slot for no keys, and off a cluster, where one node serves
@@ -900,6 +998,10 @@ private:
   std::vector<std::unique_ptr<detail::ConnectionPool>> pools_; // indexed like slot_map_'s nodes
   // Sentinel: the master the sentinels name (null without Sentinel).
   std::unique_ptr<detail::SentinelMaster> sentinel_;
+  // Whether scripts that have a library run by FCALL: until a server refuses FCALL or FUNCTION
+  // LOAD (renamed away, or an ACL without them); then by EVALSHA for the rest of this Redis's
+  // life (a host mixing servers with and without functions runs them all by EVALSHA).
+  mutable std::atomic<bool> functions_{true};
 };
 
 Redis::Redis(RedisOptions options) : impl_(std::make_shared<Impl>(std::move(options))) {}

@@ -211,11 +211,12 @@ void append_resp_command(std::string& out, const std::vector<std::string_view>& 
   out.resize(static_cast<std::size_t>(at - begin));
 }
 
-void append_evalsha(std::string& out, std::string_view sha1, const std::vector<std::string>& keys,
-                    const std::vector<std::string>& args) {
+void append_script_call(std::string& out, std::string_view command, std::string_view script,
+                        const std::vector<std::string>& keys,
+                        const std::vector<std::string>& args) {
   char numkeys[24];
   const std::string_view head[] = {
-      "EVALSHA", sha1,
+      command, script,
       std::string_view(numkeys,
                        static_cast<std::size_t>(
                            std::to_chars(numkeys, numkeys + 24, keys.size()).ptr - numkeys))};

@@ -16,10 +16,10 @@ namespace limitcounter::detail {
 /// `*<n>\r\n` then `$<len>\r\n<bytes>\r\n` per argument. Arguments may hold any bytes.
 void append_resp_command(std::string& out, const std::vector<std::string_view>& argv);
 
-/// Appends `EVALSHA <sha1> <keys.size()> <keys...> <args...>` as `append_resp_command` would
-/// encode that argv, without building it.
-void append_evalsha(std::string& out, std::string_view sha1, const std::vector<std::string>& keys,
-                    const std::vector<std::string>& args);
+/// Appends `<command> <script> <keys.size()> <keys...> <args...>` (EVALSHA and a SHA1, or FCALL
+/// and a function's name) as `append_resp_command` would encode that argv, without building it.
+void append_script_call(std::string& out, std::string_view command, std::string_view script,
+                        const std::vector<std::string>& keys, const std::vector<std::string>& args);
 
 /// Turns the bytes a server sends into `Reply` values, one reply at a time, in order. Bytes
 /// may arrive in any pieces: a reply split over several reads is scanned where the last scan

@@ -22,6 +22,15 @@ bool did_not_run(const Error& e) {
          e.code() == errc::cluster_down;
 }
 
+bool refuses_functions(std::string_view error) {
+  const auto names = [&](std::string_view command) {
+    return error.find(command) != std::string_view::npos;
+  };
+  return (has_code(error, "ERR") &&
+          (names("unknown command 'FCALL'") || names("unknown command 'FUNCTION'"))) ||
+         (has_code(error, "NOPERM") && (names("'fcall'") || names("'function|load'")));
+}
+
 bool is_transient_error(std::string_view error) {
   return has_code(error, "TRYAGAIN") || has_code(error, "CLUSTERDOWN") ||
          has_code(error, "LOADING") || has_code(error, "MASTERDOWN") || has_code(error, "BUSY");
@@ -38,7 +47,7 @@ ReplyKind classify(const Reply& reply, bool cluster) {
   if (cluster && parse_redirect(text)) {
     return ReplyKind::redirect;
   }
-  if (has_code(text, "NOSCRIPT")) {
+  if (has_code(text, "NOSCRIPT") || text == "ERR Function not found" || refuses_functions(text)) {
     return ReplyKind::noscript;
   }
   if (has_code(text, "NOAUTH")) {

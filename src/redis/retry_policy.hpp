@@ -19,12 +19,19 @@ enum class ReplyKind {
   transient, ///< LOADING, BUSY, MASTERDOWN, TRYAGAIN, CLUSTERDOWN: it did not run, may succeed
              ///< shortly
   redirect,  ///< MOVED or ASK (cluster only): it did not run, another node serves the slot
-  noscript,  ///< NOSCRIPT: the script is not in this node's cache; it did not run
-  noauth,    ///< NOAUTH: the server needs a password the options do not give; it did not run
+  /// NOSCRIPT: the script is not in this node's cache; FCALL's "Function not found": its library
+  /// is not loaded; or the server refuses FCALL itself (see `refuses_functions`): it did not run
+  noscript,
+  noauth, ///< NOAUTH: the server needs a password the options do not give; it did not run
 };
 
 /// How `reply` is handled. MOVED/ASK are redirects only on a cluster (`cluster`).
 ReplyKind classify(const Reply& reply, bool cluster);
+
+/// Whether an error text is the server refusing FCALL or FUNCTION (LOAD) for this client: the
+/// command renamed away ("unknown command"), or an ACL without it (NOPERM). Nothing ran; the
+/// scripts are then run by EVALSHA.
+bool refuses_functions(std::string_view error);
 
 /// Whether an error text says the command did not run and may succeed shortly: TRYAGAIN,
 /// CLUSTERDOWN (a cluster reconfiguring), LOADING (a restarted server reading its data),

@@ -19,9 +19,9 @@ using namespace limitcounter::testing;
 
 namespace {
 
-std::int64_t evalsha_calls(const RedisServer& node) {
+std::int64_t script_calls_of(const RedisServer& node) {
   Redis direct(node.options());
-  return command_calls(direct, "evalsha");
+  return script_calls(direct);
 }
 
 // A key of this test's own (by its hash tag) on each of `masters` masters.
@@ -54,7 +54,7 @@ TEST_CASE("fault proxies in front of a cluster: calls reach every master through
   // rewritten CLUSTER SLOTS and never went to the nodes themselves
   for (const auto& [node, key] : key_on) {
     FaultProxy& proxy = proxies.proxy_of(*node);
-    proxy.add_rule({evalsha_with_key_prefix(key), Fault::delay_reply, 1, 10ms});
+    proxy.add_rule({script_call_with_key_prefix(key), Fault::delay_reply, 1, 10ms});
     CHECK(redis.eval(probe, {key}, probe_args()).at(1).as_integer() == 1);
     CHECK(proxy.injected(Fault::delay_reply) == 1);
     CHECK(Redis(node->options()).command({"HGET", key, "f"}).as_string() == "1:10");
@@ -63,14 +63,14 @@ TEST_CASE("fault proxies in front of a cluster: calls reach every master through
   // a lost reply on one node: it ran there; the other nodes are untouched by it
   RedisServer* const lossy = key_on.begin()->first;
   const std::string lost_key = key_on.begin()->second;
-  const std::int64_t before = evalsha_calls(*lossy);
-  proxies.proxy_of(*lossy).add_rule({evalsha_with_key_prefix(lost_key), Fault::drop_reply});
+  const std::int64_t before = script_calls_of(*lossy);
+  proxies.proxy_of(*lossy).add_rule({script_call_with_key_prefix(lost_key), Fault::drop_reply});
   const Error e = error_of([&] { redis.eval(probe, {lost_key}, probe_args()); });
   CHECK(e.code() == errc::timeout);
   CHECK(e.outcome() == Outcome::unknown);
   Redis direct(lossy->options());
   CHECK(eventually([&] { return direct.command({"HGET", lost_key, "f"}).as_string() == "2:20"; }));
-  CHECK(evalsha_calls(*lossy) == before + 1);
+  CHECK(script_calls_of(*lossy) == before + 1);
   CHECK(proxies.proxy_of(*lossy).injected(Fault::drop_reply) == 1);
   for (const auto& [node, key] : key_on) {
     if (node != lossy) {
@@ -100,7 +100,7 @@ TEST_CASE("fault proxies in front of a cluster: an ASK redirection leads to the 
   }
   REQUIRE(target != nullptr);
   FaultProxy& target_proxy = proxies.proxy_of(*target);
-  target_proxy.add_rule({evalsha_with_key_prefix(key), Fault::delay_reply, 1, 10ms});
+  target_proxy.add_rule({script_call_with_key_prefix(key), Fault::delay_reply, 1, 10ms});
   cluster.begin_migration(slot, source, *target);
   cluster.move_keys(slot, source, *target);
   const Reply reply = redis.eval(probe, {key}, probe_args());
@@ -144,10 +144,10 @@ TEST_CASE("a pipeline over two masters, one unreachable: the calls that ran keep
   for (int round = 0; round < 2; ++round) {
     // the pipeline's order of nodes is the client's own: try both orders of the calls
     std::swap(calls[0], calls[1]);
-    const std::int64_t before = evalsha_calls(*unreachable);
+    const std::int64_t before = script_calls_of(*unreachable);
     replies = redis.eval_pipeline(calls);
     REQUIRE(replies.size() == 2);
-    CHECK(evalsha_calls(*unreachable) == before);
+    CHECK(script_calls_of(*unreachable) == before);
     for (std::size_t i = 0; i < 2; ++i) {
       const bool on_unreachable = calls[i].keys.front() == key_on.at(unreachable);
       INFO("call " << i << (on_unreachable ? " (unreachable master)" : ""));

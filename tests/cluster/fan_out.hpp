@@ -98,9 +98,9 @@ struct FanOut {
   FaultProxy& lose_reply(const std::string& key, int nth = 1, Fault fault = Fault::drop_reply) {
     FaultProxy& proxy = proxy_of(key);
     if (nth > 1) {
-      proxy.add_rule({evalsha_with_key_prefix(key), Fault::forward, nth - 1});
+      proxy.add_rule({script_call_with_key_prefix(key), Fault::forward, nth - 1});
     }
-    proxy.add_rule({evalsha_with_key_prefix(key), fault});
+    proxy.add_rule({script_call_with_key_prefix(key), fault});
     return proxy;
   }
 };

@@ -309,9 +309,9 @@ struct FanOutFaults {
   FaultProxy& fault_at(const std::string& key, int nth, Fault fault) {
     FaultProxy& proxy = proxies.proxy_of(cluster.owner_of(detail::key_slot(key)));
     if (nth > 1) {
-      proxy.add_rule({evalsha_with_key_prefix(key), Fault::forward, nth - 1});
+      proxy.add_rule({script_call_with_key_prefix(key), Fault::forward, nth - 1});
     }
-    proxy.add_rule({evalsha_with_key_prefix(key), fault});
+    proxy.add_rule({script_call_with_key_prefix(key), fault});
     return proxy;
   }
 };

@@ -155,8 +155,8 @@ TEST_CASE_METHOD(FanOut,
   const auto short_holds = limits_holding_for(300ms);
   // the begin runs, then the connection closes before the finish is sent: it never runs
   FaultProxy& proxy = proxies.proxy_of(cluster.owner_of(detail::key_slot(home("late"))));
-  proxy.add_rule({evalsha_with_key_prefix(home("late")), Fault::forward, 1});
-  proxy.add_rule({evalsha_with_key_prefix(home("late")), Fault::close_before_forward});
+  proxy.add_rule({script_call_with_key_prefix(home("late")), Fault::forward, 1});
+  proxy.add_rule({script_call_with_key_prefix(home("late")), Fault::close_before_forward});
   CHECK(error_of([&] { short_holds->reserve(tx("late")); }).outcome() == Outcome::unknown);
   CHECK(proxy.injected(Fault::close_before_forward) == 1);
   CHECK(direct.command({"HGET", home("late"), "s"}).as_string() == "p");
@@ -199,7 +199,7 @@ TEST_CASE_METHOD(FanOut,
   for (const std::string shape : {"dept", "merchant"}) {
     const std::string key = share(shape, "early");
     proxies.proxy_of(cluster.owner_of(detail::key_slot(key)))
-        .add_rule({evalsha_with_key_prefix(key), Fault::close_before_forward});
+        .add_rule({script_call_with_key_prefix(key), Fault::close_before_forward});
   }
   CHECK(error_of([&] { short_holds->reserve(tx("early")); }).outcome() != Outcome::not_sent);
   CHECK(direct.command({"HGET", home("early"), "s"}).as_string() == "p");
@@ -236,7 +236,7 @@ TEST_CASE_METHOD(FanOut,
     REQUIRE(short_holds->reserve(tx(id, 50)).allowed());
     const std::string dept_share = share("dept", id);
     FaultProxy& proxy = proxy_of(dept_share);
-    proxy.add_rule({evalsha_with_key_prefix(dept_share), Fault::close_before_forward});
+    proxy.add_rule({script_call_with_key_prefix(dept_share), Fault::close_before_forward});
     const std::size_t closed_before = proxy.injected(Fault::close_before_forward);
     CHECK(error_of([&] { short_holds->confirm(id); }).outcome() == Outcome::unknown);
     CHECK(proxy.injected(Fault::close_before_forward) == closed_before + 1);

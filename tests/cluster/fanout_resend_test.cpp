@@ -35,7 +35,7 @@ struct Resending : FanOut {
     long long calls = 0;
     for (RedisServer* node : cluster.nodes()) {
       Redis one(node->options());
-      calls += command_calls(one, "evalsha");
+      calls += script_calls(one);
     }
     return calls;
   }
@@ -245,7 +245,7 @@ TEST_CASE_METHOD(SlowResending,
                  "tombstone and counts nothing",
                  "[cluster][proxy][home][sweep][resend]") {
   FaultProxy& proxy = proxy_of(share("dept", "late"));
-  proxy.add_rule({evalsha_with_key_prefix(share("dept", "late")), Fault::blackhole});
+  proxy.add_rule({script_call_with_key_prefix(share("dept", "late")), Fault::blackhole});
   auto caller = std::async(std::launch::async, [&] { return limits.consume(tx("late", 600)); });
   std::this_thread::sleep_for(1500ms); // the share's first send is lost, its resend to come
   const auto swept = reader.finish_interrupted(1s);
@@ -276,8 +276,8 @@ TEST_CASE_METHOD(Resending,
   LimitCounter once{Redis(once_options), Calendar("UTC"), counter_options()};
   once.set_rules(*limits.rules());
   FaultProxy& proxy = proxy_of(home("pending"));
-  proxy.add_rule({evalsha_with_key_prefix(home("pending")), Fault::forward, 1}); // the begin
-  proxy.add_rule({evalsha_with_key_prefix(home("pending")), Fault::close_before_forward});
+  proxy.add_rule({script_call_with_key_prefix(home("pending")), Fault::forward, 1}); // the begin
+  proxy.add_rule({script_call_with_key_prefix(home("pending")), Fault::close_before_forward});
   CHECK_THROWS_AS(once.consume(tx("pending")), Error);
   REQUIRE(state_of(home("pending")) == "pending");
   REQUIRE(dept() == Usage{1, 100}); // its shares took their part

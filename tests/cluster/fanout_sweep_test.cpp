@@ -74,9 +74,9 @@ struct Sweep {
   void cut_at(const std::string& key, int nth) {
     FaultProxy& proxy = proxies.proxy_of(cluster.owner_of(detail::key_slot(key)));
     if (nth > 1) {
-      proxy.add_rule({evalsha_with_key_prefix(key), Fault::forward, nth - 1});
+      proxy.add_rule({script_call_with_key_prefix(key), Fault::forward, nth - 1});
     }
-    proxy.add_rule({evalsha_with_key_prefix(key), Fault::close_before_forward});
+    proxy.add_rule({script_call_with_key_prefix(key), Fault::close_before_forward});
   }
   template <typename Call> void interrupted(Call&& call) {
     CHECK(error_of(call).outcome() == Outcome::unknown);

@@ -222,9 +222,9 @@ struct AbandonedInHalfMovedSlot : HalfMovedSlot {
   void abandon(const Transaction& transaction) {
     REQUIRE(detail::key_slot(transaction.id) != detail::key_slot(moving));
     FaultProxy& proxy = proxies.proxy_of(cluster.owner_of(detail::key_slot(transaction.id)));
-    proxy.add_rule({evalsha_with_key_prefix(home(transaction.id)), Fault::forward, 1});
+    proxy.add_rule({script_call_with_key_prefix(home(transaction.id)), Fault::forward, 1});
     proxy.add_rule(
-        {evalsha_with_key_prefix(home(transaction.id)), Fault::close_before_forward, 1000});
+        {script_call_with_key_prefix(home(transaction.id)), Fault::close_before_forward, 1000});
     CHECK(error_of([&] { abandoning.consume(transaction); }).outcome() == Outcome::unknown);
     proxy.clear();
     REQUIRE(record_field(redis, home(transaction.id), "state") == "pending");

@@ -72,9 +72,9 @@ struct LateStep {
   void delay_at(const std::string& key, int nth) {
     FaultProxy& proxy = proxies.proxy_of(cluster.owner_of(detail::key_slot(key)));
     if (nth > 1) {
-      proxy.add_rule({evalsha_with_key_prefix(key), Fault::forward, nth - 1});
+      proxy.add_rule({script_call_with_key_prefix(key), Fault::forward, nth - 1});
     }
-    FaultRule late{evalsha_with_key_prefix(key), Fault::delay_forward};
+    FaultRule late{script_call_with_key_prefix(key), Fault::delay_forward};
     late.delay = 3s;
     proxy.add_rule(late);
   }

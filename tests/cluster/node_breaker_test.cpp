@@ -22,9 +22,9 @@ using namespace limitcounter::testing;
 
 namespace {
 
-long long evalsha_calls(const RedisServer& node) {
+long long script_calls_of(const RedisServer& node) {
   Redis direct(node.options());
-  return command_calls(direct, "evalsha");
+  return script_calls(direct);
 }
 
 std::string field_of(const RedisServer& node, const std::string& key) {
@@ -45,7 +45,7 @@ RedisOptions breaker_options(const ClusterFaultProxy& proxies) {
 // until its breaker opens; from then on it does not even answer for its slot map.
 void stall_until_breaker_opens(Redis& redis, FaultProxy& proxy, const std::string& key) {
   const int failures = redis.options().breaker_failures;
-  proxy.add_rule({evalsha_with_key_prefix(key), Fault::blackhole, failures});
+  proxy.add_rule({script_call_with_key_prefix(key), Fault::blackhole, failures});
   for (int i = 0; i < failures; ++i) {
     const Error e = error_of([&] { redis.eval(probe, {key}, probe_args()); });
     CHECK(e.code() == errc::timeout);
@@ -92,7 +92,7 @@ TEST_CASE("a stalled master opens its own breaker: its calls fail fast, the othe
 
   // The stalled master takes its calls and never answers: breaker_failures timeouts.
   FaultProxy& stalled_proxy = proxies.proxy_of(stalled);
-  const long long stalled_before = evalsha_calls(stalled);
+  const long long stalled_before = script_calls_of(stalled);
   stall_until_breaker_opens(redis, stalled_proxy, stalled_key);
 
   // Its calls fail fast, not sent: the blackhole rule is spent, so a call that went out would
@@ -100,15 +100,15 @@ TEST_CASE("a stalled master opens its own breaker: its calls fail fast, the othe
   const Error open = error_of([&] { redis.eval(probe, {stalled_key}, probe_args()); });
   CHECK(open.code() == errc::circuit_open);
   CHECK(open.outcome() == Outcome::not_sent);
-  CHECK(evalsha_calls(stalled) == stalled_before);
+  CHECK(script_calls_of(stalled) == stalled_before);
   CHECK(field_of(stalled, stalled_key) == "1:10");
 
   // Calls to keys of the other masters still reach them, one EVALSHA each.
   for (RedisServer* node : healthy) {
     const std::string& key = key_on.at(node);
-    const long long before = evalsha_calls(*node);
+    const long long before = script_calls_of(*node);
     CHECK(redis.eval(probe, {key}, probe_args()).at(1).as_integer() == 2);
-    CHECK(evalsha_calls(*node) == before + 1);
+    CHECK(script_calls_of(*node) == before + 1);
     CHECK(redis.command({"HGET", key, "f"}).as_string() == "2:20");
   }
 
@@ -126,13 +126,13 @@ TEST_CASE("a stalled master opens its own breaker: its calls fail fast, the othe
   mixed.push_back({&probe, {stalled_key}, probe_args()});
   std::map<RedisServer*, long long> before_mixed;
   for (RedisServer* node : healthy) {
-    before_mixed[node] = evalsha_calls(*node);
+    before_mixed[node] = script_calls_of(*node);
   }
   const Error mixed_error = error_of([&] { redis.eval_pipeline(mixed); });
   CHECK(mixed_error.code() == errc::circuit_open);
   CHECK(mixed_error.outcome() == Outcome::not_sent);
   for (RedisServer* node : healthy) {
-    CHECK(evalsha_calls(*node) == before_mixed[node]);
+    CHECK(script_calls_of(*node) == before_mixed[node]);
     CHECK(field_of(*node, key_on.at(node)) == "3:30");
   }
   // Asked for the refusals, the same pipeline refuses the stalled master's call alone (not
@@ -150,10 +150,10 @@ TEST_CASE("a stalled master opens its own breaker: its calls fail fast, the othe
   CHECK(partly[0].at(1).as_integer() == 4);
   CHECK(partly[1].at(1).as_integer() == 4);
   for (RedisServer* node : healthy) {
-    CHECK(evalsha_calls(*node) == before_mixed[node] + 1);
+    CHECK(script_calls_of(*node) == before_mixed[node] + 1);
     CHECK(field_of(*node, key_on.at(node)) == "4:40");
   }
-  CHECK(evalsha_calls(stalled) == stalled_before);
+  CHECK(script_calls_of(stalled) == stalled_before);
 
   // A slot moves between the healthy masters: the MOVED makes the client read the slot map
   // again, from another seed than the stalled first one, and the call lands on the new owner.
@@ -161,9 +161,9 @@ TEST_CASE("a stalled master opens its own breaker: its calls fail fast, the othe
   RedisServer& to = *healthy[1];
   const std::string moved_key = key_on.at(&from);
   cluster.migrate_slot(detail::key_slot(moved_key), to);
-  const long long to_before = evalsha_calls(to);
+  const long long to_before = script_calls_of(to);
   CHECK(redis.eval(probe, {moved_key}, probe_args()).at(1).as_integer() == 5);
-  CHECK(evalsha_calls(to) == to_before + 1);
+  CHECK(script_calls_of(to) == to_before + 1);
   CHECK(field_of(to, moved_key) == "5:50");
   CHECK(stalled_proxy.injected(Fault::blackhole) ==
         static_cast<std::size_t>(options.breaker_failures)); // the stalled node was not asked
@@ -218,7 +218,7 @@ TEST_CASE("consume_many with one master's breaker open: its transactions fall to
                            stalled);
     on_stalled += home_stalled.back() ? 1 : 0;
   }
-  const long long stalled_before = evalsha_calls(*stalled);
+  const long long stalled_before = script_calls_of(*stalled);
   const auto results = limits.consume_many(batch);
   REQUIRE(results.size() == batch.size());
   for (std::size_t i = 0; i < batch.size(); ++i) {
@@ -231,5 +231,5 @@ TEST_CASE("consume_many with one master's breaker open: its transactions fall to
   // Redis counted the others, each once; nothing reached the stalled master.
   CHECK(reader.usage("merchant", Dimension{"m1"}, Period::day).count ==
         static_cast<std::int64_t>(batch.size()) - on_stalled);
-  CHECK(evalsha_calls(*stalled) == stalled_before);
+  CHECK(script_calls_of(*stalled) == stalled_before);
 }

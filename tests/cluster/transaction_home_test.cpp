@@ -157,7 +157,7 @@ TEST_CASE("16 threads consuming distinct ids through one place in flight: merged
     long long calls = 0;
     for (const testing::RedisServer* node : shared_cluster().nodes()) {
       Redis direct(node->options());
-      calls += testing::command_calls(direct, "evalsha");
+      calls += testing::script_calls(direct);
     }
     return calls;
   };

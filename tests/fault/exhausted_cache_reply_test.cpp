@@ -18,10 +18,10 @@ using limitcounter::RedisOptions;
 using limitcounter::Rule;
 using limitcounter::RuleSet;
 using limitcounter::Transaction;
-using limitcounter::testing::evalsha_with_key_prefix;
 using limitcounter::testing::Fault;
 using limitcounter::testing::FaultRule;
 using limitcounter::testing::ProxiedServer;
+using limitcounter::testing::script_call_with_key_prefix;
 
 TEST_CASE("exhausted cache: a denial given while this process's hold was live is not cached, "
           "however late its reply comes",
@@ -43,7 +43,7 @@ TEST_CASE("exhausted cache: a denial given while this process's hold was live is
   // This consume leaves while the hold is live (Redis denies it), and its reply is held back
   // until after the hold expired.
   FaultRule late;
-  late.matches = evalsha_with_key_prefix(counter_options.key_prefix);
+  late.matches = script_call_with_key_prefix(counter_options.key_prefix);
   late.fault = Fault::delay_reply;
   late.delay = 3s;
   fixture.proxy.add_rule(late);

@@ -58,7 +58,7 @@ TEST_CASE("fault proxy: commands and pipelines pass through in order", "[fault][
 
   // a pipeline in one write, with one call answered by the proxy itself in the middle
   const std::string odd = rig.key + "-odd";
-  rig.proxy.add_rule({evalsha_with_key_prefix(odd), Fault::error_reply, 1, {}, final_error});
+  rig.proxy.add_rule({script_call_with_key_prefix(odd), Fault::error_reply, 1, {}, final_error});
   std::vector<ScriptCall> calls(100, ScriptCall{&probe, {rig.key + "-p"}, probe_args()});
   calls[50].keys = {odd};
   const std::vector<Reply> replies = rig.client.eval_pipeline(calls);
@@ -77,7 +77,7 @@ TEST_CASE("fault proxy: drop_reply, the script ran and its reply was lost", "[fa
   Rig rig;
   rig.warm_script();
   const std::int64_t before = rig.calls("evalsha");
-  rig.proxy.add_rule({evalsha_with_key_prefix(rig.key), Fault::drop_reply});
+  rig.proxy.add_rule({script_call_with_key_prefix(rig.key), Fault::drop_reply});
 
   const Error e = error_of([&] { rig.client.eval(probe, {rig.key}, probe_args()); });
   CHECK(e.code() == errc::timeout);
@@ -98,7 +98,7 @@ TEST_CASE("fault proxy: delay_reply holds a reply, in order", "[fault][proxy]") 
     CHECK(rig.client.command({"SET", rig.key, "v"}).as_string() == "OK");
     // a pipeline whose first reply is held: the others wait behind it
     rig.warm_script();
-    rig.proxy.add_rule({evalsha_with_key_prefix(rig.key + "-p"), Fault::delay_reply, 1, 50ms});
+    rig.proxy.add_rule({script_call_with_key_prefix(rig.key + "-p"), Fault::delay_reply, 1, 50ms});
     std::vector<ScriptCall> calls(10, ScriptCall{&probe, {rig.key + "-p"}, probe_args()});
     const std::vector<Reply> replies = rig.client.eval_pipeline(calls);
     for (std::size_t i = 0; i < replies.size(); ++i) {
@@ -123,7 +123,7 @@ TEST_CASE("fault proxy: cut_mid_reply, the command ran and the connection broke"
   Rig rig;
   rig.warm_script();
   const std::int64_t before = rig.calls("evalsha");
-  rig.proxy.add_rule({evalsha_with_key_prefix(rig.key), Fault::cut_mid_reply});
+  rig.proxy.add_rule({script_call_with_key_prefix(rig.key), Fault::cut_mid_reply});
   const Error e = error_of([&] { rig.client.eval(probe, {rig.key}, probe_args()); });
   CHECK((e.code() == errc::io_error || e.code() == errc::protocol_error));
   CHECK(e.outcome() == Outcome::unknown);
@@ -173,7 +173,7 @@ TEST_CASE("fault proxy: error_reply answers in the server's place", "[fault][pro
   }
   SECTION("LOADING once: the library tries again and the script runs once") {
     const std::int64_t before = rig.calls("evalsha");
-    rig.proxy.add_rule({evalsha_with_key_prefix(rig.key), Fault::error_reply});
+    rig.proxy.add_rule({script_call_with_key_prefix(rig.key), Fault::error_reply});
     CHECK(rig.client.eval(probe, {rig.key}, probe_args()).at(1).as_integer() == 1);
     CHECK(rig.calls("evalsha") == before + 1);
     CHECK(rig.direct.command({"HGET", rig.key, "f"}).as_string() == "1:10");

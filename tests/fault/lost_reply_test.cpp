@@ -36,11 +36,12 @@ using limitcounter::Transaction;
 using limitcounter::Usage;
 using limitcounter::testing::command_calls;
 using limitcounter::testing::error_of;
-using limitcounter::testing::evalsha_with_key_prefix;
 using limitcounter::testing::Fault;
 using limitcounter::testing::FaultProxy;
 using limitcounter::testing::FaultRule;
 using limitcounter::testing::ProxiedServer;
+using limitcounter::testing::script_call_with_key_prefix;
+using limitcounter::testing::script_calls;
 
 namespace {
 
@@ -52,7 +53,7 @@ struct LostReplyFixture : ProxiedServer {
   /// Loses the reply of the next script call on this fixture's keys; the call runs.
   void lose_next_reply() {
     FaultRule rule;
-    rule.matches = evalsha_with_key_prefix(prefix);
+    rule.matches = script_call_with_key_prefix(prefix);
     rule.fault = Fault::drop_reply;
     proxy.add_rule(rule);
   }
@@ -61,12 +62,12 @@ struct LostReplyFixture : ProxiedServer {
   /// exactly `scripts` scripts for it (the last of them is the one whose reply was lost).
   template <typename Call> void run_with_lost_reply(Call&& call, long long scripts = 1) {
     lose_next_reply();
-    const long long before = command_calls(direct, "evalsha");
+    const long long before = script_calls(direct);
     const Error error = error_of(call);
     CHECK(error.outcome() == Outcome::unknown);
     CHECK(error.code() == errc::timeout);
     CHECK(proxy.injected(Fault::drop_reply) >= 1);
-    CHECK(command_calls(direct, "evalsha") - before == scripts); // it ran
+    CHECK(script_calls(direct) - before == scripts); // it ran
   }
 };
 
@@ -97,7 +98,7 @@ struct LimitsThroughProxy : LostReplyFixture {
   // The second batch call of consume_many(batch) (batch calls of 64): its first key is
   // transaction 64's record.
   limitcounter::testing::CommandMatcher second_batch_call(const std::vector<Transaction>& batch) {
-    return evalsha_with_key_prefix(limits.keys().transaction(batch.at(64).id));
+    return script_call_with_key_prefix(limits.keys().transaction(batch.at(64).id));
   }
   Usage used() { return limits.usage("merchant", Dimension{"m1"}, Period::day); }
   std::string record_state(const std::string& id) {
@@ -190,10 +191,10 @@ TEST_CASE_METHOD(LimitsThroughProxy, "a local-fallback report whose reply was lo
   };
   lose_report.fault = Fault::drop_reply;
   proxy.add_rule(lose_report);
-  const long long before = command_calls(direct, "evalsha");
+  const long long before = script_calls(direct);
   CHECK(limits.consume(payment("back-1", 1)).allowed()); // its own call answered
   CHECK(proxy.injected(Fault::drop_reply) == 1);
-  CHECK(command_calls(direct, "evalsha") - before == 2); // the consume and the report ran
+  CHECK(script_calls(direct) - before == 2); // the consume and the report ran
   CHECK(used() == Usage{3, 31});
 
   // the report comes again with the same id: Redis knows it, nothing is added twice
@@ -432,7 +433,7 @@ TEST_CASE_METHOD(PacketsThroughProxy,
 
   // create: begin and one chunk; the reply of the chunk is lost
   FaultRule second;
-  second.matches = evalsha_with_key_prefix(prefix);
+  second.matches = script_call_with_key_prefix(prefix);
   second.fault = Fault::forward;
   proxy.add_rule(second); // the begin goes through
   run_with_lost_reply([&] { pool.create("p1", amounts, packet_options); }, 2);
@@ -496,11 +497,11 @@ TEST_CASE_METHOD(PacketsThroughProxy,
   CHECK(direct.command({"LLEN", dead_list}).as_integer() == 0); // it ran: moved
   CHECK(direct.command({"ZCARD", ready}).as_integer() == 1);
 
-  const long long before = command_calls(direct, "evalsha");
+  const long long before = script_calls(direct);
   const auto requeued = pool.requeue_payout("rq", "alice", later);
   CHECK(requeued.status == limitcounter::RequeueResult::Status::requeued);
   CHECK(requeued.replayed);
-  CHECK(command_calls(direct, "evalsha") - before == 1);
+  CHECK(script_calls(direct) - before == 1);
   CHECK(direct.command({"LLEN", dead_list}).as_integer() == 0);
   CHECK(direct.command({"ZCARD", ready}).as_integer() == 1); // queued once
   const auto retaken = pool.take_payouts(partition, 10, later);
@@ -560,13 +561,13 @@ TEST_CASE_METHOD(LostReplyFixture,
   // The first consume's reply is held back for 1 s; the consumes that come meanwhile queue and
   // go together in the next script call, whose reply is lost.
   FaultRule hold_first;
-  hold_first.matches = evalsha_with_key_prefix(prefix);
+  hold_first.matches = script_call_with_key_prefix(prefix);
   hold_first.fault = Fault::delay_reply;
   hold_first.delay = 1s;
   proxy.add_rule(hold_first);
   lose_next_reply();
 
-  const long long before = command_calls(direct, "evalsha");
+  const long long before = script_calls(direct);
   std::optional<Error> first_error;
   std::thread first([&] {
     try {
@@ -575,7 +576,7 @@ TEST_CASE_METHOD(LostReplyFixture,
       first_error = e;
     }
   });
-  while (command_calls(direct, "evalsha") == before) { // it ran; its reply is held
+  while (script_calls(direct) == before) { // it ran; its reply is held
     std::this_thread::yield();
   }
   constexpr int queued = 8;
@@ -597,7 +598,7 @@ TEST_CASE_METHOD(LostReplyFixture,
   // The server ran two script calls for the nine consumes: the first alone, then the eight
   // queued ones together, and every one of the nine is recorded.
   CHECK_FALSE(first_error);
-  CHECK(command_calls(direct, "evalsha") - before == 2);
+  CHECK(script_calls(direct) - before == 2);
   CHECK(proxy.injected(Fault::drop_reply) == 1);
   LimitCounter reader(direct, limitcounter::Calendar("UTC"), options);
   for (int i = 0; i <= queued; ++i) {

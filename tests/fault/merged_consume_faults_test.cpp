@@ -28,11 +28,12 @@ using limitcounter::Rule;
 using limitcounter::RuleSet;
 using limitcounter::Transaction;
 using limitcounter::testing::command_calls;
-using limitcounter::testing::evalsha_with_key_prefix;
 using limitcounter::testing::Fault;
 using limitcounter::testing::FaultProxy;
 using limitcounter::testing::FaultRule;
 using limitcounter::testing::ProxiedServer;
+using limitcounter::testing::script_call_with_key_prefix;
+using limitcounter::testing::script_calls;
 
 namespace {
 
@@ -69,14 +70,14 @@ TEST_CASE_METHOD(MergeFixture,
 
   // A consume on m2 takes the one place in flight; its reply is held for 1 s.
   FaultRule stall;
-  stall.matches = evalsha_with_key_prefix(prefix);
+  stall.matches = script_call_with_key_prefix(prefix);
   stall.fault = Fault::delay_reply;
   stall.delay = 1s;
   proxy.add_rule(stall);
-  const long long before = command_calls(direct, "evalsha");
+  const long long before = script_calls(direct);
   std::optional<Decision> first;
   std::thread stalled([&] { first = limits.consume(payment("first", "m2")); });
-  while (command_calls(direct, "evalsha") == before) {
+  while (script_calls(direct) == before) {
     std::this_thread::yield();
   }
   // Queued at once: a consume on m3 (its `now` is before the hold's end) ...
@@ -96,7 +97,7 @@ TEST_CASE_METHOD(MergeFixture,
   CHECK(first->allowed());
   CHECK(early->allowed());
   // Merged: the server ran the reserve, the stalled consume and one call for the other two.
-  CHECK(command_calls(direct, "evalsha") - before == 2);
+  CHECK(script_calls(direct) - before == 2);
   // A lone consume of "late" at its own time releases the expired hold and is allowed.
   CHECK(late->allowed());
   CHECK(record_state(options, "late") == "consumed");
@@ -111,18 +112,18 @@ std::vector<std::optional<Error>> merged_call_meets(MergeFixture& f, LimitCounte
                                                     Fault fault, const std::string& error_text,
                                                     int queued) {
   FaultRule stall;
-  stall.matches = evalsha_with_key_prefix(f.prefix);
+  stall.matches = script_call_with_key_prefix(f.prefix);
   stall.fault = Fault::delay_reply;
   stall.delay = 500ms;
   f.proxy.add_rule(stall);
   FaultRule then;
-  then.matches = evalsha_with_key_prefix(f.prefix);
+  then.matches = script_call_with_key_prefix(f.prefix);
   then.fault = fault;
   then.error = error_text;
   f.proxy.add_rule(then);
-  const long long before = command_calls(f.direct, "evalsha");
+  const long long before = script_calls(f.direct);
   std::thread first([&] { limits.consume(payment("q-0", "m1")); });
-  while (command_calls(f.direct, "evalsha") == before) {
+  while (script_calls(f.direct) == before) {
     std::this_thread::yield();
   }
   std::vector<std::optional<Error>> errors(queued);
@@ -204,7 +205,7 @@ TEST_CASE_METHOD(MergeFixture,
                                      .max_count(100)
                                      .on_redis_failure(limitcounter::FailurePolicy::allow)));
   FaultRule stall;
-  stall.matches = evalsha_with_key_prefix(prefix);
+  stall.matches = script_call_with_key_prefix(prefix);
   stall.fault = Fault::delay_reply;
   stall.delay = 1s;
   proxy.add_rule(stall);
@@ -291,13 +292,13 @@ TEST_CASE_METHOD(MergeFixture,
   // A stalled consume holds the place; "a" (kind a) and "b" (kind b) queue and go
   // together: "b"'s counter set fails the script before "a" is written.
   FaultRule stall;
-  stall.matches = evalsha_with_key_prefix(prefix);
+  stall.matches = script_call_with_key_prefix(prefix);
   stall.fault = Fault::delay_reply;
   stall.delay = 500ms;
   proxy.add_rule(stall);
-  const long long before = command_calls(direct, "evalsha");
+  const long long before = script_calls(direct);
   std::thread first([&] { limits.consume(by("first", "a")); });
-  while (command_calls(direct, "evalsha") == before) {
+  while (script_calls(direct) == before) {
     std::this_thread::yield();
   }
   std::optional<Error> a_error;
@@ -320,7 +321,7 @@ TEST_CASE_METHOD(MergeFixture,
   first.join();
   a.join();
   b.join();
-  CHECK(command_calls(direct, "evalsha") - before == 2); // "a" and "b" in one call
+  CHECK(script_calls(direct) - before == 2); // "a" and "b" in one call
   // The server wrote nothing of the failed call ...
   CHECK(record_state(options, "a") == "none");
   LimitCounter reader(direct, limitcounter::Calendar("UTC"), options);

@@ -30,7 +30,7 @@ struct ResendFixture : ProxiedServer {
   /// they run.
   void lose_replies(int times = 1) {
     FaultRule rule;
-    rule.matches = evalsha_with_key_prefix(prefix);
+    rule.matches = script_call_with_key_prefix(prefix);
     rule.fault = fault;
     rule.times = times;
     proxy.add_rule(rule);
@@ -43,10 +43,10 @@ struct ResendFixture : ProxiedServer {
   template <typename Call> auto absorbed(Call&& call, long long scripts = 2, long long fewest = 0) {
     lose_replies();
     const std::size_t lost_before = proxy.injected(fault);
-    const long long before = command_calls(direct, "evalsha");
+    const long long before = script_calls(direct);
     auto result = call();
     CHECK(proxy.injected(fault) - lost_before == 1);
-    const long long ran = command_calls(direct, "evalsha") - before;
+    const long long ran = script_calls(direct) - before;
     CHECK(ran <= scripts);
     CHECK(ran >= (fewest > 0 ? fewest : scripts));
     return result;

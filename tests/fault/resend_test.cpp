@@ -34,6 +34,7 @@ using limitcounter::testing::error_of;
 using limitcounter::testing::Fault;
 using limitcounter::testing::FaultRule;
 using limitcounter::testing::ResendFixture;
+using limitcounter::testing::script_calls;
 
 namespace {
 
@@ -144,11 +145,11 @@ TEST_CASE_METHOD(LimitsResending,
   rule.fault = fault;
   proxy.add_rule(rule);
   const long long gets = command_calls(direct, "get");
-  const long long scripts = command_calls(direct, "evalsha");
+  const long long scripts = script_calls(direct);
   const limitcounter::RefundResult refunded = limits.refund("g-1", 40, "r");
   CHECK(proxy.injected(fault) == 1);
   CHECK(command_calls(direct, "get") - gets >= 2); // the lost read and its resend
-  CHECK(command_calls(direct, "evalsha") - scripts == 1);
+  CHECK(script_calls(direct) - scripts == 1);
   CHECK(refunded.refunded_now == 40);
   CHECK_FALSE(refunded.replayed);
   CHECK(used() == Usage{1, 60});
@@ -158,12 +159,12 @@ TEST_CASE_METHOD(LimitsResending,
                  "limits: replies lost past the attempts end in unknown, and it ran once",
                  "[fault][resend][limits]") {
   lose_replies(3); // the first send and both resends
-  const long long before = command_calls(direct, "evalsha");
+  const long long before = script_calls(direct);
   const Error error = error_of([&] { limits.consume(payment("x-1", 100)); });
   CHECK(error.outcome() == Outcome::unknown);
   CHECK(error.code() == errc::timeout);
   CHECK_THAT(error.what(), Catch::Contains("sent 3 times"));
-  CHECK(command_calls(direct, "evalsha") - before == 3);
+  CHECK(script_calls(direct) - before == 3);
   CHECK(used() == Usage{1, 100});
   CHECK(limits.consume(payment("x-1", 100)).replayed); // the host's retry, as before
 }
@@ -176,10 +177,10 @@ TEST_CASE_METHOD(LimitsResending,
            [&] { limits.add("merchant", Dimension{"m1"}, {Period::day}, 1, 10); },
            [&] { limits.take_daily_cap("sms", "a1", 10); }}) {
     lose_replies();
-    const long long before = command_calls(direct, "evalsha");
+    const long long before = script_calls(direct);
     const Error error = error_of(call);
     CHECK(error.outcome() == Outcome::unknown);
-    CHECK(command_calls(direct, "evalsha") - before == 1);
+    CHECK(script_calls(direct) - before == 1);
   }
   CHECK(used() == Usage{1, 10});                  // the add ran once
   CHECK(limits.cap_usage("sms", "a1").used == 1); // the take too

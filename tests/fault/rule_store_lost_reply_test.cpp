@@ -26,10 +26,11 @@ using limitcounter::RuleStore;
 using limitcounter::RuleStoreOptions;
 using limitcounter::testing::command_calls;
 using limitcounter::testing::error_of;
-using limitcounter::testing::evalsha_with_key_prefix;
 using limitcounter::testing::Fault;
 using limitcounter::testing::FaultRule;
 using limitcounter::testing::ProxiedServer;
+using limitcounter::testing::script_call_with_key_prefix;
+using limitcounter::testing::script_calls;
 
 namespace {
 
@@ -47,14 +48,14 @@ struct StoreThroughProxy : ProxiedServer {
   /// ran the script once.
   template <typename Put> void run_with_fault(Fault fault, Put&& put) {
     FaultRule rule;
-    rule.matches = evalsha_with_key_prefix(prefix);
+    rule.matches = script_call_with_key_prefix(prefix);
     rule.fault = fault;
     proxy.add_rule(rule);
-    const long long before = command_calls(direct, "evalsha");
+    const long long before = script_calls(direct);
     const Error error = error_of(put);
     CHECK(error.outcome() == Outcome::unknown);
     CHECK(proxy.injected(fault) == 1);
-    CHECK(command_calls(direct, "evalsha") - before == 1); // it ran
+    CHECK(script_calls(direct) - before == 1); // it ran
   }
   long long history_length() { return direct.command({"XLEN", store.history_key()}).as_integer(); }
 };
@@ -75,9 +76,9 @@ TEST_CASE_METHOD(StoreThroughProxy,
     CHECK(reader.current_version() == expected + 1); // stored by the first attempt
     CHECK(history_length() == static_cast<long long>(expected + 1));
 
-    const long long before = command_calls(direct, "evalsha");
+    const long long before = script_calls(direct);
     CHECK(store.put(rules, alice, expected) == expected + 1); // the first attempt's answer
-    CHECK(command_calls(direct, "evalsha") - before == 1);    // its script wrote nothing:
+    CHECK(script_calls(direct) - before == 1);                // its script wrote nothing:
     CHECK(reader.current_version() == expected + 1);
     CHECK(history_length() == static_cast<long long>(expected + 1));
     CHECK_FALSE(reader.get(expected + 2));

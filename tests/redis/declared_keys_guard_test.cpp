@@ -27,7 +27,8 @@ std::string guard_source() {
 
 // EVAL of `body` behind the guard with KEYS = {`key`}: the reply, or the error's text.
 std::string run_guarded(Redis& redis, const std::string& body, const std::string& key) {
-  const Reply reply = redis.command({"EVAL", guard_source() + body, "1", key});
+  const Reply reply = redis.command(
+      {"EVAL", guard_source() + "local redis = guard_keys(redis, KEYS)\n" + body, "1", key});
   if (reply.type() == Reply::Type::integer) {
     return std::to_string(reply.as_integer());
   }

@@ -28,6 +28,7 @@ using limitcounter::TimePoint;
 using limitcounter::Transaction;
 using limitcounter::testing::command_calls;
 using limitcounter::testing::outcome;
+using limitcounter::testing::script_calls;
 using limitcounter::testing::test_options;
 using limitcounter::testing::unique_prefix;
 
@@ -71,7 +72,7 @@ struct CacheFixture {
   Transaction tx(std::int64_t amount = 100, const std::string& merchant = "m1") {
     return Transaction{"ex-" + std::to_string(++next_id), {{"merchant", merchant}}, amount, at};
   }
-  long long scripts_run() { return command_calls(redis, "evalsha"); }
+  long long scripts_run() { return script_calls(redis); }
 };
 
 } // namespace

@@ -323,10 +323,12 @@ CommandMatcher command_named(std::string name) {
   };
 }
 
-CommandMatcher evalsha_with_key_prefix(std::string prefix) {
-  // EVALSHA sha numkeys key...: the first key is argv[3] when numkeys >= 1.
+CommandMatcher script_call_with_key_prefix(std::string prefix) {
+  // EVALSHA sha numkeys key... (FCALL function numkeys key...): the first key is argv[3] when
+  // numkeys >= 1.
   return [prefix = std::move(prefix)](const Argv& argv) {
-    return argv.size() >= 4 && (iequals(argv[0], "EVALSHA") || iequals(argv[0], "EVAL")) &&
+    return argv.size() >= 4 &&
+           (iequals(argv[0], "EVALSHA") || iequals(argv[0], "EVAL") || iequals(argv[0], "FCALL")) &&
            argv[2] != "0" && argv[3].compare(0, prefix.size(), prefix) == 0;
   };
 }

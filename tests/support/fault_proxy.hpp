@@ -73,9 +73,9 @@ using CommandMatcher = std::function<bool(const std::vector<std::string>& argv)>
 CommandMatcher any_command();
 /// Commands named `name`, compared case-insensitively ("EVALSHA", "set").
 CommandMatcher command_named(std::string name);
-/// EVALSHA (and EVAL) calls whose first key starts with `prefix`: a test targets its own
+/// EVALSHA, EVAL and FCALL calls whose first key starts with `prefix`: a test targets its own
 /// script calls (e.g. keys under its unique_prefix()) and leaves setup commands alone.
-CommandMatcher evalsha_with_key_prefix(std::string prefix);
+CommandMatcher script_call_with_key_prefix(std::string prefix);
 
 /// A scripted fault: the first rule (in the order added) that matches a command and has uses
 /// left applies to it and spends one use.

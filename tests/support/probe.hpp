@@ -81,6 +81,12 @@ inline long long command_calls(Redis& redis, const std::string& command) {
   return at == std::string::npos ? 0 : std::stoll(stats.substr(at + tag.size()));
 }
 
+/// Script calls the server `redis` talks to has run: EVALSHA and FCALL (the library's scripts
+/// that come as a Functions library run by FCALL; see `Script::library`).
+inline long long script_calls(Redis& redis) {
+  return command_calls(redis, "evalsha") + command_calls(redis, "fcall");
+}
+
 /// Polls `condition` every 10 ms for up to `limit` (10 s by default: a loaded CI machine);
 /// returns its last value.
 template <typename Condition>

@@ -5,7 +5,6 @@
 #include <chrono>
 #include <string>
 
-#include <limitcounter/detail/lua_scripts.hpp>
 #include <limitcounter/limit_counter.hpp>
 
 #include "support/fault_proxy.hpp"
@@ -20,11 +19,9 @@ struct ProxiedServer {
   std::string prefix = unique_prefix();
 
   ProxiedServer() {
-    // A first EVALSHA would come back NOSCRIPT (it did not run): the reply a test loses or
-    // holds is that of a script that runs.
-    for (const Script* script : scripts::all) {
-      direct.command({"SCRIPT", "LOAD", std::string(script->source)});
-    }
+    // A first script call would come back NOSCRIPT or "Function not found" (it did not run):
+    // the reply a test loses or holds is that of a script that runs.
+    load_every_script(direct);
   }
 
   /// A client through the proxy that waits `timeout` for a reply; no breaker (these tests are

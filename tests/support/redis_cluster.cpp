@@ -9,8 +9,6 @@
 
 #include <unistd.h>
 
-#include <limitcounter/detail/lua_scripts.hpp>
-
 namespace limitcounter::testing {
 namespace {
 
@@ -176,9 +174,10 @@ void RedisCluster::move_keys(int slot, RedisServer& source, RedisServer& target)
 
 void RedisCluster::load_scripts() const {
   for (const auto& node : nodes_) {
-    for (const Script* script : scripts::all) {
-      run(*node, {"SCRIPT", "LOAD", std::string(script->source)});
-    }
+    RedisOptions options = node->options();
+    options.pool_size = 1;
+    Redis redis(options);
+    load_every_script(redis);
   }
 }
 

@@ -36,8 +36,7 @@ public:
   /// move its keys, and hand it over on every master.
   void begin_migration(int slot, RedisServer& source, RedisServer& target) const;
   void move_keys(int slot, RedisServer& source, RedisServer& target) const;
-  /// Loads every embedded script on every node: a fault test's first EVALSHA on a key is then
-  /// never answered NOSCRIPT (which did not run, and would be one call more on the key).
+  /// Loads every embedded script on every node (`load_every_script`).
   void load_scripts() const;
   /// Up to 100 keys of `slot` that `node` holds (CLUSTER GETKEYSINSLOT).
   std::vector<std::string> keys_in_slot(int slot, RedisServer& node) const;

@@ -19,6 +19,7 @@
 
 #include <hiredis/hiredis.h>
 
+#include <limitcounter/detail/lua_scripts.hpp>
 #include <limitcounter/error.hpp>
 
 namespace limitcounter::testing {
@@ -278,6 +279,15 @@ std::int64_t info_count(const RedisServer& node, const std::string& section,
 std::string unique_prefix() {
   static std::atomic<int> counter{0};
   return "t" + std::to_string(getpid()) + "-" + std::to_string(++counter) + ":";
+}
+
+void load_every_script(Redis& node) {
+  for (const Script* script : scripts::all) {
+    node.command({"SCRIPT", "LOAD", std::string(script->source)});
+    if (!script->library.empty()) {
+      node.command({"FUNCTION", "LOAD", "REPLACE", std::string(script->library)});
+    }
+  }
 }
 
 } // namespace limitcounter::testing

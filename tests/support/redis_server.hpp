@@ -80,4 +80,10 @@ std::int64_t info_count(const RedisServer& node, const std::string& section,
 /// shared server never see each other's keys.
 std::string unique_prefix();
 
+/// Loads every embedded script into the server `node` talks to: SCRIPT LOAD of each, and
+/// FUNCTION LOAD of each library (a replica refuses that: it gets its master's). A fault test's
+/// first script call on a key is then never answered NOSCRIPT or "Function not found" (which
+/// did not run, and would be one call more on the key for the proxy to fault).
+void load_every_script(Redis& node);
+
 } // namespace limitcounter::testing

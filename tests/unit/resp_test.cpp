@@ -24,8 +24,8 @@ TEST_CASE("commands encode as RESP arrays of bulk strings", "[resp]") {
   CHECK(out.size() == 4 + 9 + 100000 + 2);
 }
 
-TEST_CASE("an EVALSHA encodes as its argv would", "[resp]") {
-  using limitcounter::detail::append_evalsha;
+TEST_CASE("a script call (EVALSHA or FCALL) encodes as its argv would", "[resp]") {
+  using limitcounter::detail::append_script_call;
   const std::string sha1(40, 'a');
   const std::vector<std::string> keys{"k1", std::string(300, 'k')};
   const std::vector<std::string> args{"", "1", std::string("a\r\n\0b", 5)};
@@ -33,11 +33,15 @@ TEST_CASE("an EVALSHA encodes as its argv would", "[resp]") {
   append_resp_command(expected,
                       {"EVALSHA", sha1, "2", keys[0], keys[1], args[0], args[1], args[2]});
   std::string out = "prefix";
-  append_evalsha(out, sha1, keys, args);
+  append_script_call(out, "EVALSHA", sha1, keys, args);
   CHECK(out == expected);
   out.clear();
-  append_evalsha(out, sha1, {}, {});
+  append_script_call(out, "EVALSHA", sha1, {}, {});
   CHECK(out == "*3\r\n$7\r\nEVALSHA\r\n$40\r\n" + sha1 + "\r\n$1\r\n0\r\n");
+  out.clear();
+  append_script_call(out, "FCALL", "limitcounter_limit_0123", {"k"}, {"x"});
+  CHECK(out ==
+        "*5\r\n$5\r\nFCALL\r\n$23\r\nlimitcounter_limit_0123\r\n$1\r\n1\r\n$1\r\nk\r\n$1\r\nx\r\n");
 }
 
 namespace {

@@ -39,6 +39,27 @@ TEST_CASE("replies that say the command did not run are told apart", "[retry]") 
   CHECK(classify(Reply::error("NOAUTH Authentication required."), false) == ReplyKind::noauth);
 }
 
+TEST_CASE("a library not loaded, or FCALL refused, is a script call that did not run", "[retry]") {
+  using limitcounter::detail::refuses_functions;
+  // the texts Redis 7.0 answers
+  CHECK(classify(Reply::error("ERR Function not found"), false) == ReplyKind::noscript);
+  const char* const refusals[] = {
+      "ERR unknown command 'FCALL', with args beginning with: 'f' '0' ",
+      "ERR unknown command 'FUNCTION', with args beginning with: 'LOAD' 'x' ",
+      "NOPERM this user has no permissions to run the 'fcall' command",
+      "NOPERM this user has no permissions to run the 'function|load' command"};
+  for (const char* refusal : refusals) {
+    CHECK(refuses_functions(refusal));
+    CHECK(classify(Reply::error(refusal), false) == ReplyKind::noscript);
+  }
+  // a script's own errors and other refusals are not
+  CHECK_FALSE(refuses_functions("ERR Function not found"));
+  CHECK_FALSE(refuses_functions("ERR unknown command 'EVALSHA', with args beginning with: "));
+  CHECK_FALSE(refuses_functions("NOPERM this user has no permissions to access one of the keys"));
+  CHECK_FALSE(refuses_functions("ERR user_script:1: the word 'fcall' in a script's error"));
+  CHECK(classify(Reply::error("ERR Function not found here"), false) == ReplyKind::final);
+}
+
 TEST_CASE("transient replies back off and stop when the budget is spent", "[retry]") {
   const RetryPolicy::Clock::time_point t0{};
   RetryPolicy policy(50ms, t0);

@@ -1,0 +1,143 @@
+// The scripts that come as a Redis Functions library (Script::library) against real servers:
+// run by FCALL, loaded again where the library is gone, and run by EVALSHA where the server
+// refuses FCALL or FUNCTION LOAD (renamed away, an ACL without them).
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <variant>
+#include <vector>
+
+#include <limitcounter/calendar.hpp>
+#include <limitcounter/limit_counter.hpp>
+#include <limitcounter/redis.hpp>
+#include <limitcounter/rule.hpp>
+
+#include "limitcounter/detail/lua_scripts.hpp"
+#include "support/probe.hpp"
+#include "support/redis_server.hpp"
+
+using limitcounter::LimitCounter;
+using limitcounter::Redis;
+using limitcounter::RedisOptions;
+using limitcounter::Reply;
+using limitcounter::Script;
+using limitcounter::Transaction;
+using limitcounter::testing::command_calls;
+using limitcounter::testing::RedisServer;
+
+namespace {
+
+// A limit of 1000 a day per merchant.
+void limit_merchants_per_day(LimitCounter& limits) {
+  limits.set_rules(limitcounter::RuleSet().add(
+      limitcounter::Rule("day").where("merchant").per(limitcounter::Period::day).max_amount(1000)));
+}
+
+// `n` consumes of 10 each, ids "<prefix>-<i>", one merchant: every one allowed.
+void consume_all(LimitCounter& limits, const std::string& prefix, int n) {
+  for (int i = 0; i < n; ++i) {
+    INFO(prefix << " " << i);
+    CHECK(limits.consume(Transaction{prefix + "-" + std::to_string(i), {{"merchant", "m"}}, 10})
+              .allowed());
+  }
+}
+
+// The merchant's usage in the day window, from the server.
+std::int64_t amount_used(LimitCounter& limits) {
+  return limits.usage("merchant", limitcounter::Dimension{"m"}, limitcounter::Period::day).amount;
+}
+
+} // namespace
+
+TEST_CASE("every script that has a library loads under its versioned name and runs by FCALL "
+          "as by EVALSHA",
+          "[redis][scripts][functions][standalone]") {
+  RedisServer server;
+  Redis admin(server.options());
+  std::size_t libraries = 0;
+  for (const Script* script : limitcounter::scripts::all) {
+    if (script->library.empty()) {
+      CHECK(script->function_name.empty());
+      continue;
+    }
+    ++libraries;
+    INFO(script->name);
+    CHECK(script->function_name.substr(0, 13 + script->name.size()) ==
+          "limitcounter_" + std::string(script->name));
+    CHECK(admin.command({"FUNCTION", "LOAD", std::string(script->library)}).as_string() ==
+          script->function_name);
+  }
+  REQUIRE(libraries >= 1);
+  // the same call both ways: lua/limit.lua's inspect of a record that is not there
+  const std::string key = limitcounter::testing::unique_prefix() + "absent";
+  const Script& limit = limitcounter::scripts::limit;
+  const Reply by_function =
+      admin.command({"FCALL", std::string(limit.function_name), "1", key, "inspect"});
+  const Reply by_sha = admin.eval(limit, {key}, {"inspect"});
+  CHECK(by_function.debug_string() == by_sha.debug_string());
+  CHECK(by_function.debug_string().find("missing") != std::string::npos);
+}
+
+TEST_CASE("a library flushed from the server is loaded again, by a single call and a pipeline",
+          "[redis][scripts][functions][standalone]") {
+  RedisServer server;
+  Redis admin(server.options());
+  Redis redis(server.options());
+  LimitCounter limits(redis, limitcounter::Calendar("Asia/Shanghai"));
+  limit_merchants_per_day(limits);
+  consume_all(limits, "before", 1);
+  CHECK(command_calls(admin, "fcall") >= 1);
+  CHECK(command_calls(admin, "evalsha") == 0);
+  const long long loads = command_calls(admin, "function|load");
+  CHECK(loads == 1);
+
+  admin.command({"FUNCTION", "FLUSH"});
+  consume_all(limits, "after-flush", 2);
+  CHECK(command_calls(admin, "function|load") == loads + 1);
+
+  // a pipeline of calls that all meet the missing library loads it once and runs each once
+  admin.command({"FUNCTION", "FLUSH"});
+  std::vector<Transaction> batch;
+  for (int i = 0; i < 100; ++i) {
+    batch.push_back(Transaction{"many-" + std::to_string(i), {{"merchant", "m"}}, 1});
+  }
+  for (const auto& item : limits.consume_many(batch)) {
+    REQUIRE(std::holds_alternative<limitcounter::Decision>(item));
+    CHECK(std::get<limitcounter::Decision>(item).allowed());
+  }
+  CHECK(command_calls(admin, "function|load") == loads + 2);
+  CHECK(amount_used(limits) == 3 * 10 + 100);
+  CHECK(command_calls(admin, "evalsha") == 0);
+}
+
+TEST_CASE("a server that refuses FCALL or FUNCTION LOAD runs the scripts by EVALSHA",
+          "[redis][scripts][functions][standalone]") {
+  SECTION("FCALL renamed away") {
+    RedisServer server({"--rename-command", "fcall", ""});
+    Redis admin(server.options());
+    Redis redis(server.options());
+    LimitCounter limits(redis, limitcounter::Calendar("Asia/Shanghai"));
+    limit_merchants_per_day(limits);
+    consume_all(limits, "renamed", 3);
+    CHECK(amount_used(limits) == 30);
+    CHECK(command_calls(admin, "evalsha") >= 3);
+  }
+  SECTION("an ACL user without function|load") {
+    RedisServer server;
+    Redis admin(server.options());
+    REQUIRE(admin
+                .command(
+                    {"ACL", "SETUSER", "nofunctions", "on", ">pw", "~*", "+@all", "-function|load"})
+                .as_string() == "OK");
+    RedisOptions options = server.options();
+    options.user = "nofunctions";
+    options.password = "pw";
+    Redis redis(options);
+    LimitCounter limits(redis, limitcounter::Calendar("Asia/Shanghai"));
+    limit_merchants_per_day(limits);
+    consume_all(limits, "acl", 3);
+    CHECK(amount_used(limits) == 30);
+    CHECK(command_calls(admin, "evalsha") >= 3);
+    CHECK(admin.command({"FUNCTION", "LIST"}).as_array().empty());
+  }
+}
