@@ -8,6 +8,7 @@
 #include <vector>
 
 #include <limitcounter/calendar.hpp>
+#include <limitcounter/transaction_state.hpp>
 #include <limitcounter/usage.hpp>
 
 namespace limitcounter {
@@ -73,9 +74,12 @@ struct Decision {
   /// True when the id had been decided before: this is that first decision, and nothing
   /// moved now. `state` then says where the transaction is now.
   bool replayed = false;
-  /// For replays: "consumed", "denied", "reserved", "confirmed", "cancelled" or "expired";
-  /// "voided" for a transaction the cluster sweep abandoned (see `Verdict::cancelled`).
-  std::string state;
+  /// Where the transaction stands: for consume and reserve, consumed, reserved or denied (a
+  /// degraded or `cached` decision too: what it would have recorded); none for check. For
+  /// replays: consumed, denied, reserved, confirmed, cancelled or expired; voided for a
+  /// transaction the cluster sweep abandoned, cancelled for an id cancelled before its reserve
+  /// (both `Verdict::cancelled`).
+  TransactionState state = TransactionState::none;
   /// True for `check`: decided without consuming.
   bool dry_run = false;
   /// True when Redis could not answer and the rules' failure policy decided (allow or

@@ -214,10 +214,10 @@ struct SlidingDecision {
 /// One transaction whose fan-out `LimitCounter::finish_interrupted` finished.
 struct InterruptedFanOut {
   std::string transaction_id; ///< the transaction's id
-  /// The home record's state its shares now follow: "voided" for a consume or reserve begun and
-  /// never finished (abandoned), else "denied", "confirmed", "expired", "cancelled" or
-  /// "consumed" (a refund).
-  std::string state;
+  /// The home record's state its shares now follow: voided for a consume or reserve begun and
+  /// never finished (abandoned), else denied, confirmed, expired, cancelled or consumed (a
+  /// refund).
+  TransactionState state = TransactionState::none;
   /// True when this sweep ended a consume or reserve that was begun and never finished: what
   /// its shares had taken was given back, and a retry of its id replays Verdict::cancelled.
   bool abandoned = false;
@@ -276,8 +276,8 @@ struct TransactionRecord {
   /// consumed | denied | reserved | confirmed | cancelled | expired (a reservation that timed
   /// out), voided (a share undone because another slot denied, or a home record the cluster
   /// sweep abandoned, see `LimitCounter::finish_interrupted`), pending (a cluster decision
-  /// under way), or tombstone (a cancel that came before its reserve).
-  std::string state;
+  /// under way), or tombstone (a cancel that came before its reserve); never none.
+  TransactionState state = TransactionState::none;
   std::int64_t amount = 0;   ///< consumed or held, minor units
   std::int64_t refunded = 0; ///< given back so far
   /// The first decision: its verdict and denial (`rules` empty: no record keeps a counter's
@@ -560,7 +560,7 @@ public:
   /// - a consume or reserve begun and never finished (no caller was told its decision, so no
   ///   host acted on it) is **abandoned**: its home record becomes "voided" by compare-and-set
   ///   and what its shares took is given back. A host that retries the id later gets
-  ///   Verdict::cancelled (replayed, state "voided"): the payment did not happen; use a new id.
+  ///   Verdict::cancelled (replayed, state voided): the payment did not happen; use a new id.
   /// - a denial whose voids, or a confirm, cancel or refund whose shares did not all follow, is
   ///   finished exactly as a retry of it would: every share is brought to the home record's
   ///   state, each operation idempotent.

@@ -20,6 +20,7 @@
 #include <limitcounter/script.hpp>
 #include <limitcounter/server_clock.hpp>
 #include <limitcounter/transaction.hpp>
+#include <limitcounter/transaction_state.hpp>
 #include <limitcounter/usage.hpp>
 #include <limitcounter/version.hpp>
 #include <limitcounter/wallet.hpp>

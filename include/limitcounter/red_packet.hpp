@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <limitcounter/batch.hpp>
@@ -127,6 +128,17 @@ struct PayoutTask {
   std::string idempotency_key() const { return packet_id + ":" + user_id; }
 };
 
+/// Where a packet stands (`PacketStatus::state`).
+enum class PacketState {
+  creating, ///< not every chunk is stored yet (not ready)
+  open,     ///< ready and not past `expires_at`: grabbable
+  expired,  ///< past `expires_at`, not closed yet
+  closed,   ///< closed (by `close` or `close_expired`)
+};
+
+/// "creating", "open", "expired" or "closed".
+std::string_view to_string(PacketState state) noexcept;
+
 /// A packet as `RedPacketPool::status` reads it (for operators).
 struct PacketStatus {
   std::int64_t total = 0;        ///< the amount split, minor units
@@ -138,9 +150,8 @@ struct PacketStatus {
   std::int64_t amount_left = 0;  ///< their sum, minor units (after a close: the leftover)
   std::int64_t grabs = 0;        ///< users who won a packet
   std::int64_t losing_users = 0; ///< users whose grabs won nothing (sold_out) so far
-  /// "creating" (not ready), "open", "expired" (past `expires_at`, not closed yet) or "closed",
-  /// as of the `now` given to `status`.
-  std::string state;
+  /// Where it stands as of the `now` given to `status`.
+  PacketState state = PacketState::creating;
 };
 
 /// The outcome of `RedPacketPool::requeue_payout`.

@@ -25,6 +25,18 @@ namespace limitcounter {
 
 namespace detail {
 template <typename Job> class Coalescer;
+
+/// The state a first decision of `op` puts its transaction in: none for a check, which records
+/// nothing.
+inline TransactionState decided_state(LimitOp op, bool allowed) {
+  if (op == LimitOp::check) {
+    return TransactionState::none;
+  }
+  if (!allowed) {
+    return TransactionState::denied;
+  }
+  return op == LimitOp::reserve ? TransactionState::reserved : TransactionState::consumed;
+}
 } // namespace detail
 
 class LimitCounter::Impl {

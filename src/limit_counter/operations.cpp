@@ -142,9 +142,12 @@ LimitCounter::Impl::transaction_record(const std::string& transaction_id,
         candidates.push_back(std::move(share));
       }
     }
+    const auto named = fields.find("state"); // (operator[] would add an empty one)
+    const TransactionState state = named == fields.end()
+                                       ? TransactionState::tombstone
+                                       : detail::transaction_state(named->second, "record " + key);
     // A voided share gave back what it took: its keys are not the transaction's.
-    const auto state = fields.find("state"); // (operator[] would add an empty one)
-    if (state == fields.end() || state->second != "voided") {
+    if (state != TransactionState::voided) {
       for (const auto line : detail::split(fields["keys"], '\n')) { // "<key> <field>"
         record.counter_keys.emplace_back(line.substr(0, line.find(' ')));
       }
@@ -160,7 +163,7 @@ LimitCounter::Impl::transaction_record(const std::string& transaction_id,
     if (expiry >= 0) {
       record.expires_at = TimePoint(std::chrono::milliseconds(expiry));
     }
-    record.state = fields.count("state") ? fields["state"] : "tombstone";
+    record.state = state;
     record.amount = fields.count("amount") ? std::stoll(fields["amount"]) : 0;
     record.refunded = fields.count("refunded") ? std::stoll(fields["refunded"]) : 0;
     record.hold_expires = time_of(fields["hexp"]);

@@ -28,13 +28,23 @@ std::optional<PacketStatus> RedPacketPool::status(const std::string& packet_id, 
   status.grabs = reply.at(8).to_int64();
   status.losing_users = reply.at(9).to_int64();
   if (status.closed) {
-    status.state = "closed";
+    status.state = PacketState::closed;
   } else if (!status.ready) {
-    status.state = "creating";
+    status.state = PacketState::creating;
   } else {
-    status.state = now >= status.expires_at ? "expired" : "open";
+    status.state = now >= status.expires_at ? PacketState::expired : PacketState::open;
   }
   return status;
+}
+
+std::string_view to_string(PacketState state) noexcept {
+  switch (state) {
+  case PacketState::creating: return "creating";
+  case PacketState::open: return "open";
+  case PacketState::expired: return "expired";
+  case PacketState::closed: return "closed";
+  }
+  return "?";
 }
 
 RequeueResult RedPacketPool::requeue_payout(const std::string& packet_id,

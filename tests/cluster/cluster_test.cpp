@@ -379,7 +379,9 @@ TEST_CASE("a master fails over to its replica: the library recovers, retries app
   // (seen once under a loaded machine: what moved, and what the records say, for the next time)
   const auto state = [&](const std::string& id) {
     const auto record = limits.transaction_record(id);
-    return record ? record->state + " " + std::to_string(record->counter_keys.size()) : "none";
+    return record ? std::string(to_string(record->state)) + " " +
+                        std::to_string(record->counter_keys.size())
+                  : "none";
   };
   INFO("usage " << used.count << ":" << used.amount << "; before " << state("before") << "; after "
                 << state("after"));

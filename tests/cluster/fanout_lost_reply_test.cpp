@@ -271,7 +271,7 @@ TEST_CASE_METHOD(FanOut,
           return fan_out.transaction_id == id;
         });
     REQUIRE(reported != swept.end());
-    CHECK(reported->state == "confirmed");
+    CHECK(reported->state == TransactionState::confirmed);
     CHECK(reported->shares_lost == (merchant_followed ? 1U : 2U));
   }
   CHECK(dept() == Usage{1, 40});

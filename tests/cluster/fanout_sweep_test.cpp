@@ -130,18 +130,18 @@ TEST_CASE_METHOD(Sweep, "the sweep finishes fan-outs nobody retried; a second sw
     swept[done.transaction_id] = std::move(done);
   }
   REQUIRE(swept.size() == 5);
-  const std::map<std::string, std::string> states{{"abandoned", "voided"},
-                                                  {"denied", "denied"},
-                                                  {"confirmed", "confirmed"},
-                                                  {"cancelled", "cancelled"},
-                                                  {"refunded", "consumed"}};
+  const std::map<std::string, TransactionState> states{{"abandoned", TransactionState::voided},
+                                                       {"denied", TransactionState::denied},
+                                                       {"confirmed", TransactionState::confirmed},
+                                                       {"cancelled", TransactionState::cancelled},
+                                                       {"refunded", TransactionState::consumed}};
   for (const auto& [id, state] : states) {
     INFO(id);
     REQUIRE(swept.count(id) == 1);
     CHECK(swept[id].state == state);
     CHECK(swept[id].abandoned == (id == "abandoned"));
     CHECK(swept[id].shares_changed >= 1);
-    CHECK(field(home(id), "state") == state);
+    CHECK(field(home(id), "state") == to_string(state));
   }
   // the counters follow the home records exactly
   const std::map<std::string, Usage> expected{{"abandoned", {0, 0}},  {"denied", {0, 0}},
@@ -165,7 +165,7 @@ TEST_CASE_METHOD(Sweep, "the sweep finishes fan-outs nobody retried; a second sw
   const Decision late = limits.consume(tx("abandoned"));
   CHECK(late.verdict == Decision::Verdict::cancelled);
   CHECK(late.replayed);
-  CHECK(late.state == "voided");
+  CHECK(late.state == TransactionState::voided);
   CHECK(usage_of("dept", "abandoned") == Usage{0, 0});
   const CancelResult cancelled = limits.cancel("abandoned");
   CHECK(cancelled.status == CancelResult::Status::cancelled);

@@ -313,7 +313,8 @@ TEST_CASE_METHOD(AbandonedInHalfMovedSlot,
       });
 
   CHECK(std::any_of(swept.begin(), swept.end(), [&](const InterruptedFanOut& fan_out) {
-    return fan_out.transaction_id == id && fan_out.abandoned && fan_out.state == "voided";
+    return fan_out.transaction_id == id && fan_out.abandoned &&
+           fan_out.state == TransactionState::voided;
   }));
   CHECK(record_field(redis, home(id), "o").rfind('-', 0) == 0); // closed
   // Exactly what it was before the transaction, in every window of the moving share and the other.
@@ -326,7 +327,7 @@ TEST_CASE_METHOD(AbandonedInHalfMovedSlot,
   const Decision replay = limits.consume(tx(id, value, 600));
   CHECK(replay.verdict == Decision::Verdict::cancelled);
   CHECK(replay.replayed);
-  CHECK(replay.state == "voided");
+  CHECK(replay.state == TransactionState::voided);
   CHECK(outcome(limits.cancel(id)) == std::pair(CancelResult::Status::cancelled, true));
   CHECK(usage(value, Period::day) == Usage{1, 300});
   check_left(tag, value, 1000 - 300);

@@ -284,14 +284,15 @@ TEST_CASE_METHOD(SpreadLimitsOverBuckets,
     CHECK(cancelled + tombstones <= 1); // one cancel wins, if any
     const auto record = limits.transaction_record(id);
     REQUIRE(record);
-    INFO("round " << round << ": " << record->state << ", " << reserved << " reserved, "
+    INFO("round " << round << ": " << to_string(record->state) << ", " << reserved << " reserved, "
                   << refused_reserves << " refused, " << cancelled << " cancelled, " << tombstones
                   << " tombstones");
-    if (record->state == "reserved") {
+    if (record->state == TransactionState::reserved) {
       CHECK(cancelled + tombstones == 0);
       expected = {expected.count + 1, expected.amount + 100};
     } else {
-      CHECK((record->state == "cancelled" || record->state == "tombstone"));
+      CHECK((record->state == TransactionState::cancelled ||
+             record->state == TransactionState::tombstone));
     }
     // every share tells the home record's story
     CHECK(dept() == expected);
@@ -446,7 +447,7 @@ TEST_CASE_METHOD(ShortHolds,
     const auto found = limits.finish_interrupted(std::chrono::seconds{0});
     REQUIRE(found.size() == 1);
     CHECK(found.front().transaction_id == "lost");
-    CHECK(found.front().state == "confirmed");
+    CHECK(found.front().state == TransactionState::confirmed);
     CHECK(found.front().shares_lost == 1);
   }
   CHECK(merchant() == Usage{1, 100}); // the other share followed
@@ -512,14 +513,15 @@ TEST_CASE_METHOD(SpreadLimitsOverBuckets, "reversals with the original racing",
     CHECK(other_errors == 0);
     const auto record = limits.transaction_record(id);
     REQUIRE(record);
-    INFO("round " << round << ": " << record->state << ", refunded " << record->refunded);
-    if (record->state == "confirmed") {
+    INFO("round " << round << ": " << to_string(record->state) << ", refunded "
+                  << record->refunded);
+    if (record->state == TransactionState::confirmed) {
       CHECK(record->amount == 60);
       CHECK(record->refunded <= 60);
       expected = {expected.count + (record->refunded == 60 ? 0 : 1),
                   expected.amount + 60 - record->refunded};
     } else {
-      CHECK(record->state == "cancelled");
+      CHECK(record->state == TransactionState::cancelled);
     }
     CHECK(dept() == expected);
     CHECK(merchant() == expected);

@@ -33,6 +33,7 @@ using limitcounter::Reply;
 using limitcounter::Rule;
 using limitcounter::RuleSet;
 using limitcounter::Transaction;
+using limitcounter::TransactionState;
 using limitcounter::Usage;
 using limitcounter::testing::command_calls;
 using limitcounter::testing::error_of;
@@ -101,7 +102,7 @@ struct LimitsThroughProxy : LostReplyFixture {
     return script_call_with_key_prefix(limits.keys().transaction(batch.at(64).id));
   }
   Usage used() { return limits.usage("merchant", Dimension{"m1"}, Period::day); }
-  std::string record_state(const std::string& id) {
+  TransactionState record_state(const std::string& id) {
     return ProxiedServer::record_state(options(), id);
   }
 };
@@ -125,7 +126,7 @@ TEST_CASE_METHOD(LimitsThroughProxy,
     const std::string id = std::string("c-") + (policy == FailurePolicy::deny ? "deny" : "allow");
     const Transaction tx = payment(id, 100);
     run_with_lost_reply([&] { limits.consume(tx); });
-    CHECK(record_state(id) == "consumed"); // Redis consumed it
+    CHECK(record_state(id) == TransactionState::consumed); // Redis consumed it
 
     const Decision retry = limits.consume(tx);
     CHECK(retry.replayed);
@@ -146,7 +147,7 @@ TEST_CASE_METHOD(LimitsThroughProxy,
   cached.set_rules(RuleSet().add(Rule("day").where("merchant").per(Period::day).max_count(1)));
   const Transaction tx = payment("x-1", 100);
   run_with_lost_reply([&] { cached.consume(tx); });
-  CHECK(record_state("x-1") == "consumed");                     // it took the only slot
+  CHECK(record_state("x-1") == TransactionState::consumed);     // it took the only slot
   REQUIRE_FALSE(cached.consume(payment("x-2", 100)).allowed()); // Redis: full, now cached
   REQUIRE(cached.consume(payment("x-3", 100)).cached);
 
@@ -212,12 +213,12 @@ TEST_CASE_METHOD(LimitsThroughProxy,
 
   const Transaction held = payment("r-1", 300);
   run_with_lost_reply([&] { limits.reserve(held); });
-  CHECK(record_state("r-1") == "reserved");
+  CHECK(record_state("r-1") == TransactionState::reserved);
   CHECK(limits.reserve(held).replayed);
   CHECK(used() == Usage{1, 300});
 
   run_with_lost_reply([&] { limits.confirm("r-1", 200); });
-  CHECK(record_state("r-1") == "confirmed");
+  CHECK(record_state("r-1") == TransactionState::confirmed);
   const auto confirmed = limits.confirm("r-1", 200);
   CHECK(confirmed.replayed);
   CHECK(confirmed.amount == 200);
@@ -225,7 +226,7 @@ TEST_CASE_METHOD(LimitsThroughProxy,
 
   REQUIRE(limits.reserve(payment("r-2", 100)).allowed());
   run_with_lost_reply([&] { limits.cancel("r-2"); });
-  CHECK(record_state("r-2") == "cancelled");
+  CHECK(record_state("r-2") == TransactionState::cancelled);
   const auto cancelled = limits.cancel("r-2");
   CHECK(cancelled.status == CancelResult::Status::cancelled);
   CHECK(cancelled.replayed);
@@ -292,8 +293,8 @@ TEST_CASE_METHOD(LimitsThroughProxy,
     CHECK(decision->degraded == (i >= 64)); // not sent: decided by the failure policy
   }
   CHECK(used() == Usage{64, 640});
-  CHECK(record_state(batch[63].id) == "consumed");
-  CHECK(record_state(batch[64].id) == "none");
+  CHECK(record_state(batch[63].id) == TransactionState::consumed);
+  CHECK(record_state(batch[64].id) == TransactionState::none);
 }
 
 TEST_CASE_METHOD(LimitsThroughProxy,
@@ -320,7 +321,7 @@ TEST_CASE_METHOD(LimitsThroughProxy,
       CHECK(std::get<Error>(first[i]).outcome() == Outcome::unknown);
     }
   }
-  CHECK(record_state(batch[64].id) == "consumed"); // the rerun ran
+  CHECK(record_state(batch[64].id) == TransactionState::consumed); // the rerun ran
   CHECK(used() == Usage{70, 700});
   for (const auto& result : limits.consume_many(batch)) {
     REQUIRE(std::holds_alternative<Decision>(result));
@@ -342,7 +343,7 @@ TEST_CASE_METHOD(LimitsThroughProxy,
 
   run_with_lost_reply([&] { limits.refund(paid, 100, "late-1"); });
   CHECK(used() == Usage{1, 200}); // it ran, and recorded the transaction anew
-  CHECK(record_state("h-1") == "consumed");
+  CHECK(record_state("h-1") == TransactionState::consumed);
   const auto retried = limits.refund(paid, 100, "late-1");
   CHECK(retried.replayed);
   CHECK(retried.refunded_now == 100);
@@ -603,7 +604,7 @@ TEST_CASE_METHOD(LostReplyFixture,
   LimitCounter reader(direct, limitcounter::Calendar("UTC"), options);
   for (int i = 0; i <= queued; ++i) {
     const auto record = reader.transaction_record("merged-" + std::to_string(i));
-    CHECK((record && record->state == "consumed"));
+    CHECK((record && record->state == TransactionState::consumed));
   }
   for (int i = 0; i < queued; ++i) {
     INFO("merged-" << i + 1);

@@ -27,6 +27,7 @@ using limitcounter::RedisOptions;
 using limitcounter::Rule;
 using limitcounter::RuleSet;
 using limitcounter::Transaction;
+using limitcounter::TransactionState;
 using limitcounter::testing::command_calls;
 using limitcounter::testing::Fault;
 using limitcounter::testing::FaultProxy;
@@ -100,8 +101,8 @@ TEST_CASE_METHOD(MergeFixture,
   CHECK(script_calls(direct) - before == 2);
   // A lone consume of "late" at its own time releases the expired hold and is allowed.
   CHECK(late->allowed());
-  CHECK(record_state(options, "late") == "consumed");
-  CHECK(record_state(options, "hold") == "expired");
+  CHECK(record_state(options, "late") == TransactionState::consumed);
+  CHECK(record_state(options, "hold") == TransactionState::expired);
 }
 
 namespace {
@@ -179,7 +180,7 @@ TEST_CASE_METHOD(MergeFixture,
     const std::string id = "q-" + std::to_string(i);
     const Decision d = limits.consume(payment(id, "m1"));
     allowed += d.allowed();
-    wrong += d.allowed() != (record_state(options, id) == "consumed");
+    wrong += d.allowed() != (record_state(options, id) == TransactionState::consumed);
   }
   CHECK(wrong == 0);
   LimitCounter reader(direct, limitcounter::Calendar("UTC"), options);
@@ -234,12 +235,12 @@ TEST_CASE_METHOD(MergeFixture,
     if (!decided[t]) {
       continue;
     }
-    const std::string state = record_state(options, "p-" + std::to_string(t));
+    const TransactionState state = record_state(options, "p-" + std::to_string(t));
     if (decided[t]->degraded) {
-      wrong += state != "none";
+      wrong += state != TransactionState::none;
     } else {
-      wrong += decided[t]->allowed() != (state == "consumed");
-      recorded_allowed += state == "consumed";
+      wrong += decided[t]->allowed() != (state == TransactionState::consumed);
+      recorded_allowed += state == TransactionState::consumed;
     }
   }
   CHECK(wrong == 0);
@@ -287,7 +288,7 @@ TEST_CASE_METHOD(MergeFixture,
   direct.command({"SET", set_key, "1\nother"});
   const Error alone = limitcounter::testing::error_of([&] { limits.consume(by("alone", "b")); });
   CHECK(alone.outcome() == limitcounter::Outcome::failed); // alone: nothing written
-  CHECK(record_state(options, "alone") == "none");
+  CHECK(record_state(options, "alone") == TransactionState::none);
 
   // A stalled consume holds the place; "a" (kind a) and "b" (kind b) queue and go
   // together: "b"'s counter set fails the script before "a" is written.
@@ -323,7 +324,7 @@ TEST_CASE_METHOD(MergeFixture,
   b.join();
   CHECK(script_calls(direct) - before == 2); // "a" and "b" in one call
   // The server wrote nothing of the failed call ...
-  CHECK(record_state(options, "a") == "none");
+  CHECK(record_state(options, "a") == TransactionState::none);
   LimitCounter reader(direct, limitcounter::Calendar("UTC"), options);
   CHECK(reader.usage("channel+merchant", Dimension{"a", "m1"}, Period::day).count == 1);
   // ... each caller hears unknown, and "a" sent again is decided once.

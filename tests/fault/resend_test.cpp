@@ -28,6 +28,7 @@ using limitcounter::RedisOptions;
 using limitcounter::Rule;
 using limitcounter::RuleSet;
 using limitcounter::Transaction;
+using limitcounter::TransactionState;
 using limitcounter::Usage;
 using limitcounter::testing::command_calls;
 using limitcounter::testing::error_of;
@@ -87,7 +88,7 @@ TEST_CASE_METHOD(LimitsResending,
   const auto reserved = absorbed([&] { return limits.reserve(payment("r-1", 300)); });
   CHECK(reserved.allowed());
   CHECK(reserved.replayed);
-  CHECK(record_state(options(), "r-1") == "reserved");
+  CHECK(record_state(options(), "r-1") == TransactionState::reserved);
 
   const auto confirmed = absorbed([&] { return limits.confirm("r-1", 200); });
   CHECK(confirmed.replayed);
@@ -98,7 +99,7 @@ TEST_CASE_METHOD(LimitsResending,
   const auto cancelled = absorbed([&] { return limits.cancel("r-2"); });
   CHECK(cancelled.status == CancelResult::Status::cancelled);
   CHECK(cancelled.replayed);
-  CHECK(record_state(options(), "r-2") == "cancelled");
+  CHECK(record_state(options(), "r-2") == TransactionState::cancelled);
   CHECK(used() == Usage{2, 300});
 
   const auto refunded = absorbed([&] { return limits.refund("r-1", 50, "refund-a"); });

@@ -15,6 +15,7 @@
 #include "support/topology.hpp"
 
 using namespace std::chrono_literals;
+using limitcounter::PacketState;
 using limitcounter::Redis;
 using limitcounter::RedisOptions;
 using limitcounter::testing::outcome;
@@ -105,7 +106,7 @@ TEST_CASE("every job works under the least-privilege ACL, and nothing more is al
   CHECK(pool.grab("p1", "u1").status == limitcounter::GrabResult::Status::granted);
   CHECK(pool.run_payouts([](const limitcounter::PayoutTask&) { return true; }) == 1);
   CHECK(pool.close("p1").leftover == 5);
-  CHECK(pool.status("p1")->state == "closed");
+  CHECK(pool.status("p1")->state == PacketState::closed);
   CHECK(outcome(pool.requeue_payout("p1", "u1")) ==
         std::pair(limitcounter::RequeueResult::Status::not_dead, false));
 

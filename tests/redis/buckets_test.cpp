@@ -110,7 +110,7 @@ TEST_CASE_METHOD(BucketFixture,
   // the record reads back, also without naming the counters
   const auto record = limits.transaction_record("r1");
   REQUIRE(record);
-  CHECK(record->state == "confirmed");
+  CHECK(record->state == TransactionState::confirmed);
   CHECK(record->amount == 80);
   CHECK(error_of([&] { limits.cancel("c2"); }).code() == errc::conflict);
 }

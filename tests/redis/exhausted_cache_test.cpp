@@ -26,6 +26,7 @@ using limitcounter::Rule;
 using limitcounter::RuleSet;
 using limitcounter::TimePoint;
 using limitcounter::Transaction;
+using limitcounter::TransactionState;
 using limitcounter::testing::command_calls;
 using limitcounter::testing::outcome;
 using limitcounter::testing::script_calls;
@@ -108,7 +109,7 @@ TEST_CASE_METHOD(CacheFixture, "exhausted cache on: the second denial is decided
   CHECK(scripts_run() == before + 1); // only m2 was sent
   CHECK(second.verdict == Decision::Verdict::denied);
   CHECK(second.cached);
-  CHECK(second.state == "denied");
+  CHECK(second.state == TransactionState::denied);
   REQUIRE(second.denial);
   CHECK(second.denial->rule == "merchant-day");
   CHECK(second.denial->metric == Metric::count);
@@ -116,6 +117,7 @@ TEST_CASE_METHOD(CacheFixture, "exhausted cache on: the second denial is decided
   CHECK(second.denial->limit == 2);
   CHECK(peek.cached);
   CHECK(peek.dry_run);
+  CHECK(peek.state == TransactionState::none); // a check puts the id in no state
   REQUIRE(batch.size() == 2);
   CHECK(std::get<Decision>(batch[0]).cached);
   CHECK(std::get<Decision>(batch[1]).allowed());

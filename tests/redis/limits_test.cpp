@@ -33,6 +33,7 @@ using limitcounter::Rule;
 using limitcounter::RuleSet;
 using limitcounter::TimePoint;
 using limitcounter::Transaction;
+using limitcounter::TransactionState;
 using limitcounter::Usage;
 using limitcounter::testing::error_of;
 using limitcounter::testing::outcome;
@@ -637,7 +638,7 @@ TEST_CASE_METHOD(ShortReservations, "a denied reservation's record shows no hold
   REQUIRE_FALSE(limits.reserve(big).allowed());
   const auto record = limits.transaction_record(big.id, {});
   REQUIRE(record);
-  CHECK(record->state == "denied");
+  CHECK(record->state == TransactionState::denied);
   CHECK_FALSE(record->hold_expires);
 }
 
@@ -655,7 +656,7 @@ TEST_CASE_METHOD(ShortReservations,
   REQUIRE(used("merchant", Dimension{"m1"}, Period::day, at) == Usage{1, 500});
   const auto record = limits.transaction_record(auth.id, {});
   REQUIRE(record);
-  CHECK(record->state == "expired");
+  CHECK(record->state == TransactionState::expired);
   CHECK_FALSE(record->hold_expires);
   CHECK(outcome(limits.cancel(auth.id)) == std::pair(CancelResult::Status::expired, false));
   CHECK(outcome(limits.cancel(auth.id)) == std::pair(CancelResult::Status::expired, false));

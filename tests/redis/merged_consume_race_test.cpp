@@ -29,6 +29,7 @@ using limitcounter::RedisOptions;
 using limitcounter::Rule;
 using limitcounter::RuleSet;
 using limitcounter::Transaction;
+using limitcounter::TransactionState;
 using limitcounter::Usage;
 
 namespace {
@@ -131,7 +132,7 @@ TEST_CASE("many threads, shared ids, conflicts, caps: every decision as Redis "
         continue;
       }
       // Whatever a caller was told (first or replay) is what Redis recorded.
-      if (o.allowed != (record->state == "consumed")) {
+      if (o.allowed != (record->state == TransactionState::consumed)) {
         ++wrong;
       }
       if (!o.replayed) {

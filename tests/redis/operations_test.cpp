@@ -18,12 +18,14 @@ using limitcounter::Dimension;
 using limitcounter::errc;
 using limitcounter::Error;
 using limitcounter::LimitCounter;
+using limitcounter::PacketState;
 using limitcounter::Period;
 using limitcounter::Redis;
 using limitcounter::Reply;
 using limitcounter::Rule;
 using limitcounter::RuleSet;
 using limitcounter::Transaction;
+using limitcounter::TransactionState;
 using limitcounter::Usage;
 using limitcounter::testing::outcome;
 using limitcounter::testing::test_options;
@@ -148,7 +150,7 @@ TEST_CASE_METHOD(CounterFixture, "transaction_record reads state, amount, window
 
   const auto record = counter.transaction_record("pay-1");
   REQUIRE(record);
-  CHECK(record->state == "consumed");
+  CHECK(record->state == TransactionState::consumed);
   CHECK(record->amount == 700);
   CHECK(record->refunded == 200);
   REQUIRE(record->refunds.size() == 1);
@@ -172,7 +174,7 @@ TEST_CASE_METHOD(CounterFixture, "transaction_record reads state, amount, window
 
   const auto denied = counter.transaction_record("pay-2");
   REQUIRE(denied);
-  CHECK(denied->state == "denied");
+  CHECK(denied->state == TransactionState::denied);
   REQUIRE(denied->decision);
   REQUIRE(denied->decision->denial);
   CHECK(denied->decision->denial->rule == "merchant-day");
@@ -207,17 +209,18 @@ TEST_CASE_METHOD(PoolFixture, "packet status reads what is left, grabs and state
   pool.grab("st-1", "ann");
   const auto open = pool.status("st-1");
   REQUIRE(open);
-  CHECK(open->state == "open");
+  CHECK(open->state == PacketState::open);
+  CHECK(to_string(open->state) == "open");
   CHECK(open->total == 600);
   CHECK(open->count == 3);
   CHECK(open->packets_left == 2);
   CHECK(open->grabs == 1);
   const std::int64_t taken = 600 - open->amount_left;
   CHECK((taken == 100 || taken == 200 || taken == 300));
-  CHECK(pool.status("st-1", Clock::now() + 48h)->state == "expired");
+  CHECK(pool.status("st-1", Clock::now() + 48h)->state == PacketState::expired);
   const auto closed_result = pool.close("st-1");
   const auto closed = pool.status("st-1");
-  CHECK(closed->state == "closed");
+  CHECK(closed->state == PacketState::closed);
   CHECK(closed->amount_left == closed_result.leftover);
   CHECK(closed->packets_left == 2);
 }

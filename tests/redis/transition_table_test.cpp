@@ -62,14 +62,16 @@ struct TransitionsFixture {
       return "none";
     }
     const bool refunded_in_full = record->amount > 0 && record->refunded == record->amount;
-    if (record->state == "reserved" && record->hold_expires &&
+    if (record->state == TransactionState::reserved && record->hold_expires &&
         *record->hold_expires <= Clock::now()) {
       return "expired"; // the hold ran out; the record learns it at the next operation
     }
-    if (refunded_in_full && (record->state == "consumed" || record->state == "confirmed")) {
-      return "refunded_" + record->state;
+    const std::string state(to_string(record->state));
+    if (refunded_in_full && (record->state == TransactionState::consumed ||
+                             record->state == TransactionState::confirmed)) {
+      return "refunded_" + state;
     }
-    return record->state;
+    return state;
   }
 
   // Puts row `i`'s transaction in `state` (a reservation to expire with the short hold).

@@ -36,11 +36,11 @@ struct ProxiedServer {
   }
 
   /// The state of `id`'s record under `options` as the server keeps it (read directly, not
-  /// through the proxy); "none" without one.
-  std::string record_state(const LimitCounterOptions& options, const std::string& id) {
+  /// through the proxy); none without one.
+  TransactionState record_state(const LimitCounterOptions& options, const std::string& id) {
     LimitCounter reader(direct, Calendar("UTC"), options);
     const auto record = reader.transaction_record(id);
-    return record ? record->state : "none";
+    return record ? record->state : TransactionState::none;
   }
 };
 

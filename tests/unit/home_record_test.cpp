@@ -14,6 +14,7 @@ using limitcounter::Denial;
 using limitcounter::errc;
 using limitcounter::Error;
 using limitcounter::Metric;
+using limitcounter::TransactionState;
 using namespace limitcounter::detail;
 
 TEST_CASE("a home record's one-letter fields read under a share record's names", "[unit][home]") {
@@ -52,9 +53,9 @@ TEST_CASE("a home record's decision is its state and denial, no rules", "[unit][
   denied.rules.resize(4); // not stored
   const std::string text = encode_stored_decision(denied);
   CHECK(text == "merchant-day amount 1000 900");
-  const Decision back = decode_stored_decision("denied", text, "t1", 200);
+  const Decision back = decode_stored_decision(TransactionState::denied, text, "t1", 200);
   CHECK(back.verdict == Decision::Verdict::denied);
-  CHECK(back.state == "denied");
+  CHECK(back.state == TransactionState::denied);
   REQUIRE(back.denial);
   CHECK(back.denial->rule == "merchant-day");
   CHECK(back.denial->metric == Metric::amount);
@@ -65,23 +66,27 @@ TEST_CASE("a home record's decision is its state and denial, no rules", "[unit][
 
   Decision count_denied = denied;
   count_denied.denial = Denial{"dept-day", Metric::count, 3, 3, 1};
-  CHECK(decode_stored_decision("denied", encode_stored_decision(count_denied), "t1", 200)
+  CHECK(decode_stored_decision(TransactionState::denied, encode_stored_decision(count_denied), "t1",
+                               200)
             .denial->requested == 1);
 
   Decision allowed;
   allowed.rules.resize(2);
   CHECK(encode_stored_decision(allowed).empty());
-  for (const char* state : {"consumed", "reserved", "confirmed", "cancelled", "expired"}) {
+  for (const TransactionState state :
+       {TransactionState::consumed, TransactionState::reserved, TransactionState::confirmed,
+        TransactionState::cancelled, TransactionState::expired}) {
     const Decision decoded = decode_stored_decision(state, "", "t1", 5);
     CHECK(decoded.allowed());
     CHECK(decoded.state == state);
     CHECK_FALSE(decoded.denial);
   }
   // abandoned by the sweep before anyone learnt its decision
-  CHECK(decode_stored_decision("voided", "", "t1", 5).verdict == Decision::Verdict::cancelled);
+  CHECK(decode_stored_decision(TransactionState::voided, "", "t1", 5).verdict ==
+        Decision::Verdict::cancelled);
 
   try {
-    decode_stored_decision("denied", "merchant-day amount", "t-bad", 5);
+    decode_stored_decision(TransactionState::denied, "merchant-day amount", "t-bad", 5);
     FAIL("no error");
   } catch (const Error& e) {
     CHECK(e.code() == errc::protocol_error);

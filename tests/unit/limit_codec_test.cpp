@@ -20,6 +20,7 @@ using limitcounter::Period;
 using limitcounter::Reply;
 using limitcounter::Rule;
 using limitcounter::Transaction;
+using limitcounter::TransactionState;
 using namespace limitcounter::detail;
 
 namespace {
@@ -398,7 +399,7 @@ TEST_CASE("decide replies decode into decisions", "[limit-codec]") {
   const Decision replayed = decode(with(ints({5, 2, 3, 126, 1, 42}), {str("consumed"), str("")}));
   CHECK(replayed.allowed());
   CHECK(replayed.replayed);
-  CHECK(replayed.state == "consumed");
+  CHECK(replayed.state == TransactionState::consumed);
   CHECK(replayed.rules.at(0).rule == "bank-day");
   CHECK(replayed.rules.at(0).remaining_count() == 7);
   CHECK_FALSE(replayed.denial);

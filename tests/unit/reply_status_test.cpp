@@ -15,8 +15,10 @@ using limitcounter::errc;
 using limitcounter::Error;
 using limitcounter::Outcome;
 using limitcounter::Reply;
+using limitcounter::TransactionState;
 using limitcounter::detail::reply_status;
 using limitcounter::detail::ReplyStatus;
+using limitcounter::detail::transaction_state;
 
 namespace {
 
@@ -41,6 +43,27 @@ std::set<std::string> contract_statuses(std::string_view source) {
   return found;
 }
 
+// The state names `source` writes: the quoted words of its `state_names = {...}` table.
+std::set<std::string> script_state_names(std::string_view source) {
+  std::set<std::string> found;
+  const std::size_t start = source.find("state_names = {");
+  const std::size_t end = source.find('}', start);
+  for (std::size_t at = source.find('\'', start); at < end; at = source.find('\'', at + 1)) {
+    const std::size_t close = source.find('\'', at + 1);
+    found.emplace(source.substr(at + 1, close - at - 1));
+    at = close;
+  }
+  return found;
+}
+
+// What `read` finds in lua/limit.lua and in lua/transaction_home.lua.
+std::set<std::string> in_both_scripts(std::set<std::string> (*read)(std::string_view)) {
+  std::set<std::string> found = read(limitcounter::scripts::limit.source);
+  const std::set<std::string> home = read(limitcounter::scripts::transaction_home.source);
+  found.insert(home.begin(), home.end());
+  return found;
+}
+
 Reply reply_of(std::string word) {
   return Reply::array({Reply::string(std::move(word)), Reply::string("reserved")});
 }
@@ -49,10 +72,7 @@ Reply reply_of(std::string word) {
 
 TEST_CASE("every status the limit scripts' contracts name is read, and written back the same",
           "[unit][codec]") {
-  std::set<std::string> statuses = contract_statuses(limitcounter::scripts::limit.source);
-  const std::set<std::string> home =
-      contract_statuses(limitcounter::scripts::transaction_home.source);
-  statuses.insert(home.begin(), home.end());
+  const std::set<std::string> statuses = in_both_scripts(contract_statuses);
   REQUIRE(statuses.count("go") == 1); // (the contracts were read)
   REQUIRE(statuses.count("refunded") == 1);
   for (const std::string& word : statuses) {
@@ -77,4 +97,43 @@ TEST_CASE("a reply beginning with no status of the limit scripts is a protocol e
   // not a string, or nothing at all
   CHECK_THROWS_AS(reply_status(Reply::array({Reply::integer(1)})), Error);
   CHECK_THROWS_AS(reply_status(Reply::array({})), Error);
+}
+
+TEST_CASE("every transaction state is written as its word and read back from it", "[unit][codec]") {
+  std::set<std::string_view> words;
+  for (auto i = static_cast<int>(TransactionState::none);
+       i <= static_cast<int>(TransactionState::tombstone); ++i) {
+    const auto state = static_cast<TransactionState>(i);
+    INFO(i << " " << to_string(state));
+    words.insert(to_string(state));
+    CHECK(transaction_state(to_string(state), "a test") == state);
+  }
+  CHECK(words.size() == 10); // (no word names two states)
+  // the words of the string fields they replace, so logs and limitctl's output keep them
+  CHECK(words == std::set<std::string_view>{"none", "consumed", "denied", "reserved", "confirmed",
+                                            "cancelled", "expired", "voided", "pending",
+                                            "tombstone"});
+  // every state a script names (limit.lua's records, transaction_home.lua's home record)
+  const std::set<std::string> named = in_both_scripts(script_state_names);
+  REQUIRE(named.count("voided") == 1); // (the tables were read)
+  REQUIRE(named.count("pending") == 1);
+  for (const std::string& word : named) {
+    INFO(word);
+    CHECK(to_string(transaction_state(word, "a script")) == word);
+  }
+}
+
+TEST_CASE("a word from Redis that names no transaction state is a protocol error naming it",
+          "[unit][codec]") {
+  for (const std::string word : {"refunded", "", "Consumed", "voided ", "c"}) {
+    INFO(word);
+    CHECK_THROWS_MATCHES(transaction_state(word, "record tx:{t1}"), Error,
+                         Catch::Predicate<Error>([&](const Error& e) {
+                           const std::string what = e.what();
+                           return e.code() == errc::protocol_error &&
+                                  e.outcome() == Outcome::unknown &&
+                                  what.find("\"" + word + "\"") != std::string::npos &&
+                                  what.find("record tx:{t1}") != std::string::npos;
+                         }));
+  }
 }

@@ -187,7 +187,7 @@ void add_tx(CLI::App& app, Context& context) {
     };
     context.show(Json::object()
                      .set("id", args->id)
-                     .set("state", record->state)
+                     .set("state", std::string(to_string(record->state)))
                      .set("amount", record->amount)
                      .set("refunded", record->refunded)
                      .set("decided_at", time_json(record->decided_at))

@@ -52,7 +52,7 @@ void add_show(CLI::App& packet, Context& context) {
     }
     context.show(Json::object()
                      .set("id", args->id)
-                     .set("state", status->state)
+                     .set("state", std::string(to_string(status->state)))
                      .set("total", status->total)
                      .set("count", status->count)
                      .set("packets_left", status->packets_left)

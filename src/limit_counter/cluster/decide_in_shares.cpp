@@ -221,7 +221,7 @@ LimitCounter::Impl::decide_many_in_shares(LimitOp op,
         const Decision& combined = decided[i]->combined;
         return std::vector<std::string>{"finish",
                                         home_fingerprint(*prepared[i]),
-                                        combined.state,
+                                        std::string(to_string(combined.state)),
                                         detail::encode_stored_decision(combined),
                                         prepared[i]->home_hold_expiry,
                                         decided[i]->replayed_share ? "1" : "0"};

@@ -25,7 +25,7 @@ std::optional<Decision> LimitCounter::Impl::after_begin(const Transaction& trans
     Decision decision;
     decision.verdict = Decision::Verdict::cancelled;
     decision.replayed = true;
-    decision.state = "cancelled";
+    decision.state = TransactionState::cancelled;
     return decision;
   }
   if (status == ReplyStatus::final_) {
@@ -57,9 +57,9 @@ LimitCounter::Impl::after_shares(LimitOp op, const Transaction& transaction,
     try {
       const Decision part = finish_decide(op, transaction, prepared.shapes[i], replies[i]);
       decided.replayed_share = decided.replayed_share || part.replayed;
-      voided_share = voided_share || (part.replayed && part.state == "voided");
+      voided_share = voided_share || (part.replayed && part.state == TransactionState::voided);
       combined.rules.insert(combined.rules.end(), part.rules.begin(), part.rules.end());
-      if (part.allowed() && part.state != "voided") {
+      if (part.allowed() && part.state != TransactionState::voided) {
         decided.counted.push_back(prepared.shares[i].keys.front());
       } else if (!combined.denial) {
         combined.verdict = Decision::Verdict::denied;
@@ -92,9 +92,7 @@ LimitCounter::Impl::after_shares(LimitOp op, const Transaction& transaction,
               quoted_id(transaction.id) + " was voided before and its home record is gone",
               Outcome::failed));
   }
-  combined.state = !combined.allowed()      ? "denied"
-                   : op == LimitOp::reserve ? "reserved"
-                                            : "consumed";
+  combined.state = detail::decided_state(op, combined.allowed());
   return decided;
 }
 
@@ -121,9 +119,10 @@ Decision LimitCounter::Impl::after_finish(const Transaction& transaction,
 // denied transaction's shares are voided once more: a void that an earlier caller could not
 // finish is finished by any later one.
 Decision LimitCounter::Impl::replay_home(const Transaction& transaction, const Reply& final_reply) {
-  Decision decision =
-      detail::decode_stored_decision(final_reply.at(1).as_string(), final_reply.at(2).as_string(),
-                                     transaction.id, transaction.amount);
+  const TransactionState state = detail::transaction_state(
+      final_reply.at(1).as_string(), "the home record of " + quoted_id(transaction.id));
+  Decision decision = detail::decode_stored_decision(state, final_reply.at(2).as_string(),
+                                                     transaction.id, transaction.amount);
   decision.replayed = true;
   if (!decision.allowed()) {
     void_shares(transaction, share_records(transaction.id, final_reply.at(3).as_string()));

@@ -145,20 +145,20 @@ std::optional<InterruptedFanOut> LimitCounter::Impl::follow_home(const std::stri
   InterruptedFanOut result;
   const std::string tag_start = keys_.prefix() + "tx:{";
   result.transaction_id = home_key.substr(tag_start.size(), home_key.size() - tag_start.size() - 1);
-  result.state = taken.at(1).as_string();
-  result.abandoned = result.state == "voided";
+  result.state = detail::transaction_state(taken.at(1).as_string(), "home record " + home_key);
+  result.abandoned = result.state == TransactionState::voided;
   const std::string& amount = taken.at(4).as_string();
   std::vector<std::vector<std::string>> operations;
-  if (result.state == "voided" || result.state == "denied") {
+  if (result.state == TransactionState::voided || result.state == TransactionState::denied) {
     operations.push_back(detail::void_share(Clock::now(), options_.replay_horizon));
-  } else if (result.state == "cancelled") {
+  } else if (result.state == TransactionState::cancelled) {
     const auto now = Clock::now();
     operations.push_back({"cancel", std::to_string(detail::unix_millis(now)),
                           std::to_string(detail::unix_millis(now + options_.replay_horizon)),
                           "probe"});
-  } else if (result.state == "expired") {
+  } else if (result.state == TransactionState::expired) {
     operations.push_back(detail::expire_share()); // shares hold a grace longer than the home
-  } else if (result.state == "confirmed") {
+  } else if (result.state == TransactionState::confirmed) {
     operations.push_back({"confirm", amount, "0"});
   }
   for (std::size_t i = 6; i + 1 < items.size(); i += 2) {
@@ -174,7 +174,7 @@ std::optional<InterruptedFanOut> LimitCounter::Impl::follow_home(const std::stri
         const Reply& reply = replies[share * operations.size() + k];
         result.shares_changed += changed(reply) ? 1 : 0;
         // (a share that expired under any other state gave back what the home gave back)
-        lost = lost || (result.state == "confirmed" && detail::lost_hold(reply));
+        lost = lost || (result.state == TransactionState::confirmed && detail::lost_hold(reply));
       }
       result.shares_lost += lost ? 1 : 0;
     }

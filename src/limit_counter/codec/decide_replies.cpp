@@ -4,6 +4,7 @@
 
 #include "limit_counter/codec/common.hpp"
 #include "limit_counter/codec/record_text.hpp"
+#include "limit_counter/codec/reply_status.hpp"
 
 namespace limitcounter::detail {
 
@@ -122,7 +123,7 @@ Decision decode_decision(const Reply& reply, const DecideShape& shape,
   if (code == DecideCode::cancelled) {
     decision.verdict = Decision::Verdict::cancelled;
     decision.replayed = true;
-    decision.state = "cancelled";
+    decision.state = TransactionState::cancelled;
     return decision;
   }
   if (static_cast<std::size_t>(items[1].as_integer()) != shape.counters.size()) {
@@ -133,8 +134,9 @@ Decision decode_decision(const Reply& reply, const DecideShape& shape,
   bool by_count = false;
   if (code == DecideCode::replay) {
     decision.replayed = true;
-    decision.state = items[extras].as_string();
-    if (decision.state == "denied") {
+    decision.state =
+        transaction_state(items[extras].as_string(), "the replay of " + quoted_id(transaction_id));
+    if (decision.state == TransactionState::denied) {
       decision.verdict = Decision::Verdict::denied;
       decision.denial =
           decode_denial(items[extras + 1].as_string(), transaction_id, requested_amount);

@@ -52,14 +52,14 @@ std::string encode_stored_decision(const Decision& decision) {
   return text;
 }
 
-Decision decode_stored_decision(std::string_view state, std::string_view denial,
+Decision decode_stored_decision(TransactionState state, std::string_view denial,
                                 std::string_view transaction_id, std::int64_t amount) {
   Decision decision;
-  decision.state = std::string(state);
-  if (state == "denied") {
+  decision.state = state;
+  if (state == TransactionState::denied) {
     decision.verdict = Decision::Verdict::denied;
     decision.denial = decode_denial(denial, transaction_id, amount);
-  } else if (state == "voided") {
+  } else if (state == TransactionState::voided) {
     decision.verdict = Decision::Verdict::cancelled;
   }
   return decision;

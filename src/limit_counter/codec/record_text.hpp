@@ -19,11 +19,11 @@ Denial decode_denial(std::string_view text, std::string_view transaction_id,
 /// decision besides its state: the denial, as `decode_denial` reads it ("" when allowed). No
 /// rule's status: the record keeps no counter's totals (issue 14).
 std::string encode_stored_decision(const Decision& decision);
-/// The first decision of a home record in `state` ("denied", "voided", ...) with the stored
-/// `denial`, for a transaction of `amount`: denied with its denial, cancelled when the sweep
-/// voided it, else allowed; `state` set, `rules` empty. Throws protocol_error (Outcome::unknown)
-/// naming `transaction_id` if a denied record's denial is not one.
-Decision decode_stored_decision(std::string_view state, std::string_view denial,
+/// The first decision of a home record in `state` with the stored `denial`, for a transaction of
+/// `amount`: denied with its denial, cancelled when the sweep voided it, else allowed; `state`
+/// set, `rules` empty. Throws protocol_error (Outcome::unknown) naming `transaction_id` if a
+/// denied record's denial is not one.
+Decision decode_stored_decision(TransactionState state, std::string_view denial,
                                 std::string_view transaction_id, std::int64_t amount);
 
 } // namespace limitcounter::detail

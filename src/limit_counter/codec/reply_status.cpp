@@ -28,23 +28,42 @@ constexpr std::array<std::pair<ReplyStatus, std::string_view>, 25> words{{
     {ReplyStatus::voided, "voided"},
 }};
 
-// (to_string indexes `words` by the status)
-constexpr bool in_status_order() {
-  for (std::size_t i = 0; i < words.size(); ++i) {
-    if (static_cast<std::size_t>(words[i].first) != i) {
+constexpr std::array<std::pair<TransactionState, std::string_view>, 10> state_words{{
+    {TransactionState::none, "none"},
+    {TransactionState::consumed, "consumed"},
+    {TransactionState::denied, "denied"},
+    {TransactionState::reserved, "reserved"},
+    {TransactionState::confirmed, "confirmed"},
+    {TransactionState::cancelled, "cancelled"},
+    {TransactionState::expired, "expired"},
+    {TransactionState::voided, "voided"},
+    {TransactionState::pending, "pending"},
+    {TransactionState::tombstone, "tombstone"},
+}};
+
+// (each to_string indexes its table by the enum)
+template <typename Table> constexpr bool in_enum_order(const Table& table) {
+  for (std::size_t i = 0; i < table.size(); ++i) {
+    if (static_cast<std::size_t>(table[i].first) != i) {
       return false;
     }
   }
   return true;
 }
-static_assert(in_status_order());
+static_assert(in_enum_order(words));
+static_assert(in_enum_order(state_words));
+
+// The entry of `table` whose word is `word` (its end if none).
+template <typename Table> auto find_word(const Table& table, std::string_view word) {
+  return std::find_if(table.begin(), table.end(),
+                      [&](const auto& entry) { return entry.second == word; });
+}
 
 } // namespace
 
 ReplyStatus reply_status(const Reply& reply) {
   const std::string& word = reply.at(0).as_string();
-  const auto found = std::find_if(words.begin(), words.end(),
-                                  [&](const auto& entry) { return entry.second == word; });
+  const auto found = find_word(words, word);
   if (found == words.end()) {
     throw Error(errc::protocol_error,
                 "a limit script's reply begins with no status it has: " + quote_for_message(word) +
@@ -58,4 +77,24 @@ std::string_view to_string(ReplyStatus status) {
   return words[static_cast<std::size_t>(status)].second;
 }
 
+TransactionState transaction_state(std::string_view word, std::string_view where) {
+  const auto found = find_word(state_words, word);
+  if (found == state_words.end()) {
+    throw Error(errc::protocol_error,
+                "no transaction state is named " + quote_for_message(word) + " (in " +
+                    std::string(where) + ")",
+                Outcome::unknown);
+  }
+  return found->first;
+}
+
 } // namespace limitcounter::detail
+
+namespace limitcounter {
+
+std::string_view to_string(TransactionState state) noexcept {
+  const auto i = static_cast<std::size_t>(state);
+  return i < detail::state_words.size() ? detail::state_words[i].second : std::string_view{"?"};
+}
+
+} // namespace limitcounter

@@ -1,11 +1,13 @@
 #pragma once
 // The status a string-led reply of lua/limit.lua or lua/transaction_home.lua begins with (their
-// contracts list them; a decide op answers with integers instead), read once where the reply
-// arrives so that callers compare an enum, never a word. Pure; unit-tested without a server.
+// contracts list them; a decide op answers with integers instead), and the transaction states
+// their replies and records name, read once where the reply arrives so that callers compare an
+// enum, never a word. Pure; unit-tested without a server.
 
 #include <string_view>
 
 #include <limitcounter/reply.hpp>
+#include <limitcounter/transaction_state.hpp>
 
 namespace limitcounter::detail {
 
@@ -44,5 +46,10 @@ ReplyStatus reply_status(const Reply& reply);
 
 /// The word of `status`, as the scripts write it.
 std::string_view to_string(ReplyStatus status);
+
+/// The state `word` names (the words of `to_string(TransactionState)`). Throws protocol_error
+/// (Outcome::unknown) naming `word` and `where` (the reply or record it came from) if it names
+/// none.
+TransactionState transaction_state(std::string_view word, std::string_view where);
 
 } // namespace limitcounter::detail

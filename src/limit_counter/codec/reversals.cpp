@@ -30,15 +30,16 @@ std::optional<CancelResult> decode_cancel(const Reply& reply, std::string_view t
   } else if (status == ReplyStatus::expired) { // (a cluster's home record: its hold had run out)
     result.status = CancelResult::Status::expired;
   } else if (status == ReplyStatus::already) {
-    const std::string& state = reply.at(1).as_string();
-    if (state == "expired") {
+    const TransactionState state =
+        transaction_state(reply.at(1).as_string(), "the cancel of " + quoted_id(transaction_id));
+    if (state == TransactionState::expired) {
       result.status = CancelResult::Status::expired;
-    } else if (state == "cancelled" || state == "voided") {
+    } else if (state == TransactionState::cancelled || state == TransactionState::voided) {
       result.replayed = true;
     } else {
       throw Error(errc::protocol_error,
                   "cancel of " + quoted_id(transaction_id) + ": ended in unexpected state " +
-                      quote_for_message(state),
+                      std::string(to_string(state)),
                   Outcome::unknown);
     }
   } else if (status != ReplyStatus::cancelled) {

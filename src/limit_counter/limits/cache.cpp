@@ -38,7 +38,7 @@ void LimitCounter::Impl::consult_cache(LimitOp op, const Transaction& transactio
   }
   Decision decision;
   decision.verdict = Decision::Verdict::denied;
-  decision.state = "denied";
+  decision.state = detail::decided_state(op, false);
   decision.dry_run = op == LimitOp::check;
   decision.cached = true;
   decision.denial = std::move(denial);

@@ -30,10 +30,8 @@ Decision LimitCounter::Impl::finish_decide(LimitOp op, const Transaction& transa
     throw Error(errc::server_error, reply.as_string(), Outcome::failed);
   }
   Decision decision = detail::decode_decision(reply, shape, transaction.id, transaction.amount);
-  if (!decision.replayed && !decision.dry_run) {
-    decision.state = !decision.allowed()      ? "denied"
-                     : op == LimitOp::reserve ? "reserved"
-                                              : "consumed";
+  if (!decision.replayed) {
+    decision.state = detail::decided_state(op, decision.allowed());
   }
   return decision;
 }
@@ -162,7 +160,7 @@ Decision LimitCounter::Impl::decide_without_redis(LimitOp op, const Transaction&
   decision.dry_run = op == LimitOp::check;
   if (prepared.single_denial) {
     decision.verdict = Decision::Verdict::denied;
-    decision.state = "denied";
+    decision.state = detail::decided_state(op, false);
     decision.denial = prepared.single_denial;
     return decision;
   }
@@ -174,11 +172,9 @@ Decision LimitCounter::Impl::decide_without_redis(LimitOp op, const Transaction&
                   ? true
                   : local_->try_take(prepared.local_counters, transaction.amount, Clock::now());
   }
-  if (allowed) {
-    decision.state = op == LimitOp::reserve ? "reserved" : "consumed";
-  } else {
+  decision.state = detail::decided_state(op, allowed);
+  if (!allowed) {
     decision.verdict = Decision::Verdict::denied;
-    decision.state = "denied";
     decision.denial = Denial{prepared.failure_rule, Metric::unavailable, 0, 0, transaction.amount};
   }
   return decision;

@@ -188,7 +188,7 @@ void LimitCounter::Impl::decide_in_one_slot(LimitOp op, DecideItem* const* items
 Decision LimitCounter::Impl::finish_one_slot(LimitOp op, const Transaction& transaction,
                                              const detail::DecideShape& shape, const Reply& reply) {
   Decision decision = finish_decide(op, transaction, shape, reply);
-  if (decision.replayed && decision.state == "voided") {
+  if (decision.replayed && decision.state == TransactionState::voided) {
     return replay_voided(transaction);
   }
   return decision; // moved, where a conditional expression would copy it

@@ -175,11 +175,13 @@ CancelResult LimitCounter::Impl::run_cancel(const std::string& transaction_id,
     return *result;
   }
   if (status == detail::ReplyStatus::bad_state) {
-    const std::string& state = reply.at(1).as_string();
+    const TransactionState state = detail::transaction_state(
+        reply.at(1).as_string(), "the cancel of " + quoted_id(transaction_id));
     throw Error(errc::conflict,
-                "cancel: " + quoted_id(transaction_id) + " is " + state +
-                    (state == "pending" ? " (its decision is under way: cancel it once it returns)"
-                                        : " (refund a consumed transaction instead)"),
+                "cancel: " + quoted_id(transaction_id) + " is " + std::string(to_string(state)) +
+                    (state == TransactionState::pending
+                         ? " (its decision is under way: cancel it once it returns)"
+                         : " (refund a consumed transaction instead)"),
                 Outcome::failed);
   }
   throw_unexpected(reply, "cancel " + transaction_id);
