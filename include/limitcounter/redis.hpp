@@ -223,8 +223,9 @@ struct ScriptCall {
 /// attempt waits at most `pool_wait_timeout` for a connection, `connect_timeout` plus five
 /// `command_timeout`s (AUTH, SELECT, and the three replies of the server check, see
 /// `allow_evicting_server`) for a new one, and `command_timeout` per write and per read of each of
-/// at most five requests (ASKING, the command, and for a script the server lacks: FUNCTION LOAD,
-/// SCRIPT LOAD after a refused FUNCTION LOAD, and the command again). `eval_pipeline` first sends
+/// at most seven requests (ASKING, the command, and for a script the server lacks or runs another
+/// way, see `eval`: up to two rounds of its load, FUNCTION LOAD and SCRIPT LOAD after a refused
+/// one, and the command again). `eval_pipeline` first sends
 /// one pipeline to each node it touches, one node after another; each of those counts as one
 /// attempt too. With the defaults and a server that answers at once, a server that keeps answering
 /// LOADING ends every call in about 50 ms; each such call then counts as one failure for the
@@ -279,17 +280,18 @@ public:
   /// in order. Error replies are returned in place (not thrown), so that one bad call
   /// does not hide the results of the others. Calls answered NOSCRIPT (or "Function not
   /// found", or FCALL refused: see `eval`) did not run: the missing scripts are loaded and just
-  /// those calls are sent again in a second pipeline,
-  /// so they run (once) after the other calls. A script the server will not load, or a
-  /// second pipeline that cannot be sent, leaves an error reply in place of its calls. Calls
-  /// refused with LOADING, BUSY, MASTERDOWN, TRYAGAIN or CLUSTERDOWN (or redirected) are sent again
-  /// one by one within the call's budget; one still refused when it ends keeps that error reply in
-  /// place (it did not run), unless no call of the pipeline ran: then the whole call throws as
-  /// `eval` would. On a cluster, calls whose node cannot be reached (a failover) are sent to their
-  /// slots' owners after the slot map is read again; one still unreachable (or needing a node whose
-  /// breaker is open) keeps an error reply in place the same way. If a connection fails after its
-  /// pipeline was sent, the whole pipeline is sent again when every call is Resend::same_id (see
-  /// "Lost replies"), else (or once the retry is spent) the whole call throws Outcome::unknown.
+  /// those calls are sent again in a second pipeline (a third, by EVALSHA, when the server
+  /// refused functions meanwhile), so they run (once) after the other calls. A script the server
+  /// will not load, or a second pipeline that cannot be sent, leaves an error reply in place of its
+  /// calls. Calls refused with LOADING, BUSY, MASTERDOWN, TRYAGAIN or CLUSTERDOWN (or redirected)
+  /// are sent again one by one within the call's budget; one still refused when it ends keeps that
+  /// error reply in place (it did not run), unless no call of the pipeline ran: then the whole call
+  /// throws as `eval` would. On a cluster, calls whose node cannot be reached (a failover) are sent
+  /// to their slots' owners after the slot map is read again; one still unreachable (or needing a
+  /// node whose breaker is open) keeps an error reply in place the same way. If a connection fails
+  /// after its pipeline was sent, the whole pipeline is sent again when every call is
+  /// Resend::same_id (see "Lost replies"), else (or once the retry is spent) the whole call throws
+  /// Outcome::unknown.
   std::vector<Reply> eval_pipeline(const std::vector<ScriptCall>& calls);
 
   /// `eval_pipeline(calls)` that fails calls one node at a time: `refusals` gets one entry per

@@ -587,7 +587,9 @@ private:
   // server never saw the first attempt. Anything that fails after a byte was sent may have
   // run and is left to the caller. `send` must be safe to repeat when its last request was
   // not sent: every request before it in the chain must be free of effects (ASKING, an
-  // EVALSHA answered NOSCRIPT, SCRIPT LOAD). An answer NOAUTH is thrown: nothing ran.
+  // EVALSHA answered NOSCRIPT or an FCALL answered "Function not found" or refused, SCRIPT LOAD,
+  // FUNCTION LOAD: a library loaded before answers "already exists", which counts as loaded).
+  // An answer NOAUTH is thrown: nothing ran.
   template <typename Send>
   static auto on_connection(detail::ConnectionPool& pool, const detail::RetryPolicy& policy,
                             Send&& send) -> decltype(send(std::declval<detail::Connection&>())) {
@@ -708,8 +710,12 @@ private:
           functions_.store(false); // (its calls answered "Function not found": sent again)
           continue;
         }
-        load_failures[m] = Reply::error("ERR FUNCTION LOAD of " + std::string(missing[m]->name) +
-                                        " failed: " + loaded.debug_string());
+        // (its own error as the calls' reply: a READONLY or OOM keeps its code, so the calls
+        // are treated as the server's refusal of them)
+        load_failures[m] = loaded.is_error() ? loaded
+                                             : Reply::error("ERR FUNCTION LOAD of " +
+                                                            std::string(missing[m]->name) +
+                                                            " returned " + loaded.debug_string());
       } else if (loaded.is_error()) {
         load_failures[m] = Reply::error("ERR SCRIPT LOAD of " + std::string(missing[m]->name) +
                                         " failed: " + loaded.as_string());
@@ -747,8 +753,8 @@ private:
          ++round) {
       if (detail::refuses_functions(reply.as_string())) {
         functions_.store(false);
-      } else {
-        load_script(connection, script);
+      } else if (std::optional<Reply> refused = load_script(connection, script)) {
+        return *refused; // (the call did not run: READONLY, OOM, ... act on it as on the call's)
       }
       reply = send();
     }
@@ -756,22 +762,29 @@ private:
   }
 
   // Loads `script` on the connection's server: its library where scripts run by FCALL (turning
-  // this Redis to EVALSHA if the server refuses FUNCTION LOAD), else its source.
-  void load_script(detail::Connection& connection, const Script& script) const {
+  // this Redis to EVALSHA if the server refuses FUNCTION LOAD), else its source. Returns the
+  // error reply of a FUNCTION LOAD the server would not run (a demoted master's READONLY, OOM,
+  // ...): the call then gets it as its own reply, since it did not run either.
+  std::optional<Reply> load_script(detail::Connection& connection, const Script& script) const {
     if (by_function(script)) {
-      const Reply loaded = connection.run({"FUNCTION", "LOAD", script.library});
+      Reply loaded = connection.run({"FUNCTION", "LOAD", script.library});
       if (function_loaded(loaded, script)) {
-        return;
+        return std::nullopt;
       }
-      if (!loaded.is_error() || !detail::refuses_functions(loaded.as_string())) {
-        throw Error(errc::server_error,
+      if (!loaded.is_error()) {
+        throw Error(errc::protocol_error,
                     "FUNCTION LOAD of " + std::string(script.name) + " on " + connection.peer() +
-                        ": " + loaded.debug_string(),
+                        " returned " + loaded.debug_string() + ", not " +
+                        std::string(script.function_name),
                     Outcome::failed);
+      }
+      if (!detail::refuses_functions(loaded.as_string())) {
+        return loaded;
       }
       functions_.store(false);
     }
     load_script_source(connection, script);
+    return std::nullopt;
   }
 
   // Whether `script` is called by FCALL now: it has a library, and no server has refused

@@ -265,6 +265,31 @@ TEST_CASE("sentinel: a demoted master's READONLY is not the caller's: the call r
   CHECK(day_usage(*on_new_master) == Usage{2, 300});
 }
 
+TEST_CASE("sentinel: a demoted master without the limits library refuses to load it: the call "
+          "loads it on the new master and runs there",
+          "[sentinel]") {
+  SentinelSetup setup;
+  RedisOptions options = setup.options();
+  options.call_budget = 5000ms;
+  Redis redis(options);
+  const std::string prefix = unique_prefix();
+  auto limits = limits_on(redis, prefix);
+  // pooled connections to the master, which never ran a script: it has no library
+  REQUIRE(day_usage(*limits) == Usage{0, 0});
+
+  setup.switchover();
+  REQUIRE(SentinelSetup::role(setup.first_master()) == "slave");
+  const long long readonly_before = errors_answered(setup.first_master(), "READONLY");
+
+  // FCALL on the old master: "Function not found"; its FUNCTION LOAD: READONLY, which is the
+  // call's answer (it did not run), so the sentinels are asked again
+  const Decision after = limits->consume(payment("after", 200));
+  CHECK(after.allowed());
+  CHECK(errors_answered(setup.first_master(), "READONLY") > readonly_before);
+  auto on_new_master = limits_on(Redis(setup.first_replica().options()), prefix);
+  CHECK(day_usage(*on_new_master) == Usage{1, 200});
+}
+
 TEST_CASE("sentinel: a killed master's refused connections make the library ask again until "
           "the sentinels name the new master",
           "[sentinel]") {
