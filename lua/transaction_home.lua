@@ -90,16 +90,16 @@
 --           replayed "0" | "1", plan} | {"bad_state", state} | {"too_much", refundable}
 --          | {"conflict", the amount the id was first used with} | {"missing"}
 
-local op = ARGV[1]
-local record = KEYS[1]
-local kind = redis.call('TYPE', record).ok -- none, hash (a home record) or string
+-- This chunk's definitions run once when Redis loads it as a library (FCALL) and at every call
+-- by EVALSHA; main() runs per call and sets the call's locals anew. The chunk's own statements
+-- use no global (a library's chunk sees only `redis.register_function` and `redis.log`).
+local op, record
+local kind -- none, hash (a home record) or string
 
 local state_names = {p = 'pending', c = 'consumed', d = 'denied', r = 'reserved',
                      f = 'confirmed', x = 'cancelled', e = 'expired', v = 'voided'}
-local state_codes = {}
-for code, name in pairs(state_names) do
-  state_codes[name] = code
-end
+local state_codes = {pending = 'p', consumed = 'c', denied = 'd', reserved = 'r',
+                     confirmed = 'f', cancelled = 'x', expired = 'e', voided = 'v'}
 
 local function fmt(n)
   return string.format('%d', n)
@@ -356,31 +356,38 @@ local function swept()
   return {'closed'}
 end
 
-if kind == 'string' then
-  if op ~= 'begin' then
-    return {'missing'}
+-- One call.
+local function main()
+  op, record = ARGV[1], KEYS[1]
+  kind = redis.call('TYPE', record).ok
+  if kind == 'string' then
+    if op ~= 'begin' then
+      return {'missing'}
+    end
+    local found = redis.call('GET', record)
+    return string.sub(found, 1, 4) == 'x - ' and {'cancelled'} or {'conflict'}
   end
-  local found = redis.call('GET', record)
-  return string.sub(found, 1, 4) == 'x - ' and {'cancelled'} or {'conflict'}
+
+  if op == 'begin' then
+    return begin()
+  elseif op == 'finish' then
+    return finish()
+  elseif op == 'read' then
+    return read()
+  elseif op == 'confirm' then
+    return confirm()
+  elseif op == 'cancel' then
+    return cancel()
+  elseif op == 'refund' then
+    return refund()
+  elseif op == 'sweep' then
+    return sweep()
+  elseif op == 'swept' then
+    return swept()
+  elseif op == 'adopt' then
+    return adopt()
+  end
+  return redis.error_reply('transaction_home: unknown op ' .. tostring(op))
 end
 
-if op == 'begin' then
-  return begin()
-elseif op == 'finish' then
-  return finish()
-elseif op == 'read' then
-  return read()
-elseif op == 'confirm' then
-  return confirm()
-elseif op == 'cancel' then
-  return cancel()
-elseif op == 'refund' then
-  return refund()
-elseif op == 'sweep' then
-  return sweep()
-elseif op == 'swept' then
-  return swept()
-elseif op == 'adopt' then
-  return adopt()
-end
-return redis.error_reply('transaction_home: unknown op ' .. tostring(op))
+return main()

@@ -186,12 +186,11 @@ struct FanOutFaults {
 
   int retries = 0; // how many calls the last retry_until_done made
 
-  // A first EVALSHA answered NOSCRIPT did not run and is sent again, which would spend a fault
-  // rule meant for the call that runs: every node (a promoted replica or a restarted node has an
-  // empty script cache) gets every script first.
-  // The runtime settings (lost by a restart) keep the file fast: a failover after 1 s of
-  // silence, and a replica's full sync at once instead of after the 5 s a master waits for more
-  // replicas to share a diskless transfer.
+  // A first script call answered NOSCRIPT (or "Function not found") did not run and is sent again,
+  // which would spend a fault rule meant for the call that runs: every node (a promoted replica or
+  // a restarted node has an empty script cache) gets every script first. The runtime settings (lost
+  // by a restart) keep the file fast: a failover after 1 s of silence, and a replica's full sync at
+  // once instead of after the 5 s a master waits for more replicas to share a diskless transfer.
   void prepare_nodes() {
     cluster.load_scripts();
     for (RedisServer* node : cluster.nodes()) {

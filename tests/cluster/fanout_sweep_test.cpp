@@ -46,7 +46,8 @@ struct Sweep {
             .add(Rule("merchant-day").where("merchant").per(Period::day).max_amount(150));
     limits.set_rules(rules);
     sweeper.set_rules(rules);
-    // a first EVALSHA answered NOSCRIPT did not run: cut the call that runs
+    // a first script call answered NOSCRIPT (or "Function not found") did not run: cut the call
+    // that runs
     cluster.load_scripts();
   }
 

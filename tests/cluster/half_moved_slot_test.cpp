@@ -213,7 +213,8 @@ struct AbandonedInHalfMovedSlot : HalfMovedSlot {
   AbandonedInHalfMovedSlot() {
     abandoning.set_rules(rules());
     sweeper.set_rules(rules());
-    // a first EVALSHA answered NOSCRIPT would be one call more on the home record
+    // a first script call answered NOSCRIPT (or "Function not found") would be one call more on the
+    // home record
     cluster.load_scripts();
   }
 

@@ -48,7 +48,8 @@ struct LateStep {
             .add(Rule("merchant-day").where("merchant").per(Period::day).max_amount(1'000'000));
     limits.set_rules(rules);
     sweeper.set_rules(rules);
-    // a first EVALSHA answered NOSCRIPT would be a call more on the key
+    // a first script call answered NOSCRIPT (or "Function not found") would be a call more on the
+    // key
     cluster.load_scripts();
   }
 

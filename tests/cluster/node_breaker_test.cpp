@@ -103,7 +103,7 @@ TEST_CASE("a stalled master opens its own breaker: its calls fail fast, the othe
   CHECK(script_calls_of(stalled) == stalled_before);
   CHECK(field_of(stalled, stalled_key) == "1:10");
 
-  // Calls to keys of the other masters still reach them, one EVALSHA each.
+  // Calls to keys of the other masters still reach them, one script call each.
   for (RedisServer* node : healthy) {
     const std::string& key = key_on.at(node);
     const long long before = script_calls_of(*node);
