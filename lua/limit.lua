@@ -26,12 +26,16 @@
 --   (metric: c count | a amount | s single_amount).
 -- Counter set (string <counter-set prefix><name>): which counters a transaction moved but their
 --   fields, so that every transaction under the same rules and windows shares one:
---   "<c>\n" then c lines "<key> <i>" (the counter's field is the record's i-th field), then
---   c lines: counter j's hold set (its window's, "<key>:holds"). Its name is the client's
+--   "<c> <expiry>\n" then c lines "<key> <i>" (the counter's field is the record's i-th field),
+--   then c lines: counter j's hold set (its window's, "<key>:holds"). Its name is the client's
 --   digest of that text (48 bits; a name another text has is refused before anything is
---   written, and records of an earlier version may name a set "<name>.<n>"); it lives the
---   replay horizon and an hour after its latest use, so it outlives every record naming it (a
---   reservation's: until its windows' keys expire, and an hour more).
+--   written, and records of an earlier version may name a set "<name>.<n>", or have a text
+--   without its expiry). It expires at its text's expiry (ms): the first of its windows' ends,
+--   their grace, the replay horizon and an hour (the clocks of other callers). A decision writes
+--   its record only while all its windows are open, so the set outlives every record a decision
+--   writes naming it, and a decision never extends it (a reservation's hold set members say
+--   what to release without it); the record a reversal makes from an original transaction (its
+--   windows perhaps over) extends it to its own expiry and an hour, if that is later.
 -- Counter field value: "<count>:<amount>", integers below 2^53. A call reads each counter field
 --   it needs once and writes each one it moved once, when it ends. A call that fails writes
 --   nothing: every read and check that can fail comes before its first write.
@@ -58,7 +62,8 @@
 --   then P programs (the rules a transaction matched; transactions matching the same rules share
 --   one, as long as their windows are the same), each two arguments: a MessagePack array of
 --   integers (one argument that cmsgpack decodes in C, not a string per number):
---   h (hold sets), c (counters), the c counters' key expiries (ms), the c counters' field
+--   h (hold sets), c (counters), the c counters' key expiries (ms, as text: they go to
+--   PEXPIREAT, and Redis formats a number argument with snprintf), the c counters' field
 --   numbers (counter j's field is the transaction's f_j-th), r, then r rules of 3 (counter
 --   number 1..c, max count, max amount; -1: no such limit; counter number 0 is a
 --   per-transaction rule: its max amount limits the transaction's own amount, metric
@@ -171,27 +176,38 @@ local function parse_counter(value)
   return {string.sub(value, 1, colon - 1) + 0, string.sub(value, colon + 1) + 0, false}
 end
 
+-- A counter field's value (see the contract).
+local function counter_value(count, amount)
+  return string.format('%d:%d', count, amount)
+end
+
 -- Fields per HSET: unpack's limit is a few thousand values (a denied consume may release
 -- thousands of expired holds of one hash at once).
 local flush_chunk = 256
 
+-- HSET's arguments, reused by every key and, in a library, every call (its chunk's tables
+-- outlive a call): entries 1..m are set before a call of m.
+local flush_args = {}
+
 local function flush_counters()
-  for _, key in ipairs(counter_keys) do
+  local call, args = redis.call, flush_args
+  for k = 1, #counter_keys do
+    local key = counter_keys[k]
     local entry = counters[key]
-    local call = redis.call
-    local args, created = {key}, 0
+    local m, created = 1, 0
+    args[1] = key
     for field, cell in pairs(entry.fields) do
       if cell and cell[3] then -- (false: asked by read_ahead, never read)
-        args[#args + 1] = field
-        args[#args + 1] = string.format('%d:%d', cell[1], cell[2])
-        if #args > 2 * flush_chunk then
-          created = created + call('HSET', unpack(args))
-          args = {key}
+        args[m + 1], args[m + 2] = field, counter_value(cell[1], cell[2])
+        m = m + 2
+        if m > 2 * flush_chunk then
+          created = created + call('HSET', unpack(args, 1, m))
+          m = 1
         end
       end
     end
-    if #args > 1 then
-      created = created + call('HSET', unpack(args))
+    if m > 1 then
+      created = created + call('HSET', unpack(args, 1, m))
     end
     -- A new field may be a new key: only then can the key lack its expiry.
     if created > 0 and entry.expiry then
@@ -237,6 +253,7 @@ end
 -- transactions of one merchant share theirs).
 local split_words
 local function split_word(word)
+  split_words = split_words or {}
   local fields = split_words[word]
   if not fields then
     fields = split_fields(word)
@@ -323,76 +340,109 @@ local function stored_counter_set(key, text)
   return found
 end
 
--- Stores the counter set `text` under `key` until at least `expire_at` (ms) + an hour.
--- The hour covers the clocks of the callers, whose records expire by their own clocks: a set must
--- not expire before a record naming it. A set is extended by two hours at a time, so most uses
--- only read it (a write of a key with an expiry costs twice a read).
-local function keep_counter_set(key, text, expire_at)
-  local least, extended = tonumber(expire_at) + 3600000, tonumber(expire_at) + 7200000
+-- Stores the counter set `text` under `key` until its text's expiry, unless it is there: where
+-- it is, one GET (cheaper than a SET ... NX GET) reads it and nothing is written.
+local function keep_counter_set(key, text)
   if not stored_counter_set(key, text) then
-    redis.call('SET', key, text, 'PXAT', extended)
-  elseif redis.call('PEXPIRETIME', key) < least then
-    redis.call('PEXPIREAT', key, extended)
+    local expiry = string.match(text, '^%d+ (%d+)')
+    if not expiry then
+      error('limit: the counter set ' .. key .. ' has no expiry in its text') -- (a client's bug)
+    end
+    redis.call('SET', key, text, 'PXAT', expiry)
   end
 end
 
--- The rule programs of a decide call (ARGV[6] and on), numbers read once; and where the
--- counter sets' arguments start.
-local function read_programs()
-  local programs, at = {}, 7
-  for p = 1, tonumber(ARGV[6]) do
-    local w = cmsgpack.unpack(ARGV[at])
-    local h, c = w[1], w[2]
-    -- (integers below 2^53: PEXPIREAT gets them exactly; a table made whole by its constructor
-    -- costs one allocation, one grown an element at a time several)
-    local expiries, field = {unpack(w, 3, 2 + c)}, {unpack(w, 3 + c, 2 + 2 * c)}
-    local windows_end = 0 -- when the last of its counters' keys expires
-    for j = 1, c do
-      windows_end = math.max(windows_end, expiries[j])
+-- keep_counter_set for the record a reversal makes from an original transaction, which expires
+-- at `expire_at` (ms) while the set's windows may be long over: a set that would expire within
+-- an hour (the clocks of other callers) of it is made to last two.
+local function keep_counter_set_until(key, text, expire_at)
+  keep_counter_set(key, text)
+  local least = expire_at + 3600000
+  if redis.call('PEXPIRETIME', key) < least then
+    redis.call('SET', key, text, 'PXAT', least + 3600000)
+  end
+end
+
+-- The numerals '1', '2', ... of numbers, which programs and sets are named by: made once by a
+-- library (its chunk's tables outlive a call), where tostring would format one per call.
+local numerals = {}
+local function numeral(n)
+  local text = numerals[n]
+  if not text then
+    text = tostring(n)
+    numerals[n] = text
+  end
+  return text
+end
+
+-- Programs decoded, by their bytes: a library decodes a program once, not at every call (its
+-- chunk's tables outlive a call), and a program is never changed once decoded. At most 64 are
+-- kept (a host's rules and windows make a few at a time); then they are decoded anew.
+local decoded, decoded_count = {}, 0
+
+-- The program `bytes` encodes. Everything is read where it is, in `w`: counter j's key expiry
+-- (text) at w[2 + j], its field number at w[fields + j], rule i (its counter, max count and max
+-- amount, -1 for no such limit) from w[rules + 3 * (i - 1)]. (A table a call builds costs about
+-- as much as one of its Redis commands.)
+local function decode_program(bytes)
+  local program = decoded[bytes]
+  if not program then
+    local w = cmsgpack.unpack(bytes)
+    local c = w[2]
+    program = {h = w[1], c = c, fields = 2 + c, w = w, r = w[3 + 2 * c], rules = 4 + 2 * c}
+    if decoded_count == 64 then
+      decoded, decoded_count = {}, 0
     end
-    -- The rules are read where they are, in `w` (rule i: its counter, max count and max amount,
-    -- -1 for no such limit, from w[rules + 3 * (i - 1)]): a table a call builds costs about as
-    -- much as one of its Redis commands.
-    programs[p] = {h = h, c = c, expiries = expiries, windows_end = windows_end, field = field,
-                   names = ARGV[at + 1], w = w, r = w[3 + 2 * c], rules = 4 + 2 * c}
+    decoded[bytes], decoded_count = program, decoded_count + 1
+  end
+  return program
+end
+
+-- The rule programs of a decide call (ARGV[6] and on) and their rules' names, by the programs'
+-- numerals, and where the counter sets' arguments start.
+local function read_programs()
+  local programs, names, at = {}, {}, 7
+  for p = 1, ARGV[6] + 0 do
+    local name = numeral(p)
+    programs[name], names[name] = decode_program(ARGV[at]), ARGV[at + 1]
     at = at + 2
   end
-  return programs, at
+  return programs, names, at
 end
 
 -- The counter sets of a decide call (ARGV[at] = S, then the sets), whose keys start at
 -- KEYS[k], by their number as the transactions' arguments name them ('1', '2', ...); the one
 -- set if S is 1 (the transactions then name none), else nil; and where the transactions'
--- arguments start. A set's counter j is KEYS[set.k + j], cached in set.entries[j]; its hold sets
--- follow its counters (set.holds).
-local function read_sets(programs, at, k)
+-- arguments start. A set's counter j is KEYS[set.k + j], cached in set.entries[j]; its hold set
+-- is KEYS[set.holds + j].
+local function read_sets(programs, names, at, k)
   local sets, at0 = {}, at
-  for s = 1, tonumber(ARGV[at]) do
-    local program = programs[tonumber(ARGV[at + 1])]
-    local entries, holds = {}, {}
+  local count = ARGV[at]
+  for s = 1, count + 0 do
+    local program = programs[ARGV[at + 1]]
+    local entries = {}
     for j = 1, program.c do
       entries[j] = counter_entry(KEYS[k + j])
     end
-    for j = 1, program.h do
-      holds[j] = KEYS[k + program.c + j]
-    end
-    local set = {program = program, name = ARGV[at + 2], text = ARGV[at + 3], k = k,
-                 entries = entries, holds = holds}
-    sets[tostring(s)] = set
+    sets[numeral(s)] = {program = program, names = names[ARGV[at + 1]], name = ARGV[at + 2],
+                        text = ARGV[at + 3], k = k, entries = entries, holds = k + program.c}
     at = at + 3
     k = k + 1 + program.c + program.h
   end
-  return sets, tonumber(ARGV[at0]) == 1 and sets['1'] or nil, at + 1
+  return sets, count == '1' and sets['1'] or nil, at + 1
 end
 
 -- The replies of a decide call, one flat array (see the contract): a table per transaction,
--- and strings for its verdict, cost Redis more to send than the decision itself.
-local out, out_n
--- Scratch of `decide`, reused by every transaction of a call: its counters' counts, amounts and
--- cache cells (where a decision writes them back).
-local counts, amounts, cells
+-- and strings for its verdict, cost Redis more to send than the decision itself. The table
+-- outlives the call in a library (made once, not per call): Redis reads a reply up to its first
+-- nil, so a call ends its reply with one (out[out_n + 1]), whatever an earlier call left after it.
+local out, out_n = {}, 0
+-- Scratch of `decide`, reused by every transaction of a call and, in a library, by every call:
+-- its counters' counts, amounts and cache cells (where a decision writes them back); entries
+-- 1..c are written before they are read.
+local counts, amounts, cells = {}, {}, {}
 -- The reply codes and a denial's metric numbers (see the contract), as locals: a table a call
--- builds costs about as much as one of its Redis commands, and this chunk runs at every call.
+-- builds costs about as much as one of its Redis commands.
 local code_allowed, code_denied, code_would_allow, code_would_deny = 1, 2, 3, 4
 local code_replay, code_conflict, code_cancelled, code_overflow = 5, 6, 7, 8
 
@@ -414,7 +464,8 @@ end
 
 -- The denial a record keeps: "<rule> <metric> <limit> <used>" (rule names have no spaces).
 -- `metric`: its number (1 count, 2 amount, 3 single_amount); a record keeps its letter.
-local function denial_text(program, denied, metric)
+local function denial_text(set, denied, metric)
+  local program = set.program
   local w, base = program.w, program.rules + 3 * (denied - 1)
   local j, limit, used = w[base], w[base + 2], 0
   if metric == 1 then
@@ -422,15 +473,15 @@ local function denial_text(program, denied, metric)
   elseif metric == 2 then
     used = amounts[j]
   end
-  return words(program.names)[denied] .. ' ' .. string.sub('cas', metric, metric) .. ' ' ..
+  return words(set.names)[denied] .. ' ' .. string.sub('cas', metric, metric) .. ' ' ..
     string.format('%d', limit) .. ' ' .. string.format('%d', used)
 end
 
 -- The name a record gives the set's counters: kept (once a call) before the first record
 -- names it, so that its only failure (names colliding) writes nothing else.
-local function kept_counter_set(set, record_expiry)
+local function kept_counter_set(set)
   if not set.kept then
-    keep_counter_set(KEYS[set.k], set.text, record_expiry)
+    keep_counter_set(KEYS[set.k], set.text)
     set.kept = set.name
   end
   return set.kept
@@ -460,19 +511,34 @@ end
 -- again: refused before anything is written.
 local function refuse_past_expiry(expiry)
   local time = redis.call('TIME')
-  local server_ms = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-  if tonumber(expiry) <= server_ms then
+  -- (the seconds compared as text unless they are the same: digits of one length compare as
+  -- their numbers, and a conversion costs more than a comparison)
+  local seconds, expiry_seconds = time[1], string.sub(expiry, 1, -4)
+  local past, server_ms
+  if #expiry_seconds == #seconds and expiry_seconds ~= seconds then
+    past = expiry_seconds < seconds
+  else
+    server_ms = seconds * 1000 + math.floor(time[2] / 1000)
+    past = expiry + 0 <= server_ms
+  end
+  if past then
+    server_ms = server_ms or seconds * 1000 + math.floor(time[2] / 1000)
     error('limit: a record expiring at ' .. expiry .. ' ms would be gone at once: the server\'s ' ..
       'clock says ' .. string.format('%d', server_ms) .. ' ms (the client\'s clock is a replay ' ..
       'horizon or more behind the server\'s)')
   end
 end
 
+-- The keys this call declared, as a set: made by the first reversal that asks (main() resets
+-- it at every call).
+local declared
+
 -- The reversals (refund, confirm, cancel, void, inspect) and the release of holds, which a
--- decide call needs only to sweep expired holds: made by `reversals()` the first time a call
--- needs them. Lua creates a chunk's functions at every call (with what the collector spends on
--- them, ~1,600 server instructions each here): a single consume executes 12 % fewer without
--- these, a decision in a batch of 64 1 %.
+-- decide call needs only to sweep expired holds: made by `reversals()` the first time they are
+-- needed. By EVALSHA, Lua creates a chunk's functions at every call (with what the collector
+-- spends on them, ~1,600 server instructions each here), so a consume that never needs them
+-- does not pay for them; a library makes them once and keeps them (they keep no state of a
+-- call: `declared` and the counters are the chunk's, reset by main()).
 local made_reversals
 local function reversals()
   if made_reversals then
@@ -491,11 +557,13 @@ local function reversals()
   -- call with {"needs", key...} before anything is written; the client declares them and sends
   -- the call again. So every key this script touches is in KEYS, and Redis's migration guard
   -- (TRYAGAIN/ASK when a slot's keys are half moved) covers them all.
-  local declared = {}
-  for _, each in ipairs(KEYS) do
-    declared[each] = true
-  end
   local function need(keys)
+    if not declared then
+      declared = {}
+      for _, each in ipairs(KEYS) do
+        declared[each] = true
+      end
+    end
     local missing = {}
     for _, key in ipairs(keys) do
       if not declared[key] then
@@ -594,7 +662,7 @@ local function reversals()
     for line in string.gmatch(text, '[^\n]+') do
       lines[#lines + 1] = line
     end
-    local c = tonumber(lines[1])
+    local c = tonumber(string.match(lines[1], '^%d+')) -- (then its expiry, if it has one)
     local counters, holds = {}, {}
     for j = 1, c do
       local line = lines[1 + j]
@@ -735,12 +803,13 @@ local function reversals()
     return #expired
   end
 
-  -- Releases the expired holds of counter set `set`'s hold sets (counter j's in set.holds[j]):
-  -- every one of them when `all` (an expired hold must never deny), else up to 64 per set.
-  -- Returns how many.
+  -- Releases the expired holds of counter set `set`'s hold sets (counter j's is
+  -- KEYS[set.holds + j]): every one of them when `all` (an expired hold must never deny), else up
+  -- to 64 per set. Returns how many.
   local function release_all_expired(set, now, all)
     local released = 0
-    for j, hold in ipairs(set.holds) do
+    for j = 1, set.program.h do
+      local hold = KEYS[set.holds + j]
       repeat
         local batch = release_expired_holds(hold, set.entries[j], now)
         released = released + batch
@@ -788,7 +857,7 @@ local function reversals()
   local function record_original(o, r)
     refuse_past_expiry(ARGV[o + 4])
     if r.counters ~= '-' then
-      keep_counter_set(KEYS[2], ARGV[o + 3], ARGV[o + 4])
+      keep_counter_set_until(KEYS[2], ARGV[o + 3], ARGV[o + 4])
     end
     redis.call('SET', KEYS[1], record_text(r), 'PXAT', ARGV[o + 4])
   end
@@ -964,6 +1033,51 @@ local function reversals()
   return made_reversals
 end
 
+-- The first rule of `program` without room for one more transaction of `amount`, the counters'
+-- totals in `counts` and `amounts` (counter 0: the transaction's own amount; -1: no such limit),
+-- and its metric's number (as a reply gives it); 0 if every rule has room.
+local function first_denial(program, amount)
+  local w, base = program.w, program.rules
+  for i = 1, program.r do
+    local j, max_count, max_amount = w[base], w[base + 1], w[base + 2]
+    if j == 0 then
+      if max_amount >= 0 and amount > max_amount then
+        return i, 3
+      end
+    elseif max_count >= 0 and counts[j] + 1 > max_count then
+      return i, 1
+    elseif max_amount >= 0 and amounts[j] + amount > max_amount then
+      return i, 2
+    end
+    base = base + 3
+  end
+  return 0, nil
+end
+
+-- The first of the c counters whose total would pass 2^53 - 1 with one more transaction of
+-- `amount` (counts first), or nil. (A total a rule limits cannot, once the rules passed: this
+-- finds only counters no rule limits.)
+local function overflowing(c, amount)
+  for j = 1, c do
+    if counts[j] + 1 > max_exact then
+      return j
+    end
+  end
+  for j = 1, c do
+    if amounts[j] + amount > max_exact then
+      return j
+    end
+  end
+end
+
+-- A consumed transaction's record (see the contract): `kept` names its counter set (false: none).
+local function consumed_text(fingerprint, amount_text, kept, fields_word)
+  if kept then
+    return 'c ' .. fingerprint .. ' ' .. amount_text .. ' ' .. kept .. ' ' .. fields_word
+  end
+  return 'c ' .. fingerprint .. ' ' .. amount_text .. ' -'
+end
+
 -- The reply of a transaction that would take counter j past 2^53 - 1 (nothing written).
 local function overflow(record, c, fingerprint, amount, j)
   local first = load(record)
@@ -990,34 +1104,15 @@ local function decide(record, set, fingerprint, amount_text, fields_word, kind, 
   end
   -- its counters (read_ahead cached every cell)
   local fields = c > 1 and split_word(fields_word)
-  local entries, field = set.entries, program.field
+  local entries, w, fields_at = set.entries, program.w, program.fields
   for j = 1, c do
-    local cell = entries[j].fields[fields and fields[field[j]] or fields_word]
+    local cell = entries[j].fields[fields and fields[w[fields_at + j]] or fields_word]
     cells[j], counts[j], amounts[j] = cell, cell[1], cell[2]
   end
   if first then
     return replay(first, c, fingerprint, amount)
   end
-  -- the first rule without room for one more transaction of `amount` (counter 0: the
-  -- transaction's own amount; -1: no such limit)
-  local w, base = program.w, program.rules
-  local denied, metric = 0, nil -- (metric: the number a reply gives it)
-  for i = 1, program.r do
-    local j, max_count, max_amount = w[base], w[base + 1], w[base + 2]
-    if j == 0 then
-      if max_amount >= 0 and amount > max_amount then
-        denied, metric = i, 3
-        break
-      end
-    elseif max_count >= 0 and counts[j] + 1 > max_count then
-      denied, metric = i, 1
-      break
-    elseif max_amount >= 0 and amounts[j] + amount > max_amount then
-      denied, metric = i, 2
-      break
-    end
-    base = base + 3
-  end
+  local denied, metric = first_denial(program, amount)
   if kind == 'check' then
     if denied == 0 then
       return emit_totals(code_would_allow, c)
@@ -1036,32 +1131,20 @@ local function decide(record, set, fingerprint, amount_text, fields_word, kind, 
   local text, kept
   if denied ~= 0 then
     text = 'd ' .. fingerprint .. ' ' .. amount_text .. ' ' ..
-      denial_text(program, denied, metric)
+      denial_text(set, denied, metric)
   else
-    -- (a total a rule limits cannot pass 2^53 once the rules passed: these checks find only
-    -- counters no rule limits, counts first)
-    for j = 1, c do
-      if counts[j] + 1 > max_exact then
-        return overflow(record, c, fingerprint, amount, j)
-      end
+    local past = overflowing(c, amount)
+    if past then
+      return overflow(record, c, fingerprint, amount, past)
     end
-    for j = 1, c do
-      if amounts[j] + amount > max_exact then
-        return overflow(record, c, fingerprint, amount, j)
-      end
-    end
-    -- (its only failure, names colliding, must come before the record is written; a reservation's
-    -- set lives until its windows end, as its hold may be released after its record is gone)
-    kept = c > 0 and (set.kept or kept_counter_set(set, kind == 'reserve' and
-      math.max(tonumber(record_expiry), program.windows_end) or record_expiry))
+    -- (its only failure, names colliding, must come before the record is written)
+    kept = c > 0 and (set.kept or kept_counter_set(set))
     if kind == 'reserve' then
       -- (with counters, the hold expiry is its members' score in the hold sets)
       text = 'r ' .. fingerprint .. ' ' .. amount_text .. ' ' ..
         (kept and kept .. ' ' .. fields_word or '- ' .. base36(tonumber(hold_expiry)))
-    elseif kept then
-      text = 'c ' .. fingerprint .. ' ' .. amount_text .. ' ' .. kept .. ' ' .. fields_word
     else
-      text = 'c ' .. fingerprint .. ' ' .. amount_text .. ' -'
+      text = consumed_text(fingerprint, amount_text, kept, fields_word)
     end
   end
   -- One command creates the record unless the id has one (then answers it): a first decision
@@ -1076,13 +1159,13 @@ local function decide(record, set, fingerprint, amount_text, fields_word, kind, 
     return emit(metric)
   end
   -- allowed: the counters' new totals, written back and emitted
-  local expiries, at = program.expiries, out_n + 2
+  local at = out_n + 2
   out[out_n + 1], out[at] = code_allowed, c
   for j = 1, c do
     local count, total = counts[j] + 1, amounts[j] + amount
     local cell = cells[j]
     cell[1], cell[2], cell[3] = count, total, true
-    entries[j].expiry = expiries[j]
+    entries[j].expiry = w[2 + j]
     out[at + 1], out[at + 2] = count, total
     at = at + 2
   end
@@ -1091,11 +1174,11 @@ local function decide(record, set, fingerprint, amount_text, fields_word, kind, 
     -- one member per counter, in its window's hold set, which lives as long as the window's key
     -- (or the hold, if that is later)
     local head = record .. ' ' .. amount_text .. ' '
-    local holds = set.holds
     for j = 1, c do
-      local hold = holds[j]
-      redis.call('ZADD', hold, hold_expiry, head .. (fields and fields[field[j]] or fields_word))
-      local life = math.max(expiries[j], tonumber(hold_expiry))
+      local hold = KEYS[set.holds + j]
+      local field = fields and fields[w[fields_at + j]] or fields_word
+      redis.call('ZADD', hold, hold_expiry, head .. field)
+      local life = math.max(w[2 + j], hold_expiry + 0)
       if redis.call('PEXPIREAT', hold, life, 'NX') == 0 then
         redis.call('PEXPIREAT', hold, life, 'GT')
       end
@@ -1103,30 +1186,41 @@ local function decide(record, set, fingerprint, amount_text, fields_word, kind, 
   end
 end
 
+-- What consume_alone did before it left a call to decide_all (see there): the server's clock
+-- checked (the call's record expiry is not past), and counter j's cell read, in alone_cells[j].
+local alone_checked, alone_cells = false, {}
+
 -- Reads, with one HMGET per counter key (up to 256 fields each), every counter field the n
 -- transactions from tx[a] on move, before the first of them is decided: `decide` then finds
--- every cell it needs cached (a batch's transactions would otherwise read one HGET each).
+-- every cell it needs cached (a batch's transactions would otherwise read one HGET each). One
+-- transaction reads one HGET per counter (nothing to gather: no lists made).
 local function read_ahead(sets, only_set, tx, a, n)
-  local asked, asked_entries = {}, {} -- entry -> the fields to read; the entries in order
+  local asked, asked_entries -- entry -> the fields to read; the entries in order
   -- (the set's counters and fields are looked up once for a call with one set)
-  local entries, c, field_of
+  local entries, c, w, fields_at
   if only_set then
-    entries, c, field_of = only_set.entries, only_set.program.c, only_set.program.field
+    local program = only_set.program
+    entries, c, w, fields_at = only_set.entries, program.c, program.w, program.fields
   end
   for _ = 1, n do
     local f = a
     if not only_set then
       local set = sets[tx[a]]
-      entries, c, field_of = set.entries, set.program.c, set.program.field
+      local program = set.program
+      entries, c, w, fields_at = set.entries, program.c, program.w, program.fields
       f = a + 1
     end
     local word = tx[f + 2]
     local fields = c > 1 and split_word(word)
     for j = 1, c do
-      local entry, field = entries[j], fields and fields[field_of[j]] or word
+      local entry, field = entries[j], fields and fields[w[fields_at + j]] or word
       local cells = entry.fields
-      if cells[field] == nil then
+      if cells[field] == nil and n == 1 then -- (nothing to gather: one HGET a counter)
+        cells[field] = alone_checked and alone_cells[j] or
+          parse_counter(redis.call('HGET', entry.key, field))
+      elseif cells[field] == nil then
         cells[field] = false -- (asked; the HMGET below fills it)
+        asked, asked_entries = asked or {}, asked_entries or {}
         local list = asked[entry]
         if not list then
           list = {}
@@ -1138,13 +1232,14 @@ local function read_ahead(sets, only_set, tx, a, n)
     end
     a = f + 3
   end
-  for _, entry in ipairs(asked_entries) do
+  for i = 1, asked_entries and #asked_entries or 0 do
+    local entry = asked_entries[i]
     local list, cells = asked[entry], entry.fields
     for from = 1, #list, flush_chunk do
       local upto = math.min(from + flush_chunk - 1, #list)
       local values = redis.call('HMGET', entry.key, unpack(list, from, upto))
-      for i = from, upto do
-        cells[list[i]] = parse_counter(values[i - from + 1])
+      for k = from, upto do
+        cells[list[k]] = parse_counter(values[k - from + 1])
       end
     end
   end
@@ -1152,12 +1247,14 @@ end
 
 -- Decides the call's n transactions, emitting their replies.
 local function decide_all(kind)
-  local n = tonumber(ARGV[2])
-  local programs, at = read_programs()
-  local sets, only_set, a = read_sets(programs, at, n + 1)
+  local n = ARGV[2] + 0
+  local programs, names, at = read_programs()
+  local sets, only_set, a = read_sets(programs, names, at, n + 1)
   local now, record_expiry, hold_expiry = ARGV[3], ARGV[4], ARGV[5]
   if kind ~= 'check' then
-    refuse_past_expiry(record_expiry)
+    if not alone_checked then
+      refuse_past_expiry(record_expiry)
+    end
     if not only_set then
       -- (one set's is read before its first record is written; several sets' before any)
       for _, set in pairs(sets) do
@@ -1180,10 +1277,60 @@ local function decide_all(kind)
     decide(KEYS[i], set, tx[f], tx[f + 1], tx[f + 2], kind, now, record_expiry, hold_expiry)
     a = f + 3
   end
+  out[out_n + 1] = nil
+  return out
+end
+
+-- A host's single consume (op consume of one transaction under one program and one counter set:
+-- ARGV[2], [6] and [9] are '1'), decided without the cache and lists a call of many builds,
+-- when it is the common case: allowed, a first decision, no total near 2^53. It decides by the
+-- same rules and writes the same record and counters as decide_all. Anything else returns nil
+-- having written nothing (but the counter set, which decide_all writes first too), and the
+-- call goes on in decide_all with what this read (alone_checked, alone_cells).
+local function consume_alone()
+  local program = decode_program(ARGV[7])
+  local c, w, at = program.c, program.w, program.fields
+  local record_expiry, fingerprint, amount_text, fields_word = ARGV[4], ARGV[13], ARGV[14], ARGV[15]
+  local amount = amount_text + 0 -- (one strtod; tonumber takes two)
+  refuse_past_expiry(record_expiry)
+  local fields = c > 1 and split_fields(fields_word)
+  for j = 1, c do -- (KEYS: the record, the counter set, the c counters, their hold sets)
+    local field = fields and fields[w[at + j]] or fields_word
+    local cell = parse_counter(redis.call('HGET', KEYS[2 + j], field))
+    alone_cells[j], counts[j], amounts[j] = cell, cell[1], cell[2]
+  end
+  alone_checked = true
+  if first_denial(program, amount) ~= 0 or overflowing(c, amount) then
+    return nil
+  end
+  local kept = c > 0 and ARGV[11]
+  if kept then
+    keep_counter_set(KEYS[2], ARGV[12])
+  end
+  if redis.pcall('SET', KEYS[1], consumed_text(fingerprint, amount_text, kept, fields_word), 'NX',
+    'GET', 'PXAT', record_expiry) then
+    return nil -- decided before (or not this script's record): decide_all answers it
+  end
+  out[1], out[2] = code_allowed, c
+  for j = 1, c do
+    local key, count, total = KEYS[2 + j], counts[j] + 1, amounts[j] + amount
+    if redis.call('HSET', key, fields and fields[w[at + j]] or fields_word,
+      counter_value(count, total)) == 1 then
+      redis.call('PEXPIREAT', key, w[2 + j], 'NX') -- (a new field may be a new key)
+    end
+    out[1 + 2 * j], out[2 + 2 * j] = count, total
+  end
+  out[3 + 2 * c] = nil
   return out
 end
 
 local function run()
+  if op == 'consume' and ARGV[2] == '1' and ARGV[6] == '1' and ARGV[9] == '1' then
+    local reply = consume_alone()
+    if reply then
+      return reply
+    end
+  end
   if op == 'consume' or op == 'reserve' or op == 'check' then
     return decide_all(op)
   elseif op == 'batch' then
@@ -1206,10 +1353,10 @@ end
 -- failed call has written nothing and its cached counters are dropped, never flushed.
 local function main()
   op = ARGV[1]
-  counters, counter_keys, split_words = {}, {}, {}
-  out, out_n = {}, 0
-  counts, amounts, cells = {}, {}, {}
-  made_reversals = nil -- (they read this call's KEYS when made)
+  counters, counter_keys, split_words = {}, {}, nil
+  out_n = 0
+  declared = nil
+  alone_checked = false
   local ok, result = pcall(run)
   if not ok then
     if type(result) == 'table' and result.needs then

@@ -12,6 +12,7 @@
 #include <limitcounter/redis.hpp>
 #include <limitcounter/rule.hpp>
 
+#include "limit_counter/codec/decide_arguments.hpp"
 #include "limitcounter/detail/lua_scripts.hpp"
 #include "support/probe.hpp"
 #include "support/redis_server.hpp"
@@ -140,4 +141,54 @@ TEST_CASE("a server that refuses FCALL or FUNCTION LOAD runs the scripts by EVAL
     CHECK(command_calls(admin, "evalsha") >= 3);
     CHECK(admin.command({"FUNCTION", "LIST"}).as_array().empty());
   }
+}
+
+// A library's chunk-level tables outlive a call: lua/limit.lua keeps decoded rule programs there
+// (at most 64, by their bytes) and reuses its reply and scratch tables. Nothing a call leaves
+// may reach the next call's answer.
+TEST_CASE("a library call answers by its own program and reply, whatever the calls before it",
+          "[redis][scripts][functions][standalone]") {
+  RedisServer server;
+  Redis redis(server.options());
+  LimitCounter limits(redis, limitcounter::Calendar("UTC"));
+  using limitcounter::Period;
+  using limitcounter::Rule;
+  const auto context = limitcounter::testing::decide_context(limits, limitcounter::Clock::now());
+  const auto consume = [&](const std::string& id, std::int64_t amount,
+                           const std::vector<const Rule*>& rules) {
+    const Transaction tx{id, {{"merchant", "m-" + id}, {"user", "u-" + id}}, amount};
+    const auto call =
+        limitcounter::detail::build_decide(limitcounter::LimitOp::consume, tx, {}, rules, context);
+    return redis.eval(limitcounter::scripts::limit, call.keys, call.args);
+  };
+
+  SECTION("a reply as long as its own, after a longer one") {
+    const Rule day = Rule("day").where("merchant").per(Period::day).max_amount(1000);
+    const Rule month = Rule("month").where("merchant").per(Period::month).max_amount(1000);
+    const Rule user_day = Rule("user-day").where("user").per(Period::day).max_amount(1000);
+    const Rule user_year = Rule("user-year").where("user").per(Period::year).max_amount(1000);
+    // {code, c, then per counter its count and amount}
+    CHECK(consume("four", 10, {&day, &month, &user_day, &user_year}).as_array().size() == 10);
+    const Reply one = consume("one", 10, {&day});
+    REQUIRE(one.as_array().size() == 4);
+    CHECK(one.at(0).as_integer() == 1); // allowed
+    CHECK(one.at(3).as_integer() == 10);
+    CHECK(consume("none", 10, {}).as_array().size() == 2);
+  }
+  SECTION("each of more programs than the library keeps decoded decides by its own limits") {
+    std::vector<Rule> rules;
+    for (int limit = 1; limit <= 70; ++limit) {
+      rules.push_back(Rule("day").where("merchant").per(Period::day).max_amount(limit));
+    }
+    for (int round = 0; round < 2; ++round) { // (the second: every program decoded again)
+      for (int limit = 1; limit <= 70; ++limit) {
+        INFO("round " << round << ", limit " << limit);
+        const std::string id = std::to_string(round) + "-" + std::to_string(limit);
+        const Rule* rule = &rules[static_cast<std::size_t>(limit - 1)];
+        CHECK(consume(id + "-over", limit + 1, {rule}).at(0).as_integer() == 2); // denied
+        CHECK(consume(id + "-at", limit, {rule}).at(0).as_integer() == 1);       // allowed
+      }
+    }
+  }
+  CHECK(command_calls(redis, "evalsha") == 0);
 }

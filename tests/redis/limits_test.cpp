@@ -704,9 +704,10 @@ TEST_CASE_METHOD(LimitsFixture, "a reservation held in a per-shape hold set is c
   REQUIRE(words.size() == 5); // r <fingerprint> <amount> <counter set> <fields>
   const std::string set_key = prefix + "cs:" + words[3];
   const std::string text = redis.command({"GET", set_key}).as_string();
-  const std::string window = text.substr(2, text.find(' ') - 2);
+  const std::size_t first = text.find('\n') + 1; // (after "1 <expiry>")
+  const std::string window = text.substr(first, text.find(' ', first) - first);
   const std::string hold = CounterKeys::window_holds(window);
-  REQUIRE(text == "1\n" + window + " 1\n" + hold);
+  REQUIRE(text == text.substr(0, first) + window + " 1\n" + hold);
   const std::string score = redis.command({"ZSCORE", hold, record + " 600 m1"}).as_string();
   const std::string shape_hold = prefix + "{merchant}:holds";
   redis.command({"SET", set_key, "1\n" + window + " 1\n" + shape_hold, "KEEPTTL"});

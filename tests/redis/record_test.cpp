@@ -440,6 +440,35 @@ TEST_CASE_METHOD(RecordFixture,
   CHECK(merchant_day() == Usage{2, 300}); // the other payment's 300 is untouched
 }
 
+// A counter set's text carries its expiry (its first window's end, the grace, the replay horizon),
+// so a host whose options changed since the consume brings an original whose set has another
+// name: the refund makes that set and gives back the same counters, once.
+TEST_CASE_METHOD(RecordFixture,
+                 "past the horizon a refund from a host with other options gives back once",
+                 "[record][redis][standalone]") {
+  limits.set_rules(four_rules());
+  const Transaction paid = payment("other-options", 300);
+  REQUIRE(limits.consume(paid).allowed());
+  forget("other-options");
+  REQUIRE(keys_matching(prefix + "cs:*").size() == 1);
+
+  auto o = options();
+  o.replay_horizon = 48h;
+  o.window_grace = 2h;
+  LimitCounter changed(redis, limitcounter::Calendar("Asia/Shanghai"), o);
+  changed.set_rules(four_rules());
+  const auto refunded = changed.refund(paid, 100, "r-1");
+  CHECK(refunded.refunded_now == 100);
+  CHECK_FALSE(refunded.replayed);
+  CHECK(keys_matching(prefix + "cs:*").size() == 2); // the original's set under its new name
+  CHECK(merchant_day() == Usage{1, 200});
+  CHECK(limits.usage("dept", Dimension{"cmb"}, Period::month) == Usage{1, 200});
+  CHECK(changed.refund(paid, 100, "r-1").replayed);
+  CHECK(limits.refund("other-options", 100, "r-1").replayed); // the record names its set
+  CHECK(limits.refund("other-options").refunded_now == 200);
+  CHECK(merchant_day() == Usage{0, 0});
+}
+
 TEST_CASE_METHOD(RecordFixture,
                  "an abandoned reservation's hold is released however late, also after its "
                  "record is gone",

@@ -72,7 +72,8 @@ std::vector<std::string> msgpack_strings(const std::string& bytes) {
   return values;
 }
 
-// The integers of a MessagePack array of fixints and int64s (what a decide call's program is).
+// The integers of a MessagePack array of fixints, int64s and decimal fixstrs (what a decide call's
+// program is: its key expiries are text).
 std::vector<std::int64_t> msgpack_ints(const std::string& bytes) {
   std::vector<std::int64_t> values;
   std::size_t at = 0;
@@ -89,6 +90,12 @@ std::vector<std::int64_t> msgpack_ints(const std::string& bytes) {
     const unsigned first = byte();
     if (first <= 0x7f || first >= 0xe0) {
       values.push_back(static_cast<signed char>(first));
+      continue;
+    }
+    if ((first & 0xe0) == 0xa0) {
+      const std::size_t length = first & 0x1f;
+      values.push_back(std::stoll(bytes.substr(at, length)));
+      at += length;
       continue;
     }
     REQUIRE(first == 0xd3);
@@ -135,10 +142,6 @@ struct Example {
 TEST_CASE("a decide call names every counter once and every rule", "[limit-codec]") {
   const Example example;
   const LimitCall call = example.call();
-  // the counters' keys and the number of each one's field: no dimension value, so that the
-  // transactions under the same rules and windows share one counter set
-  const std::string text = "2\np:{dept}:day:20211112 1\np:{merchant}:month:202111 2\n"
-                           "p:{dept}:day:20211112:holds\np:{merchant}:month:202111:holds";
   // header: op, n, now, record expiry, hold expiry, programs; a program, S, a counter set, the
   // transaction (no set number: there is one set)
   REQUIRE(call.args.size() == 6 + 2 + 1 + 3 + 3);
@@ -157,6 +160,13 @@ TEST_CASE("a decide call names every counter once and every rule", "[limit-codec
   const std::int64_t day_expiry = numbers[2];
   const std::int64_t month_expiry = numbers[3];
   CHECK(month_expiry > std::stoll(call.args[3])); // the month's key outlives it
+  // the counters' keys and the number of each one's field: no dimension value, so that the
+  // transactions under the same rules and windows share one counter set; it expires a replay
+  // horizon and an hour after the first window's key (the day's: no decision writes a record
+  // naming it after that window closed)
+  const std::string text = "2 " + std::to_string(day_expiry + 25 * 3600 * 1000) +
+                           "\np:{dept}:day:20211112 1\np:{merchant}:month:202111 2\n"
+                           "p:{dept}:day:20211112:holds\np:{merchant}:month:202111:holds";
   CHECK(numbers == std::vector<std::int64_t>{2, 2, day_expiry, month_expiry, 1, 2, 4, 0, -1, 1000,
                                              1, 10, -1, 1, -1, 500, 2, -1, 900});
   CHECK(call.args[7] == "single bank-day bank-day-amount merchant-month");
@@ -337,8 +347,11 @@ TEST_CASE("a reversal brings the original transaction's counters", "[limit-codec
   CHECK(args[3] == fingerprint(limitcounter::LimitOp::consume, example.tx));
   CHECK(args[4] == "42");
   CHECK(counter_set == "p:cs:" + args[5]);
-  CHECK(args[6] == "2\np:{dept}:day:20211112 1\np:{merchant}:month:202111 2\n"
-                   "p:{dept}:day:20211112:holds\np:{merchant}:month:202111:holds");
+  // the decide call's counter set, its expiry too (its windows', whenever the reversal runs)
+  CHECK(args[6] == example.call().args[11]);
+  CHECK(args[6].substr(args[6].find('\n')) ==
+        "\np:{dept}:day:20211112 1\np:{merchant}:month:202111 2\n"
+        "p:{dept}:day:20211112:holds\np:{merchant}:month:202111:holds");
   CHECK(args[9] == "cmb:m1");
   // the same counters as the decide call named
   CHECK(args[5] == example.call().args[10]);

@@ -45,8 +45,8 @@ CallTemplate::CallTemplate(const Transaction& transaction,
                            const std::vector<const Rule*>& window,
                            const std::vector<Window>& windows, const std::string& record_key,
                            const DecideContext& context)
-    : keys(context.keys), grace(context.window_grace), per_transaction_rules(per_transaction),
-      window_rules(window) {
+    : keys(context.keys), grace(context.window_grace), horizon(context.replay_horizon),
+      per_transaction_rules(per_transaction), window_rules(window) {
   const std::size_t n = window.size();
   std::vector<RuleArgs> own_args;      // without context.rule_args: built for this call
   own_args.reserve(n);                 // never reallocated: `args_of` points at its elements
@@ -95,6 +95,19 @@ CallTemplate::CallTemplate(const Transaction& transaction,
   }
 
   append_number(text, static_cast<std::int64_t>(counter_keys.size()));
+  if (!counter_windows.empty()) {
+    // When the set expires: a decision writes its record (kept the replay horizon) only while
+    // every one of its windows is open, so after the first window's end and grace, the horizon
+    // and an hour (the clocks of other callers) no record a decision wrote names it. In the
+    // text, so in its name: a decision never extends a set, one command reads (or makes) it.
+    TimePoint first_end = counter_windows.front()->end;
+    for (const Window* in : counter_windows) {
+      first_end = std::min(first_end, in->end);
+    }
+    text.push_back(' ');
+    append_number(text, unix_millis(first_end + context.window_grace + context.replay_horizon +
+                                    counter_set_margin));
+  }
   for (std::size_t j = 0; j < counter_keys.size(); ++j) {
     text.append(1, '\n').append(counter_keys[j]).append(1, ' ');
     append_number(text, static_cast<std::int64_t>(field_numbers[j]));
@@ -125,8 +138,10 @@ CallTemplate::CallTemplate(const Transaction& transaction,
   append_msgpack_array(program, 3 + 2 * c + 3 * rule_count);
   append_msgpack_int(program, static_cast<std::int64_t>(hold_keys.size()));
   append_msgpack_int(program, static_cast<std::int64_t>(c));
+  // (the keys' expiries as text: the script passes them to PEXPIREAT, and Redis formats a number
+  // argument of a command with snprintf, more than the command itself costs)
   for (const Window* in : counter_windows) {
-    append_msgpack_int(program, unix_millis(in->end + context.window_grace));
+    append_msgpack_string(program, std::to_string(unix_millis(in->end + context.window_grace)));
   }
   for (const std::size_t field : field_numbers) {
     append_msgpack_int(program, static_cast<std::int64_t>(field));

@@ -40,6 +40,10 @@ private:
   std::uint64_t hash_ = stable_hash({});
 };
 
+// How long a counter set outlives the last record a decision may write naming it: the clocks of
+// the callers, whose records expire by their own clocks (lua/limit.lua, "Counter set").
+inline constexpr std::chrono::milliseconds counter_set_margin = std::chrono::hours(1);
+
 // What a decide call takes from its rules and windows: everything but the transaction's own
 // values (id, fingerprint, amount, dimension values) and the call's times. With one bucket the
 // counters' keys do not depend on the dimension values either, so a template is kept per thread
@@ -49,6 +53,7 @@ struct CallTemplate {
   std::uint64_t rule_set_id = 0; // RuleSetArgs::id(); 0: built for one call only
   const CounterKeys* keys = nullptr;
   std::chrono::milliseconds grace{0};
+  std::chrono::milliseconds horizon{0}; // the replay horizon: the counter set's expiry has it
   std::vector<const Rule*> per_transaction_rules;
   std::vector<const Rule*> window_rules;
   std::vector<TimePoint> window_ends; // per window rule
@@ -70,8 +75,9 @@ struct CallTemplate {
   bool fits(const std::vector<const Rule*>& per_transaction, const std::vector<const Rule*>& window,
             const std::vector<TimePoint>& ends, const DecideContext& context) const {
     return rule_set_id != 0 && rule_set_id == context.rule_args->id() && keys == context.keys &&
-           grace == context.window_grace && per_transaction_rules == per_transaction &&
-           window_rules == window && window_ends == ends;
+           grace == context.window_grace && horizon == context.replay_horizon &&
+           per_transaction_rules == per_transaction && window_rules == window &&
+           window_ends == ends;
   }
 
   CallTemplate(const Transaction& transaction, const std::vector<const Rule*>& per_transaction,

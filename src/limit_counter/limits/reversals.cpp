@@ -93,6 +93,9 @@ std::string LimitCounter::Impl::append_original_args(LimitOp op, std::vector<std
   // A window of the original may have closed long ago: its key is gone, and the script leaves
   // it alone, so no window is refused here.
   context.refuse_closed_windows = false;
+  // (as a decision's: the counter set's text, and so its name, has the windows' grace and the
+  // horizon in its expiry)
+  context.window_grace = options_.window_grace;
   context.replay_horizon = options_.replay_horizon;
   if (redis_.is_cluster()) {
     context.replay_horizon += detail::share_record_margin; // a share's record
