@@ -148,13 +148,16 @@ local state_names = {c = 'consumed', r = 'reserved', f = 'confirmed', x = 'cance
 -- Counter fields are read once and written once a call, however many of its transactions
 -- move them (a batch's shared merchant or channel counters): `counters` keeps what this call
 -- read or wrote, and flush_counters writes what changed (an HSET of up to 256 fields at a time
--- per key) when the call ends, also when it fails part way, so that every record written has
--- its counters written too.
+-- per key) when the call ends; a call that fails drops them unwritten (main).
 -- counters[key] = {key = key, fields = {field -> {count, amount, changed}}, expiry = ms or
--- nil}; counter_keys: the keys in the order first met.
+-- nil}; counter_keys: the keys in the order first met. Both nil until the call's first counter
+-- (a lone consume keeps none: consume_alone).
 local counters, counter_keys
 
 local function counter_entry(key)
+  if not counters then
+    counters, counter_keys = {}, {}
+  end
   local entry = counters[key]
   if not entry then
     entry = {key = key, fields = {}}
@@ -191,7 +194,7 @@ local flush_args = {}
 
 local function flush_counters()
   local call, args = redis.call, flush_args
-  for k = 1, #counter_keys do
+  for k = 1, counter_keys and #counter_keys or 0 do
     local key = counter_keys[k]
     local entry = counters[key]
     local m, created = 1, 0
@@ -340,15 +343,20 @@ local function stored_counter_set(key, text)
   return found
 end
 
+-- The expiry (ms, as text) of the counter set `text` that `key` is to hold.
+local function counter_set_expiry(key, text)
+  local expiry = string.match(text, '^%d+ (%d+)')
+  if not expiry then
+    error('limit: the counter set ' .. key .. ' has no expiry in its text') -- (a client's bug)
+  end
+  return expiry
+end
+
 -- Stores the counter set `text` under `key` until its text's expiry, unless it is there: where
 -- it is, one GET (cheaper than a SET ... NX GET) reads it and nothing is written.
 local function keep_counter_set(key, text)
   if not stored_counter_set(key, text) then
-    local expiry = string.match(text, '^%d+ (%d+)')
-    if not expiry then
-      error('limit: the counter set ' .. key .. ' has no expiry in its text') -- (a client's bug)
-    end
-    redis.call('SET', key, text, 'PXAT', expiry)
+    redis.call('SET', key, text, 'PXAT', counter_set_expiry(key, text))
   end
 end
 
@@ -390,6 +398,12 @@ local function decode_program(bytes)
     local w = cmsgpack.unpack(bytes)
     local c = w[2]
     program = {h = w[1], c = c, fields = 2 + c, w = w, r = w[3 + 2 * c], rules = 4 + 2 * c}
+    for base = program.rules, program.rules + 3 * (program.r - 1), 3 do
+      local j = w[base] -- (a rule's counter: the decision reads totals 1..c only)
+      if type(j) ~= 'number' or j < 0 or j > c then
+        error('limit: a rule program names counter ' .. tostring(j) .. ' of ' .. c)
+      end
+    end
     if decoded_count == 64 then
       decoded, decoded_count = {}, 0
     end
@@ -607,7 +621,7 @@ local function reversals()
 
   -- Whether the counter key exists (or this call wrote it).
   local function counter_key_exists(key)
-    local entry = counters[key]
+    local entry = counters and counters[key]
     if entry and entry.expiry then
       return true
     end
@@ -1258,8 +1272,8 @@ local function decide_all(kind)
     if not only_set then
       -- (one set's is read before its first record is written; several sets' before any)
       for _, set in pairs(sets) do
-        if set.program.c > 0 then
-          stored_counter_set(KEYS[set.k], set.text)
+        if set.program.c > 0 and not stored_counter_set(KEYS[set.k], set.text) then
+          counter_set_expiry(KEYS[set.k], set.text) -- (keep_counter_set's other failure)
         end
       end
     end
@@ -1282,7 +1296,7 @@ local function decide_all(kind)
 end
 
 -- A host's single consume (op consume of one transaction under one program and one counter set:
--- ARGV[2], [6] and [9] are '1'), decided without the cache and lists a call of many builds,
+-- ARGV[2], [6], [9] and [10] are '1'), decided without the cache and lists a call of many builds,
 -- when it is the common case: allowed, a first decision, no total near 2^53. It decides by the
 -- same rules and writes the same record and counters as decide_all. Anything else returns nil
 -- having written nothing (but the counter set, which decide_all writes first too), and the
@@ -1325,7 +1339,8 @@ local function consume_alone()
 end
 
 local function run()
-  if op == 'consume' and ARGV[2] == '1' and ARGV[6] == '1' and ARGV[9] == '1' then
+  if op == 'consume' and ARGV[2] == '1' and ARGV[6] == '1' and ARGV[9] == '1' and
+    ARGV[10] == '1' then
     local reply = consume_alone()
     if reply then
       return reply
@@ -1353,7 +1368,7 @@ end
 -- failed call has written nothing and its cached counters are dropped, never flushed.
 local function main()
   op = ARGV[1]
-  counters, counter_keys, split_words = {}, {}, nil
+  counters, counter_keys, split_words = nil, nil, nil
   out_n = 0
   declared = nil
   alone_checked = false

@@ -10,6 +10,8 @@
 #include <random>
 #include <set>
 #include <thread>
+#include <tuple>
+#include <utility>
 
 #include <limitcounter/error.hpp>
 #include <limitcounter/key_part.hpp>
@@ -44,14 +46,27 @@ detail::Argv script_call_argv(const std::vector<std::string>& keys,
   return argv;
 }
 
-// Whether `loaded`, FUNCTION LOAD's reply, says `script`'s library is on the server now: loaded,
-// or loaded before (by another connection: its name carries its version).
-bool function_loaded(const Reply& loaded, const Script& script) {
-  if (loaded.is_error()) {
-    return loaded.as_string() ==
-           "ERR Library '" + std::string(script.function_name) + "' already exists";
+// What FUNCTION LOAD of `script`'s library answered.
+enum class FunctionLoad {
+  loaded,       // on the server now: loaded, or before (by another connection: its name
+                // carries its version)
+  no_functions, // the server refuses functions (renamed away, an ACL without function|load)
+  refused,      // an error of the server's state (a demoted master's READONLY, OOM, ...)
+  unexpected,   // an answer no server gives
+};
+
+FunctionLoad judge_function_load(const Reply& loaded, const Script& script) {
+  if (!loaded.is_error()) {
+    return loaded.type() == Reply::Type::string && loaded.as_string() == script.function_name
+               ? FunctionLoad::loaded
+               : FunctionLoad::unexpected;
   }
-  return loaded.type() == Reply::Type::string && loaded.as_string() == script.function_name;
+  if (loaded.as_string() ==
+      "ERR Library '" + std::string(script.function_name) + "' already exists") {
+    return FunctionLoad::loaded;
+  }
+  return detail::refuses_functions(loaded.as_string()) ? FunctionLoad::no_functions
+                                                       : FunctionLoad::refused;
 }
 
 // Loads `script` on the connection's server with SCRIPT LOAD; the server must name the same
@@ -167,9 +182,8 @@ public:
       return run_script(
           connection, script,
           [&] {
-            return by_function(script)
-                       ? connection.run_script_call("FCALL", script.function_name, keys, args)
-                       : connection.run_script_call("EVALSHA", script.sha1, keys, args);
+            const auto [command, name] = script_command(script);
+            return connection.run_script_call(command, name, keys, args);
           },
           call.policy);
     });
@@ -703,19 +717,21 @@ private:
     for (std::size_t m = 0; m < missing.size(); ++m) {
       const Reply& loaded = answered[m];
       if (as_function[m]) {
-        if (function_loaded(loaded, *missing[m])) {
-          continue;
-        }
-        if (loaded.is_error() && detail::refuses_functions(loaded.as_string())) {
+        switch (judge_function_load(loaded, *missing[m])) {
+        case FunctionLoad::loaded: break;
+        case FunctionLoad::no_functions:
           functions_.store(false); // (its calls answered "Function not found": sent again)
-          continue;
+          break;
+        case FunctionLoad::refused:
+          // (its own error as the calls' reply: a READONLY or OOM keeps its code, so the calls
+          // are treated as the server's refusal of them)
+          load_failures[m] = loaded;
+          break;
+        case FunctionLoad::unexpected:
+          load_failures[m] = Reply::error("ERR FUNCTION LOAD of " + std::string(missing[m]->name) +
+                                          " returned " + loaded.debug_string());
+          break;
         }
-        // (its own error as the calls' reply: a READONLY or OOM keeps its code, so the calls
-        // are treated as the server's refusal of them)
-        load_failures[m] = loaded.is_error() ? loaded
-                                             : Reply::error("ERR FUNCTION LOAD of " +
-                                                            std::string(missing[m]->name) +
-                                                            " returned " + loaded.debug_string());
       } else if (loaded.is_error()) {
         load_failures[m] = Reply::error("ERR SCRIPT LOAD of " + std::string(missing[m]->name) +
                                         " failed: " + loaded.as_string());
@@ -768,20 +784,18 @@ private:
   std::optional<Reply> load_script(detail::Connection& connection, const Script& script) const {
     if (by_function(script)) {
       Reply loaded = connection.run({"FUNCTION", "LOAD", script.library});
-      if (function_loaded(loaded, script)) {
-        return std::nullopt;
-      }
-      if (!loaded.is_error()) {
+      switch (judge_function_load(loaded, script)) {
+      case FunctionLoad::loaded: return std::nullopt;
+      case FunctionLoad::refused: return loaded;
+      case FunctionLoad::unexpected:
+        // (a single call throws, where a pipeline keeps the other calls' replies)
         throw Error(errc::protocol_error,
                     "FUNCTION LOAD of " + std::string(script.name) + " on " + connection.peer() +
                         " returned " + loaded.debug_string() + ", not " +
                         std::string(script.function_name),
                     Outcome::failed);
+      case FunctionLoad::no_functions: functions_.store(false); break;
       }
-      if (!detail::refuses_functions(loaded.as_string())) {
-        return loaded;
-      }
-      functions_.store(false);
     }
     load_script_source(connection, script);
     return std::nullopt;
@@ -793,12 +807,16 @@ private:
     return !script.function_name.empty() && functions_.load(std::memory_order_relaxed);
   }
 
-  // Makes `argv` (from script_call_argv) FCALL <function> or EVALSHA <sha1>, as `by_function`
-  // says now.
+  // What a call of `script` is sent as now, as `by_function` says: FCALL <function> or
+  // EVALSHA <sha1>.
+  std::pair<std::string_view, std::string_view> script_command(const Script& script) const {
+    return by_function(script) ? std::pair{std::string_view("FCALL"), script.function_name}
+                               : std::pair{std::string_view("EVALSHA"), script.sha1};
+  }
+
+  // Makes `argv` (from script_call_argv) the call `script_command` says.
   void aim(detail::Argv& argv, const Script& script) const {
-    const bool as_function = by_function(script);
-    argv[0] = as_function ? std::string_view("FCALL") : std::string_view("EVALSHA");
-    argv[1] = as_function ? script.function_name : script.sha1;
+    std::tie(argv[0], argv[1]) = script_command(script);
   }
 
   // The one slot of `keys`; no_slot for no keys, and off a cluster, where one node serves

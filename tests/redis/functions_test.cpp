@@ -192,3 +192,46 @@ TEST_CASE("a library call answers by its own program and reply, whatever the cal
   }
   CHECK(command_calls(redis, "evalsha") == 0);
 }
+
+// What the client sends is checked before anything is written, also what a library keeps: a
+// rule program is decoded once per server, and a rule naming a counter the call has not would
+// read another call's totals.
+TEST_CASE("a decide call with a malformed program or counter set is refused, nothing written",
+          "[redis][scripts][functions][standalone]") {
+  RedisServer server;
+  Redis redis(server.options());
+  LimitCounter limits(redis, limitcounter::Calendar("UTC"));
+  const limitcounter::Rule day =
+      limitcounter::Rule("day").where("merchant").per(limitcounter::Period::day).max_amount(1000);
+  const Transaction tx{"malformed", {{"merchant", "m"}}, 10};
+  const auto context = limitcounter::testing::decide_context(limits, limitcounter::Clock::now());
+  auto call =
+      limitcounter::detail::build_decide(limitcounter::LimitOp::consume, tx, {}, {&day}, context);
+  const std::vector<std::string> keys = call.keys; // record, counter set, counter, hold set
+  const auto nothing_written = [&] {
+    for (const std::string& key : keys) {
+      INFO(key);
+      CHECK(redis.command({"EXISTS", key}).as_integer() == 0);
+    }
+  };
+
+  SECTION("a rule naming counter 2 of 1") {
+    std::string& program = call.args.at(6);
+    // ... r = 1, then the rule: its counter (a fixint), max count -1, max amount (an int64)
+    REQUIRE(program.size() > 11);
+    REQUIRE(program[program.size() - 11] == '\x01');
+    program[program.size() - 11] = '\x02';
+    const limitcounter::Error error = limitcounter::testing::error_of(
+        [&] { redis.eval(limitcounter::scripts::limit, call.keys, call.args); });
+    CHECK_THAT(error.what(), Catch::Contains("names counter 2 of 1"));
+    nothing_written();
+  }
+  SECTION("a counter set's text without its expiry") {
+    std::string& text = call.args.at(11);
+    text = "1" + text.substr(text.find('\n'));
+    const limitcounter::Error error = limitcounter::testing::error_of(
+        [&] { redis.eval(limitcounter::scripts::limit, call.keys, call.args); });
+    CHECK_THAT(error.what(), Catch::Contains("has no expiry"));
+    nothing_written();
+  }
+}
