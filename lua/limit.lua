@@ -93,6 +93,12 @@
 --   an expired hold never denies); never by check. When several sets are sent, each is read
 --   (and checked) before the first record is written.
 --
+-- op one: a host's lone consume (one transaction, program and counter set), without the arguments
+--   that say so: ARGV[2] now, [3] record expiry, [4] the program, [5] its rules' names, [6] the
+--   counter set's name, [7] its text, [8] fingerprint, [9] amount, [10] fields. KEYS and reply
+--   as op consume's. (Each argument costs Redis about 1,000 instructions a call.) Its record
+--   expiry is checked after the record is written (see consume_alone).
+--
 -- The reversals take KEYS[1] the record, then the keys it touches: its counter set (in its slot,
 -- counter_set_prefix), the set's counters and hold sets (else {"needs", key...}, see Keys).
 -- A refund, confirm or cancel of an id whose record is gone (past its replay horizon) may bring
@@ -397,11 +403,26 @@ local function decode_program(bytes)
   if not program then
     local w = cmsgpack.unpack(bytes)
     local c = w[2]
+    -- Checked once, here, so that a decision never fails after its call's first write (a batch
+    -- decides transactions one after the other): what PEXPIREAT and the rules' sums take.
+    if type(w[1]) ~= 'number' or type(c) ~= 'number' or type(w[3 + 2 * c]) ~= 'number' then
+      error('limit: a rule program without its counts: ' .. tostring(w[1]) .. ' ' .. tostring(c))
+    end
     program = {h = w[1], c = c, fields = 2 + c, w = w, r = w[3 + 2 * c], rules = 4 + 2 * c}
+    for j = 1, c do
+      if not string.find(tostring(w[2 + j]), '^%d+$') or type(w[2 + c + j]) ~= 'number' then
+        error('limit: a rule program gives counter ' .. j .. ' the key expiry ' ..
+          tostring(w[2 + j]) .. ' and field ' .. tostring(w[2 + c + j]))
+      end
+    end
     for base = program.rules, program.rules + 3 * (program.r - 1), 3 do
       local j = w[base] -- (a rule's counter: the decision reads totals 1..c only)
       if type(j) ~= 'number' or j < 0 or j > c then
         error('limit: a rule program names counter ' .. tostring(j) .. ' of ' .. c)
+      end
+      if type(w[base + 1]) ~= 'number' or type(w[base + 2]) ~= 'number' then
+        error('limit: a rule program gives a rule the limits ' .. tostring(w[base + 1]) ..
+          ' and ' .. tostring(w[base + 2]))
       end
     end
     if decoded_count == 64 then
@@ -412,13 +433,32 @@ local function decode_program(bytes)
   return program
 end
 
--- The rule programs of a decide call (ARGV[6] and on) and their rules' names, by the programs'
--- numerals, and where the counter sets' arguments start.
+-- The names of a program's r rules, as a list, from their text; split once by a library (at
+-- most 64 texts kept, as programs) and checked to be r before anything is written: a denial
+-- that found no name would fail after a batch's earlier writes.
+local name_lists, name_list_count = {}, 0
+local function rule_names(text, r)
+  local list = name_lists[text]
+  if not list then
+    list = words(text)
+    if name_list_count == 64 then
+      name_lists, name_list_count = {}, 0
+    end
+    name_lists[text], name_list_count = list, name_list_count + 1
+  end
+  if #list ~= r then
+    error('limit: a rule program of ' .. r .. ' rules comes with the names "' .. text .. '"')
+  end
+  return list
+end
+
+-- The rule programs of a decide call (ARGV[6] and on) and their rules' names (lists), by the
+-- programs' numerals, and where the counter sets' arguments start.
 local function read_programs()
   local programs, names, at = {}, {}, 7
   for p = 1, ARGV[6] + 0 do
-    local name = numeral(p)
-    programs[name], names[name] = decode_program(ARGV[at]), ARGV[at + 1]
+    local name, program = numeral(p), decode_program(ARGV[at])
+    programs[name], names[name] = program, rule_names(ARGV[at + 1], program.r)
     at = at + 2
   end
   return programs, names, at
@@ -487,15 +527,34 @@ local function denial_text(set, denied, metric)
   elseif metric == 2 then
     used = amounts[j]
   end
-  return words(set.names)[denied] .. ' ' .. string.sub('cas', metric, metric) .. ' ' ..
+  return set.names[denied] .. ' ' .. string.sub('cas', metric, metric) .. ' ' ..
     string.format('%d', limit) .. ' ' .. string.format('%d', used)
 end
 
--- The name a record gives the set's counters: kept (once a call) before the first record
--- names it, so that its only failure (names colliding) writes nothing else.
+-- Reads counter set `set` (once a call; a set without counters is never kept) before the
+-- call's first write that comes before a record naming it: a set of another text under its
+-- name, or a text without its expiry, fails there, having written nothing. set.stored: whether
+-- it is there. (A call of several transactions reads its sets before the first is decided; a
+-- call of one, before its hold sets are swept or its record written: a denial reads none.)
+local function read_counter_set(set)
+  if set.stored ~= nil or set.program.c == 0 then
+    return
+  end
+  local key = KEYS[set.k]
+  set.stored = stored_counter_set(key, set.text) and true or false
+  if not set.stored then
+    counter_set_expiry(key, set.text)
+  end
+end
+
+-- The name a record gives the set's counters: the set stored (once a call) before the first
+-- record names it.
 local function kept_counter_set(set)
   if not set.kept then
-    keep_counter_set(KEYS[set.k], set.text)
+    read_counter_set(set)
+    if not set.stored then
+      redis.call('SET', KEYS[set.k], set.text, 'PXAT', counter_set_expiry(KEYS[set.k], set.text))
+    end
     set.kept = set.name
   end
   return set.kept
@@ -522,24 +581,24 @@ end
 
 -- A record whose expiry (ms, the client's clock plus the replay horizon) is not after the
 -- server's clock would be gone at once (SET ... PXAT stores nothing) and a retry would count
--- again: refused before anything is written.
+-- again: refused, having written nothing. `time`: the server's TIME, if read.
+local function refuse_gone_record(expiry, time)
+  time = time or redis.call('TIME')
+  error('limit: a record expiring at ' .. expiry .. ' ms would be gone at once: the server\'s ' ..
+    'clock says ' .. string.format('%d', time[1] * 1000 + math.floor(time[2] / 1000)) .. ' ms ' ..
+    '(the client\'s clock is a replay horizon or more behind the server\'s)')
+end
+
+-- Refuses a record expiry that is no time, or past by the server's clock (refuse_gone_record),
+-- before anything is written. (A lone consume checks its record after writing it instead, one
+-- command less: consume_alone.)
 local function refuse_past_expiry(expiry)
-  local time = redis.call('TIME')
-  -- (the seconds compared as text unless they are the same: digits of one length compare as
-  -- their numbers, and a conversion costs more than a comparison)
-  local seconds, expiry_seconds = time[1], string.sub(expiry, 1, -4)
-  local past, server_ms
-  if #expiry_seconds == #seconds and expiry_seconds ~= seconds then
-    past = expiry_seconds < seconds
-  else
-    server_ms = seconds * 1000 + math.floor(time[2] / 1000)
-    past = expiry + 0 <= server_ms
+  if not string.find(expiry, '^%d+$') then -- (else SET ... PXAT would fail after other writes)
+    error('limit: the record expiry ' .. expiry .. ' is not a time in ms')
   end
-  if past then
-    server_ms = server_ms or seconds * 1000 + math.floor(time[2] / 1000)
-    error('limit: a record expiring at ' .. expiry .. ' ms would be gone at once: the server\'s ' ..
-      'clock says ' .. string.format('%d', server_ms) .. ' ms (the client\'s clock is a replay ' ..
-      'horizon or more behind the server\'s)')
+  local time = redis.call('TIME')
+  if expiry + 0 <= time[1] * 1000 + math.floor(time[2] / 1000) then
+    refuse_gone_record(expiry, time)
   end
 end
 
@@ -799,12 +858,11 @@ local function reversals()
     store(key, r)
   end
 
-  -- Releases up to 64 expired members of the hold set of `entry`'s counter (`hold`): gives each
-  -- one's count and amount back to its field of that counter (if the window's key is still
-  -- there) and removes it; their records are left as they are (prepare reads a reservation
-  -- without members as given back). Returns how many it released (64: there may be more).
-  local function release_expired_holds(hold, entry, now)
-    local expired = redis.call('ZRANGEBYSCORE', hold, '-inf', now, 'LIMIT', '0', '64')
+  -- Releases the expired members (`expired`, up to 64) of the hold set of `entry`'s counter
+  -- (`hold`): gives each one's count and amount back to its field of that counter
+  -- (if the window's key is still there) and removes it; their records are left as they are
+  -- (prepare reads a reservation without members as given back).
+  local function release_expired_holds(hold, entry, expired)
     local exists = #expired > 0 and counter_key_exists(entry.key)
     for _, member in ipairs(expired) do
       local amount, field = string.match(member, '^%S+ (%d+) (%S+)$')
@@ -814,20 +872,44 @@ local function reversals()
       end
       redis.call('ZREM', hold, member)
     end
-    return #expired
   end
 
   -- Releases the expired holds of counter set `set`'s hold sets (counter j's is
-  -- KEYS[set.holds + j]): every one of them when `all` (an expired hold must never deny), else up
-  -- to 64 per set. Returns how many.
+  -- KEYS[set.holds + j]): every one of them when `all` (a denial: an expired hold must never
+  -- deny), else up to 64 per set (a reserve, before it writes anything). Returns how many.
+  -- Every hold set is read before the first release, and the counter set too (read_counter_set:
+  -- the record written after the sweep names it). A hold set that is not a sorted set (a hand
+  -- edit) fails a reserve then, having written nothing; a denial, which may come after a
+  -- batch's earlier writes, leaves it alone (logged), as holding nothing expired.
   local function release_all_expired(set, now, all)
-    local released = 0
-    for j = 1, set.program.h do
+    local h, first, found = set.program.h, {}, 0
+    for j = 1, h do
       local hold = KEYS[set.holds + j]
-      repeat
-        local batch = release_expired_holds(hold, set.entries[j], now)
-        released = released + batch
-      until not all or batch < 64
+      local expired = redis.pcall('ZRANGEBYSCORE', hold, '-inf', now, 'LIMIT', '0', '64')
+      if expired.err and not all then
+        error(expired)
+      elseif expired.err then
+        redis.log(redis.LOG_WARNING, 'limit: ' .. hold .. ' is not a hold set, left alone: ' ..
+          expired.err)
+        expired = {}
+      end
+      first[j], found = expired, found + #expired
+    end
+    if found == 0 then
+      return 0
+    end
+    read_counter_set(set)
+    local released = 0
+    for j = 1, h do
+      local hold, expired = KEYS[set.holds + j], first[j]
+      while true do
+        release_expired_holds(hold, set.entries[j], expired)
+        released = released + #expired
+        if not all or #expired < 64 then
+          break
+        end
+        expired = redis.call('ZRANGEBYSCORE', hold, '-inf', now, 'LIMIT', '0', '64')
+      end
     end
     return released
   end
@@ -1104,10 +1186,10 @@ end
 
 -- Decides one transaction and emits its reply. Its counters' cells must be cached: decide_all
 -- runs read_ahead for every call first, and nothing drops a cached cell (writes go in place).
-local function decide(record, set, fingerprint, amount_text, fields_word, kind, now, record_expiry,
-                      hold_expiry, swept)
+local function decide(record, set, fingerprint, amount_text, amount, fields_word, kind, now,
+                      record_expiry, hold_expiry, swept)
   local program = set.program
-  local c, amount = program.c, amount_text + 0 -- (one strtod; tonumber takes two)
+  local c = program.c
   local first
   if kind == 'check' then -- writes nothing, so reads the record first
     first = load(record)
@@ -1137,10 +1219,9 @@ local function decide(record, set, fingerprint, amount_text, fields_word, kind, 
   end
   -- A consume sweeps expired holds only when they could be what stands in its way, then decides
   -- again (an expired hold never denies).
-  if denied ~= 0 and not swept and
-    reversals().release_all_expired(set, now, true) > 0 then
-    return decide(record, set, fingerprint, amount_text, fields_word, kind, now, record_expiry,
-      hold_expiry, true)
+  if denied ~= 0 and not swept and reversals().release_all_expired(set, now, true) > 0 then
+    return decide(record, set, fingerprint, amount_text, amount, fields_word, kind, now,
+      record_expiry, hold_expiry, true)
   end
   local text, kept
   if denied ~= 0 then
@@ -1200,9 +1281,13 @@ local function decide(record, set, fingerprint, amount_text, fields_word, kind, 
   end
 end
 
--- What consume_alone did before it left a call to decide_all (see there): the server's clock
--- checked (the call's record expiry is not past), and counter j's cell read, in alone_cells[j].
-local alone_checked, alone_cells = false, {}
+-- What consume_alone read before it left a call to decide_all (see there): counter j's cell,
+-- in alone_cells[j], when alone_read.
+local alone_read, alone_cells = false, {}
+
+-- The amounts of a decide call's transactions, as numbers (read_ahead checks and converts each
+-- one once; entries 1..n are written before they are read).
+local tx_amounts = {}
 
 -- Reads, with one HMGET per counter key (up to 256 fields each), every counter field the n
 -- transactions from tx[a] on move, before the first of them is decided: `decide` then finds
@@ -1216,21 +1301,29 @@ local function read_ahead(sets, only_set, tx, a, n)
     local program = only_set.program
     entries, c, w, fields_at = only_set.entries, program.c, program.w, program.fields
   end
-  for _ = 1, n do
+  for i = 1, n do
     local f = a
     if not only_set then
       local set = sets[tx[a]]
+      if not set then
+        error('limit: transaction ' .. i .. ' names counter set ' .. tostring(tx[a]))
+      end
       local program = set.program
       entries, c, w, fields_at = set.entries, program.c, program.w, program.fields
       f = a + 1
     end
+    -- (its record's parts, checked here: a later transaction's failure would come after an
+    -- earlier one's writes. By Lua's own checks, the cheapest: an amount that is no number fails
+    -- its conversion, a fingerprint that is no text its concatenation; decide_all names it.)
+    tx_amounts[i] = tx[f + 1] + 0
+    local _ = tx[f] .. ''
     local word = tx[f + 2]
     local fields = c > 1 and split_word(word)
     for j = 1, c do
       local entry, field = entries[j], fields and fields[w[fields_at + j]] or word
       local cells = entry.fields
       if cells[field] == nil and n == 1 then -- (nothing to gather: one HGET a counter)
-        cells[field] = alone_checked and alone_cells[j] or
+        cells[field] = alone_read and alone_cells[j] or
           parse_counter(redis.call('HGET', entry.key, field))
       elseif cells[field] == nil then
         cells[field] = false -- (asked; the HMGET below fills it)
@@ -1259,6 +1352,21 @@ local function read_ahead(sets, only_set, tx, a, n)
   end
 end
 
+-- Raises the error that names the first of the n transactions from tx[a] on (a set number
+-- first when not only_set) whose fingerprint is no text or whose amount is no number, if any:
+-- when read_ahead failed.
+local function name_bad_transaction(only_set, tx, a, n)
+  for i = 1, n do
+    local f = only_set and a or a + 1
+    local fingerprint = type(tx[f])
+    if (fingerprint ~= 'string' and fingerprint ~= 'number') or not tonumber(tx[f + 1]) then
+      error('limit: transaction ' .. i .. ' has the fingerprint ' .. tostring(tx[f]) ..
+        ' and the amount ' .. tostring(tx[f + 1]))
+    end
+    a = f + 3
+  end
+end
+
 -- Decides the call's n transactions, emitting their replies.
 local function decide_all(kind)
   local n = ARGV[2] + 0
@@ -1266,15 +1374,17 @@ local function decide_all(kind)
   local sets, only_set, a = read_sets(programs, names, at, n + 1)
   local now, record_expiry, hold_expiry = ARGV[3], ARGV[4], ARGV[5]
   if kind ~= 'check' then
-    if not alone_checked then
-      refuse_past_expiry(record_expiry)
+    refuse_past_expiry(record_expiry)
+    -- Everything that can fail is read and checked before the first record: the times each
+    -- transaction's writes take, every counter set (read_ahead then reads every counter and
+    -- checks each transaction's arguments).
+    if not string.find(now, '^%d+$') or
+      (kind == 'reserve' and not string.find(hold_expiry, '^%d+$')) then
+      error('limit: now ' .. now .. ' and hold expiry ' .. hold_expiry .. ' are not times in ms')
     end
-    if not only_set then
-      -- (one set's is read before its first record is written; several sets' before any)
+    if n > 1 then
       for _, set in pairs(sets) do
-        if set.program.c > 0 and not stored_counter_set(KEYS[set.k], set.text) then
-          counter_set_expiry(KEYS[set.k], set.text) -- (keep_counter_set's other failure)
-        end
+        read_counter_set(set)
       end
     end
   end
@@ -1282,48 +1392,65 @@ local function decide_all(kind)
   if op == 'batch' then
     tx, a = cmsgpack.unpack(ARGV[a]), 1
   end
-  read_ahead(sets, only_set, tx, a, n)
+  local read, failure = pcall(read_ahead, sets, only_set, tx, a, n)
+  if not read then
+    name_bad_transaction(only_set, tx, a, n)
+    error(failure, 0)
+  end
   for i = 1, n do
     local set, f = only_set, a
     if not set then
       set, f = sets[tx[a]], a + 1
     end
-    decide(KEYS[i], set, tx[f], tx[f + 1], tx[f + 2], kind, now, record_expiry, hold_expiry)
+    decide(KEYS[i], set, tx[f], tx[f + 1], tx_amounts[i], tx[f + 2], kind, now, record_expiry,
+      hold_expiry)
     a = f + 3
   end
   out[out_n + 1] = nil
   return out
 end
 
--- A host's single consume (op consume of one transaction under one program and one counter set:
--- ARGV[2], [6], [9] and [10] are '1'), decided without the cache and lists a call of many builds,
+-- A host's single consume (op one), decided without the cache and lists a call of many builds,
 -- when it is the common case: allowed, a first decision, no total near 2^53. It decides by the
 -- same rules and writes the same record and counters as decide_all. Anything else returns nil
--- having written nothing (but the counter set, which decide_all writes first too), and the
--- call goes on in decide_all with what this read (alone_checked, alone_cells).
+-- having written nothing, and the call goes on in decide_all as op consume (consume_args) with
+-- the cells this read (alone_read, alone_cells).
+-- Its record expiry is checked after the record is written, with no TIME: Redis drops a key
+-- SET with an expiry its clock has passed at once, so the record is not there, and the call
+-- fails before it writes anything else (that SET left nothing).
 local function consume_alone()
-  local program = decode_program(ARGV[7])
+  local program = decode_program(ARGV[4])
   local c, w, at = program.c, program.w, program.fields
-  local record_expiry, fingerprint, amount_text, fields_word = ARGV[4], ARGV[13], ARGV[14], ARGV[15]
-  local amount = amount_text + 0 -- (one strtod; tonumber takes two)
-  refuse_past_expiry(record_expiry)
+  local record, record_expiry = KEYS[1], ARGV[3]
+  local fingerprint, amount_text, fields_word = ARGV[8], ARGV[9], ARGV[10]
+  local amount = tonumber(amount_text)
+  if not amount then
+    return nil -- (decide_all names it)
+  end
   local fields = c > 1 and split_fields(fields_word)
   for j = 1, c do -- (KEYS: the record, the counter set, the c counters, their hold sets)
     local field = fields and fields[w[at + j]] or fields_word
     local cell = parse_counter(redis.call('HGET', KEYS[2 + j], field))
     alone_cells[j], counts[j], amounts[j] = cell, cell[1], cell[2]
   end
-  alone_checked = true
+  alone_read = true
   if first_denial(program, amount) ~= 0 or overflowing(c, amount) then
     return nil
   end
-  local kept = c > 0 and ARGV[11]
-  if kept then
-    keep_counter_set(KEYS[2], ARGV[12])
+  -- the counter set read (a collision fails here) before the record, stored after it
+  local kept, set_expiry = c > 0 and ARGV[6], nil
+  if kept and not stored_counter_set(KEYS[2], ARGV[7]) then
+    set_expiry = counter_set_expiry(KEYS[2], ARGV[7])
   end
-  if redis.pcall('SET', KEYS[1], consumed_text(fingerprint, amount_text, kept, fields_word), 'NX',
+  if redis.pcall('SET', record, consumed_text(fingerprint, amount_text, kept, fields_word), 'NX',
     'GET', 'PXAT', record_expiry) then
-    return nil -- decided before (or not this script's record): decide_all answers it
+    return nil -- decided before, not this script's record, or no expiry: decide_all answers it
+  end
+  if redis.call('EXISTS', record) == 0 then
+    refuse_gone_record(record_expiry)
+  end
+  if set_expiry then
+    redis.call('SET', KEYS[2], ARGV[7], 'PXAT', set_expiry)
   end
   out[1], out[2] = code_allowed, c
   for j = 1, c do
@@ -1338,13 +1465,20 @@ local function consume_alone()
   return out
 end
 
+-- The arguments of op one as op consume's: one transaction, program, counter set (see the
+-- contract), no hold expiry.
+local function consume_args()
+  return {'consume', '1', ARGV[2], ARGV[3], '', '1', ARGV[4], ARGV[5], '1', '1', ARGV[6], ARGV[7],
+          ARGV[8], ARGV[9], ARGV[10]}
+end
+
 local function run()
-  if op == 'consume' and ARGV[2] == '1' and ARGV[6] == '1' and ARGV[9] == '1' and
-    ARGV[10] == '1' then
+  if op == 'one' then
     local reply = consume_alone()
     if reply then
       return reply
     end
+    ARGV, op = consume_args(), 'consume'
   end
   if op == 'consume' or op == 'reserve' or op == 'check' then
     return decide_all(op)
@@ -1371,7 +1505,7 @@ local function main()
   counters, counter_keys, split_words = nil, nil, nil
   out_n = 0
   declared = nil
-  alone_checked = false
+  alone_read = false
   local ok, result = pcall(run)
   if not ok then
     if type(result) == 'table' and result.needs then

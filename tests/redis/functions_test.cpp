@@ -3,7 +3,10 @@
 // refuses FCALL or FUNCTION LOAD (renamed away, an ACL without them).
 #include <catch2/catch.hpp>
 
+#include <cstdint>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -13,6 +16,7 @@
 #include <limitcounter/rule.hpp>
 
 #include "limit_counter/codec/decide_arguments.hpp"
+#include "limit_counter/codec/decide_batch.hpp"
 #include "limitcounter/detail/lua_scripts.hpp"
 #include "support/probe.hpp"
 #include "support/redis_server.hpp"
@@ -193,25 +197,42 @@ TEST_CASE("a library call answers by its own program and reply, whatever the cal
   CHECK(command_calls(redis, "evalsha") == 0);
 }
 
+// Decide calls built by hand, to be sent as they are or spoilt: a day's limit of 1000 per
+// merchant, on a server of their own.
+struct HandBuiltCalls {
+  RedisServer server;
+  Redis redis{server.options()};
+  LimitCounter limits{redis, limitcounter::Calendar("UTC")};
+  const limitcounter::Rule day =
+      limitcounter::Rule("day").where("merchant").per(limitcounter::Period::day).max_amount(1000);
+  const limitcounter::detail::DecideContext context =
+      limitcounter::testing::decide_context(limits, limitcounter::Clock::now());
+};
+
 // What the client sends is checked before anything is written, also what a library keeps: a
 // rule program is decoded once per server, and a rule naming a counter the call has not would
 // read another call's totals.
-TEST_CASE("a decide call with a malformed program or counter set is refused, nothing written",
-          "[redis][scripts][functions][standalone]") {
-  RedisServer server;
-  Redis redis(server.options());
-  LimitCounter limits(redis, limitcounter::Calendar("UTC"));
-  const limitcounter::Rule day =
-      limitcounter::Rule("day").where("merchant").per(limitcounter::Period::day).max_amount(1000);
+TEST_CASE_METHOD(
+    HandBuiltCalls,
+    "a decide call with a malformed program or counter set is refused, nothing written",
+    "[redis][scripts][functions][standalone]") {
   const Transaction tx{"malformed", {{"merchant", "m"}}, 10};
-  const auto context = limitcounter::testing::decide_context(limits, limitcounter::Clock::now());
   auto call =
       limitcounter::detail::build_decide(limitcounter::LimitOp::consume, tx, {}, {&day}, context);
   const std::vector<std::string> keys = call.keys; // record, counter set, counter, hold set
-  const auto nothing_written = [&] {
-    for (const std::string& key : keys) {
-      INFO(key);
-      CHECK(redis.command({"EXISTS", key}).as_integer() == 0);
+  // refused as a call of many would be, and as a lone consume (op one), nothing written: the
+  // keys `absent` are still not there
+  const auto refused = [&](const std::string& why, const std::vector<std::string>& absent) {
+    for (const auto& args :
+         {call.args, limitcounter::detail::lone_consume_args(std::vector(call.args))}) {
+      INFO(args.front());
+      const limitcounter::Error error = limitcounter::testing::error_of(
+          [&] { redis.eval(limitcounter::scripts::limit, call.keys, args); });
+      CHECK_THAT(error.what(), Catch::Contains(why));
+      for (const std::string& key : absent) {
+        INFO(key);
+        CHECK(redis.command({"EXISTS", key}).as_integer() == 0);
+      }
     }
   };
 
@@ -221,17 +242,96 @@ TEST_CASE("a decide call with a malformed program or counter set is refused, not
     REQUIRE(program.size() > 11);
     REQUIRE(program[program.size() - 11] == '\x01');
     program[program.size() - 11] = '\x02';
-    const limitcounter::Error error = limitcounter::testing::error_of(
-        [&] { redis.eval(limitcounter::scripts::limit, call.keys, call.args); });
-    CHECK_THAT(error.what(), Catch::Contains("names counter 2 of 1"));
-    nothing_written();
+    refused("names counter 2 of 1", keys);
   }
   SECTION("a counter set's text without its expiry") {
     std::string& text = call.args.at(11);
     text = "1" + text.substr(text.find('\n'));
-    const limitcounter::Error error = limitcounter::testing::error_of(
-        [&] { redis.eval(limitcounter::scripts::limit, call.keys, call.args); });
-    CHECK_THAT(error.what(), Catch::Contains("has no expiry"));
-    nothing_written();
+    refused("has no expiry", keys);
+  }
+  SECTION("a counter set whose name holds another text") {
+    REQUIRE(redis.command({"SET", keys[1], "another set"}).as_string() == "OK");
+    refused("collide", {keys[0], keys[2], keys[3]});
+    CHECK(redis.command({"GET", keys[1]}).as_string() == "another set");
+  }
+}
+
+// A batch decides its transactions one after the other, so whatever would fail at a later one
+// (its arguments, a counter set, a hold set) is checked before the first one writes.
+TEST_CASE_METHOD(HandBuiltCalls,
+                 "a batch call fails before its first write, whichever transaction it fails at",
+                 "[redis][scripts][functions][standalone]") {
+  const auto batch_of = [&](std::int64_t first, std::int64_t second) {
+    limitcounter::detail::DecideBatch batch;
+    for (const auto& [id, amount] : {std::pair{"first", first}, std::pair{"second", second}}) {
+      auto call = limitcounter::detail::build_decide(limitcounter::LimitOp::consume,
+                                                     Transaction{id, {{"merchant", "m"}}, amount},
+                                                     {}, {&day}, context);
+      batch.add(std::move(call.keys), std::move(call.args));
+    }
+    return batch.take();
+  };
+  std::vector<std::string> keys;
+  std::vector<std::string> args;
+  std::tie(keys, args) = batch_of(10, 777);
+  // KEYS: the two records, the counter set, the counter, its hold set
+  REQUIRE(keys.size() == 5);
+  const auto run = [&] { return redis.eval(limitcounter::scripts::limit, keys, args); };
+  const auto no_record_nor_counter = [&] {
+    for (const std::string& key : {keys[0], keys[1], keys[3]}) {
+      INFO(key);
+      CHECK(redis.command({"EXISTS", key}).as_integer() == 0);
+    }
+  };
+
+  SECTION("the second transaction's amount is not a number") {
+    std::string& transactions = args.back(); // (MessagePack strings: "777" is there as it is)
+    const auto at = transactions.find("777");
+    REQUIRE(at != std::string::npos);
+    transactions.replace(at, 3, "7x7");
+    const limitcounter::Error error = limitcounter::testing::error_of(run);
+    CHECK_THAT(error.what(), Catch::Contains("transaction 2") && Catch::Contains("7x7"));
+    no_record_nor_counter();
+    CHECK(redis.command({"EXISTS", keys[2]}).as_integer() == 0);
+  }
+  SECTION("the first is denied, and the second's counter set name holds another text") {
+    std::tie(keys, args) = batch_of(2000, 10);
+    REQUIRE(redis.command({"SET", keys[2], "another set"}).as_string() == "OK");
+    const limitcounter::Error error = limitcounter::testing::error_of(run);
+    CHECK_THAT(error.what(), Catch::Contains("collide"));
+    no_record_nor_counter(); // (no denial record either)
+    CHECK(redis.command({"GET", keys[2]}).as_string() == "another set");
+  }
+  SECTION("the second is denied, and its hold set is not a sorted set") {
+    std::tie(keys, args) = batch_of(10, 2000);
+    REQUIRE(redis.command({"SET", keys[4], "not a hold set"}).as_string() == "OK");
+    // the denial's sweep leaves it alone, and both transactions are decided
+    const Reply reply = run();
+    REQUIRE(reply.as_array().size() == 10);
+    CHECK(reply.at(0).as_integer() == 1); // allowed: 1 counter, 1 and 10
+    CHECK(reply.at(3).as_integer() == 10);
+    CHECK(reply.at(4).as_integer() == 2); // denied: 1 counter, as found, rule 1, by amount
+    CHECK(reply.at(6).as_integer() == 1);
+    CHECK(reply.at(8).as_integer() == 1);
+    CHECK(redis.command({"GET", keys[0]}).as_string().rfind("c ", 0) == 0);
+    CHECK(redis.command({"GET", keys[1]}).as_string().rfind("d ", 0) == 0);
+    CHECK(redis.command({"GET", keys[4]}).as_string() == "not a hold set");
+  }
+}
+
+TEST_CASE_METHOD(HandBuiltCalls,
+                 "a reservation whose hold set is not a sorted set is refused, nothing written",
+                 "[redis][scripts][functions][standalone]") {
+  const auto call = limitcounter::detail::build_decide(limitcounter::LimitOp::reserve,
+                                                       Transaction{"held", {{"merchant", "m"}}, 10},
+                                                       {}, {&day}, context);
+  REQUIRE(call.keys.size() == 4); // record, counter set, counter, hold set
+  REQUIRE(redis.command({"SET", call.keys[3], "not a hold set"}).as_string() == "OK");
+  const limitcounter::Error error = limitcounter::testing::error_of(
+      [&] { redis.eval(limitcounter::scripts::limit, call.keys, call.args); });
+  CHECK_THAT(error.what(), Catch::Contains("WRONGTYPE"));
+  for (std::size_t k = 0; k < 3; ++k) {
+    INFO(call.keys[k]);
+    CHECK(redis.command({"EXISTS", call.keys[k]}).as_integer() == 0);
   }
 }

@@ -204,6 +204,17 @@ TEST_CASE("a decide call names every counter once and every rule", "[limit-codec
   }
 }
 
+TEST_CASE("a lone consume's call drops the arguments that say it is one", "[limit-codec]") {
+  const Example example;
+  LimitCall call = example.call();
+  const std::vector<std::string> full = call.args;
+  const std::vector<std::string> lone = limitcounter::detail::lone_consume_args(std::move(call.args));
+  // op one: now, record expiry, the program and its names, the counter set's name and text, the
+  // transaction's fingerprint, amount and fields (lua/limit.lua's contract)
+  CHECK(lone == std::vector<std::string>{"one", full[2], full[3], full[6], full[7], full[10],
+                                         full[11], full[12], full[13], full[14]});
+}
+
 TEST_CASE("a call built from a kept template is the call built afresh", "[limit-codec]") {
   // The rule set's args make a call's template reusable (one per thread and rules and windows).
   Example example;

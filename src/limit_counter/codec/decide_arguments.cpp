@@ -109,6 +109,20 @@ const std::string& decide_amount(const std::vector<std::string>& args) {
 
 const std::string& decide_record_expiry(const std::vector<std::string>& args) { return args.at(3); }
 
+std::vector<std::string> lone_consume_args(std::vector<std::string>&& args) {
+  using at = DecideLayout;
+  std::vector<std::string> lone;
+  lone.reserve(10);
+  lone.emplace_back("one");
+  // now, record expiry; the program, its names; the counter set's name, text; the transaction
+  for (const std::size_t from :
+       {std::size_t{2}, std::size_t{3}, at::program, at::program + 1, at::set + 1, at::set + 2,
+        at::transaction, at::transaction + 1, at::transaction + 2}) {
+    lone.push_back(std::move(args.at(from)));
+  }
+  return lone;
+}
+
 std::string append_original(std::vector<std::string>& args, const Transaction& original,
                             const std::vector<const Rule*>& window_rules,
                             const DecideContext& context) {

@@ -85,6 +85,11 @@ const std::string& decide_fingerprint(const std::vector<std::string>& args);
 const std::string& decide_amount(const std::vector<std::string>& args);
 const std::string& decide_record_expiry(const std::vector<std::string>& args);
 
+/// The arguments of lua/limit.lua's op one, a host's lone consume, from `args` of a consume
+/// call of one transaction built by `build_decide` (taken from it): the same, without the
+/// numbers of transactions, programs and counter sets (each 1) and the hold expiry.
+std::vector<std::string> lone_consume_args(std::vector<std::string>&& args);
+
 /// What a refund, confirm or cancel brings of the original transaction for when its record is
 /// gone (lua/limit.lua, ARGV[o..o+6]): appends them to `args` and returns the counter set key
 /// (KEYS[2]). The counters are those of `window_rules` (the rules in force now).

@@ -8,6 +8,7 @@
 
 #include <limitcounter/detail/lua_scripts.hpp>
 
+#include "limit_counter/codec/decide_arguments.hpp"
 #include "limit_counter/codec/decide_batch.hpp"
 #include "limit_counter/codec/decide_replies.hpp"
 #include "redis/operation_resends.hpp"
@@ -66,8 +67,11 @@ void LimitCounter::Impl::decide_remotely_merged(DecideItem& item) {
 
 void LimitCounter::Impl::decide_remotely(LimitOp op, DecideItem* const* items, std::size_t count) {
   if (count == 1 && items[0]->prepared.shares.empty()) {
-    // A lone call: no pipeline to build.
-    const ScriptCall& call = items[0]->prepared.call;
+    // A lone call: no pipeline to build; a consume's in the fewest arguments (op one).
+    ScriptCall& call = items[0]->prepared.call;
+    if (op == LimitOp::consume) {
+      call.args = detail::lone_consume_args(std::move(call.args));
+    }
     Reply reply;
     try {
       reply = redis_.eval(scripts::limit, call.keys, call.args, Resend::same_id);
