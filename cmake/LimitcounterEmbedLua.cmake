@@ -10,6 +10,8 @@
 # and set by the registered function's callback at each FCALL (Redis gives a function its keys
 # and arguments as parameters, and the full `redis` and the libraries only while it runs: a
 # library's chunk sees no global but a `redis` of register_function and log).
+# The library registers the same callback twice: as its own name, and as "<name>_ro" flagged
+# no-writes, which Redis runs also when its memory is full (scripts::<name>_read_only).
 #
 # A whole line "--#include <path>" (relative to DIRECTORY: shared/reversal_rules.lua) is
 # replaced by that file's text: scripts share Lua sources this way (docs/ARCHITECTURE.md,
@@ -64,7 +66,7 @@ function(limitcounter_embed_lua)
       string(REPLACE "redis" "server" callback_redis "${guarded}")
       # (named by the SHA1 of the whole library but its name: a change to the wrapper below
       # alone makes a new name too, never a library of the same name that differs)
-      set(library "#!lua name=@NAME@\n-- (the globals as they are when called: the full API while a function runs; a library's\n-- chunk sees only a `redis` of register_function and log, and no `string`)\nlocal function server_api()\n  return redis\nend\nlocal function string_library()\n  return string\nend\nlocal KEYS, ARGV, redis, string\n${prefix}${definitions}server_api().register_function('@NAME@', function(keys, args)\n  local server = server_api()\n  KEYS, ARGV, string = keys, args, string_library()\n  redis = ${callback_redis}\n  return main()\nend)\n")
+      set(library "#!lua name=@NAME@\n-- (the globals as they are when called: the full API while a function runs; a library's\n-- chunk sees only a `redis` of register_function and log, and no `string`)\nlocal function server_api()\n  return redis\nend\nlocal function string_library()\n  return string\nend\nlocal KEYS, ARGV, redis, string\n${prefix}${definitions}local function limitcounter_call(keys, args)\n  local server = server_api()\n  KEYS, ARGV, string = keys, args, string_library()\n  redis = ${callback_redis}\n  return main()\nend\nserver_api().register_function('@NAME@', limitcounter_call)\n-- (the same for the calls that write nothing: Redis runs a no-writes function also when its\n-- memory is full, where it refuses one that may write)\nserver_api().register_function({function_name = '@NAME@_ro', callback = limitcounter_call,\n                                flags = {'no-writes'}})\n")
       string(SHA1 library_sha1 "${library}")
       string(SUBSTRING "${library_sha1}" 0 16 version)
       set(function_name "limitcounter_${name}_${version}")
@@ -79,6 +81,10 @@ function(limitcounter_embed_lua)
       message(FATAL_ERROR "${lua_file} contains the raw-string delimiter )LIMITCOUNTER_LUA\"")
     endif()
     string(APPEND body "inline constexpr Script ${name}{\"${name}\", R\"LIMITCOUNTER_LUA(${text})LIMITCOUNTER_LUA\", \"${sha1}\", R\"LIMITCOUNTER_LUA(${library})LIMITCOUNTER_LUA\", \"${function_name}\"};\n\n")
+    if(function_name)
+      # the same script, called by its library's no-writes function (not in `all`: one file)
+      string(APPEND body "inline constexpr Script ${name}_read_only{\"${name}_read_only\", ${name}.source, ${name}.sha1, ${name}.library, \"${function_name}_ro\", ${name}.function_name};\n\n")
+    endif()
     list(APPEND names "&${name}")
     set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${lua_file}")
   endforeach()

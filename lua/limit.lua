@@ -287,11 +287,14 @@ local function parse(text)
     return {state = 'pending', fp = '', amount = 0, refunded = 0, count_back = false, refunds = {}}
   end
   local w = words(text)
-  local r = {state = state_names[w[1]], fp = w[2], amount = tonumber(w[3]), refunded = 0,
-             count_back = false, refunds = {}}
+  -- (a word missing from a hand-edited record reads as '?', never an error: a batch may meet
+  -- it after an earlier transaction's writes)
+  local r = {state = state_names[w[1]] or '?', fp = w[2] or '?', amount = tonumber(w[3]),
+             refunded = 0, count_back = false, refunds = {}}
   if w[1] == 'd' then
     local metric = ({c = 'count', a = 'amount', s = 'single_amount'})[w[5]] or w[5]
-    r.denial = w[4] .. ' ' .. metric .. ' ' .. w[6] .. ' ' .. w[7]
+    r.denial = (w[4] or '?') .. ' ' .. (metric or '?') .. ' ' .. (w[6] or '?') .. ' ' ..
+      (w[7] or '?')
     return r
   end
   r.counters = w[4]
@@ -322,8 +325,10 @@ local function parse(text)
       else
         id, asked, given = string.match(token, '^R:(.*):(-?%d+):(%d+)$')
       end
-      r.refunds[id] = asked .. ':' .. given
-      r.refunded = r.refunded + tonumber(given)
+      if id then
+        r.refunds[id] = asked .. ':' .. given
+        r.refunded = r.refunded + tonumber(given)
+      end
     end
   end
   if full_refund then -- it gave all that was left: every refund after it gave nothing
@@ -335,6 +340,12 @@ end
 
 local function load(key)
   return parse(redis.pcall('GET', key))
+end
+
+-- Whether `text` is a time in ms that PXAT, PEXPIREAT and a score take: 1 to 18 digits, not 0
+-- (checked before a call's first write, as a command refusing it would fail after).
+local function is_time_ms(text)
+  return #text <= 18 and string.find(text, '^[1-9]%d*$') ~= nil
 end
 
 -- The counter set stored under `key`, checked to be `text` (nil if there is none yet). Two texts
@@ -352,7 +363,7 @@ end
 -- The expiry (ms, as text) of the counter set `text` that `key` is to hold.
 local function counter_set_expiry(key, text)
   local expiry = string.match(text, '^%d+ (%d+)')
-  if not expiry then
+  if not expiry or not is_time_ms(expiry) then
     error('limit: the counter set ' .. key .. ' has no expiry in its text') -- (a client's bug)
   end
   return expiry
@@ -410,7 +421,7 @@ local function decode_program(bytes)
     end
     program = {h = w[1], c = c, fields = 2 + c, w = w, r = w[3 + 2 * c], rules = 4 + 2 * c}
     for j = 1, c do
-      if not string.find(tostring(w[2 + j]), '^%d+$') or type(w[2 + c + j]) ~= 'number' then
+      if not is_time_ms(tostring(w[2 + j])) or type(w[2 + c + j]) ~= 'number' then
         error('limit: a rule program gives counter ' .. j .. ' the key expiry ' ..
           tostring(w[2 + j]) .. ' and field ' .. tostring(w[2 + c + j]))
       end
@@ -482,6 +493,9 @@ local function read_sets(programs, names, at, k)
                         text = ARGV[at + 3], k = k, entries = entries, holds = k + program.c}
     at = at + 3
     k = k + 1 + program.c + program.h
+  end
+  if #KEYS ~= k - 1 then -- (a key missing would fail at its first use, perhaps after a write)
+    error('limit: ' .. #KEYS .. ' keys where the call names ' .. (k - 1))
   end
   return sets, count == '1' and sets['1'] or nil, at + 1
 end
@@ -593,7 +607,7 @@ end
 -- before anything is written. (A lone consume checks its record after writing it instead, one
 -- command less: consume_alone.)
 local function refuse_past_expiry(expiry)
-  if not string.find(expiry, '^%d+$') then -- (else SET ... PXAT would fail after other writes)
+  if not is_time_ms(expiry) then -- (else SET ... PXAT would fail after other writes)
     error('limit: the record expiry ' .. expiry .. ' is not a time in ms')
   end
   local time = redis.call('TIME')
@@ -1370,6 +1384,9 @@ end
 -- Decides the call's n transactions, emitting their replies.
 local function decide_all(kind)
   local n = ARGV[2] + 0
+  if n ~= 1 and kind == 'reserve' then -- (a reserve sweeps before it writes: one a call)
+    error('limit: ' .. kind .. ' decides one transaction a call, not ' .. n)
+  end
   local programs, names, at = read_programs()
   local sets, only_set, a = read_sets(programs, names, at, n + 1)
   local now, record_expiry, hold_expiry = ARGV[3], ARGV[4], ARGV[5]
@@ -1378,8 +1395,7 @@ local function decide_all(kind)
     -- Everything that can fail is read and checked before the first record: the times each
     -- transaction's writes take, every counter set (read_ahead then reads every counter and
     -- checks each transaction's arguments).
-    if not string.find(now, '^%d+$') or
-      (kind == 'reserve' and not string.find(hold_expiry, '^%d+$')) then
+    if not is_time_ms(now) or (kind == 'reserve' and not is_time_ms(hold_expiry)) then
       error('limit: now ' .. now .. ' and hold expiry ' .. hold_expiry .. ' are not times in ms')
     end
     if n > 1 then
@@ -1415,9 +1431,11 @@ end
 -- same rules and writes the same record and counters as decide_all. Anything else returns nil
 -- having written nothing, and the call goes on in decide_all as op consume (consume_args) with
 -- the cells this read (alone_read, alone_cells).
--- Its record expiry is checked after the record is written, with no TIME: Redis drops a key
--- SET with an expiry its clock has passed at once, so the record is not there, and the call
--- fails before it writes anything else (that SET left nothing).
+-- Its record expiry is checked after the record is written, with no TIME: a key whose expiry
+-- has passed is gone to the next lookup (Redis's clock in a script is the call's start), so
+-- EXISTS does not find the record, and the call fails before it writes anything else (that
+-- SET left nothing). Its bound is the call's start where TIME's is the moment it is read: a
+-- record of either may expire a moment after the call, as a record always could.
 local function consume_alone()
   local program = decode_program(ARGV[4])
   local c, w, at = program.c, program.w, program.fields
@@ -1427,6 +1445,7 @@ local function consume_alone()
   if not amount then
     return nil -- (decide_all names it)
   end
+  rule_names(ARGV[5], program.r) -- (what a call of many checks, before anything is written)
   local fields = c > 1 and split_fields(fields_word)
   for j = 1, c do -- (KEYS: the record, the counter set, the c counters, their hold sets)
     local field = fields and fields[w[at + j]] or fields_word

@@ -124,8 +124,8 @@ LimitCounter::Impl::transaction_record(const std::string& transaction_id,
     if (std::find(record.records.begin(), record.records.end(), key) != record.records.end()) {
       continue;
     }
-    const Reply reply =
-        detail::eval_declaring(redis_, {&scripts::limit, {key}, {"inspect"}, Resend::same_id});
+    const Reply reply = detail::eval_declaring(
+        redis_, {&scripts::limit_read_only, {key}, {"inspect"}, Resend::same_id});
     if (detail::reply_status(reply) == detail::ReplyStatus::missing) {
       continue;
     }

@@ -83,14 +83,22 @@ TEST_CASE("every script that has a library loads under its versioned name and ru
   CHECK(by_function.debug_string().find("missing") != std::string::npos);
 }
 
-TEST_CASE("a library flushed from the server is loaded again, by a single call and a pipeline",
-          "[redis][scripts][functions][standalone]") {
+// A server of its own, its library loaded by one consume ("before-0") of 1000 a day per merchant.
+struct AfterOneConsume {
   RedisServer server;
-  Redis admin(server.options());
-  Redis redis(server.options());
-  LimitCounter limits(redis, limitcounter::Calendar("Asia/Shanghai"));
-  limit_merchants_per_day(limits);
-  consume_all(limits, "before", 1);
+  Redis admin{server.options()};
+  Redis redis{server.options()};
+  LimitCounter limits{redis, limitcounter::Calendar("Asia/Shanghai")};
+  AfterOneConsume() {
+    limit_merchants_per_day(limits);
+    consume_all(limits, "before", 1);
+  }
+};
+
+TEST_CASE_METHOD(
+    AfterOneConsume,
+    "a library flushed from the server is loaded again, by a single call and a pipeline",
+    "[redis][scripts][functions][standalone]") {
   CHECK(command_calls(admin, "fcall") >= 1);
   CHECK(command_calls(admin, "evalsha") == 0);
   const long long loads = command_calls(admin, "function|load");
@@ -145,6 +153,31 @@ TEST_CASE("a server that refuses FCALL or FUNCTION LOAD runs the scripts by EVAL
     CHECK(command_calls(admin, "evalsha") >= 3);
     CHECK(admin.command({"FUNCTION", "LIST"}).as_array().empty());
   }
+}
+
+// Redis refuses a function that may write when its memory is full (maxmemory, noeviction), as
+// it did not refuse a script by EVALSHA that only reads: a check and a record's inspection are
+// called by the library's no-writes function, and still answer.
+TEST_CASE_METHOD(AfterOneConsume,
+                 "when Redis's memory is full, a check and a record's inspection still answer",
+                 "[redis][scripts][functions][standalone]") {
+  REQUIRE(admin.command({"CONFIG", "SET", "maxmemory", "1"}).as_string() == "OK");
+  const Transaction next{"when-full", {{"merchant", "m"}}, 10};
+  const limitcounter::Decision check = limits.check(next);
+  CHECK(check.allowed());
+  CHECK(check.dry_run);
+  const auto record = limits.transaction_record("before-0");
+  REQUIRE(record);
+  CHECK(record->amount == 10);
+  // a consume is refused, having written nothing
+  const limitcounter::Error refused =
+      limitcounter::testing::error_of([&] { limits.consume(next); });
+  CHECK_THAT(refused.what(), Catch::Contains("OOM"));
+  CHECK(refused.outcome() == limitcounter::Outcome::failed);
+  REQUIRE(admin.command({"CONFIG", "SET", "maxmemory", "0"}).as_string() == "OK");
+  CHECK(amount_used(limits) == 10);
+  CHECK(!limits.transaction_record("when-full"));
+  CHECK(command_calls(admin, "evalsha") == 0);
 }
 
 // A library's chunk-level tables outlive a call: lua/limit.lua keeps decoded rule programs there
@@ -249,6 +282,16 @@ TEST_CASE_METHOD(
     text = "1" + text.substr(text.find('\n'));
     refused("has no expiry", keys);
   }
+  SECTION("times that PXAT would refuse: a counter set's expiry 0, a record's of 20 digits") {
+    std::string& text = call.args.at(11);
+    text = "1 0" + text.substr(text.find('\n'));
+    refused("has no expiry", keys);
+    call.args.at(11) =
+        limitcounter::detail::build_decide(limitcounter::LimitOp::consume, tx, {}, {&day}, context)
+            .args.at(11);
+    call.args.at(3) = "99999999999999999999";
+    refused("not a time in ms", keys);
+  }
   SECTION("a counter set whose name holds another text") {
     REQUIRE(redis.command({"SET", keys[1], "another set"}).as_string() == "OK");
     refused("collide", {keys[0], keys[2], keys[3]});
@@ -284,6 +327,12 @@ TEST_CASE_METHOD(HandBuiltCalls,
     }
   };
 
+  SECTION("a key short of what the call names") {
+    keys.pop_back();
+    const limitcounter::Error error = limitcounter::testing::error_of(run);
+    CHECK_THAT(error.what(), Catch::Contains("4 keys where the call names 5"));
+    no_record_nor_counter();
+  }
   SECTION("the second transaction's amount is not a number") {
     std::string& transactions = args.back(); // (MessagePack strings: "777" is there as it is)
     const auto at = transactions.find("777");

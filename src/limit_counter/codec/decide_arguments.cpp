@@ -111,16 +111,17 @@ const std::string& decide_record_expiry(const std::vector<std::string>& args) { 
 
 std::vector<std::string> lone_consume_args(std::vector<std::string>&& args) {
   using at = DecideLayout;
-  std::vector<std::string> lone;
-  lone.reserve(10);
-  lone.emplace_back("one");
+  // in place (each argument moves to a lower index than its own): no new vector
+  args.at(0) = "one";
+  std::size_t to = 1;
   // now, record expiry; the program, its names; the counter set's name, text; the transaction
   for (const std::size_t from :
        {std::size_t{2}, std::size_t{3}, at::program, at::program + 1, at::set + 1, at::set + 2,
         at::transaction, at::transaction + 1, at::transaction + 2}) {
-    lone.push_back(std::move(args.at(from)));
+    args[to++] = std::move(args.at(from));
   }
-  return lone;
+  args.resize(to);
+  return std::move(args);
 }
 
 std::string append_original(std::vector<std::string>& args, const Transaction& original,

@@ -16,6 +16,16 @@ namespace limitcounter {
 
 using detail::quoted_id;
 
+namespace {
+
+// The limit script as `op` calls it: a check writes nothing, so it is called by the library's
+// no-writes function, which Redis runs also when its memory is full.
+const Script& limit_script(LimitOp op) {
+  return op == LimitOp::check ? scripts::limit_read_only : scripts::limit;
+}
+
+} // namespace
+
 void LimitCounter::Impl::set_rules(RuleSet rules, std::uint64_t version) {
   // One object holds both, so a decision never pairs a set with another set's version.
   auto built = std::make_shared<RulesInForce>(RulesInForce{std::move(rules), version, nullptr});
@@ -149,7 +159,7 @@ LimitCounter::Impl::prepare_decide(LimitOp op, const Transaction& transaction, c
       auto call =
           detail::build_decide(op, transaction, matched.per_transaction, share_rules, context);
       prepared.shares.push_back(
-          {&scripts::limit, std::move(call.keys), std::move(call.args), Resend::same_id});
+          {&limit_script(op), std::move(call.keys), std::move(call.args), Resend::same_id});
       prepared.shapes.push_back(std::move(call.shape));
       prepared.share_tags.push_back(tag);
     }
@@ -157,7 +167,7 @@ LimitCounter::Impl::prepare_decide(LimitOp op, const Transaction& transaction, c
   }
   auto call =
       detail::build_decide(op, transaction, matched.per_transaction, matched.window, context);
-  prepared.call = {&scripts::limit, std::move(call.keys), std::move(call.args)};
+  prepared.call = {&limit_script(op), std::move(call.keys), std::move(call.args)};
   prepared.shapes.push_back(std::move(call.shape));
   return prepared;
 }

@@ -74,7 +74,7 @@ void LimitCounter::Impl::decide_remotely(LimitOp op, DecideItem* const* items, s
     }
     Reply reply;
     try {
-      reply = redis_.eval(scripts::limit, call.keys, call.args, Resend::same_id);
+      reply = redis_.eval(*call.script, call.keys, call.args, Resend::same_id);
     } catch (const Error& e) {
       fail_items(items, 1, e);
       return;
@@ -138,8 +138,7 @@ void LimitCounter::Impl::decide_in_one_slot(LimitOp op, DecideItem* const* items
     ScriptCall& call = items[i]->prepared.call;
     if (!batched) {
       first_of_call.push_back(i);
-      calls.push_back(
-          {&scripts::limit, std::move(call.keys), std::move(call.args), Resend::same_id});
+      calls.push_back({call.script, std::move(call.keys), std::move(call.args), Resend::same_id});
       continue;
     }
     if (batch.size() == 0) {
