@@ -90,7 +90,7 @@ function(limitcounter_embed_lua)
   endforeach()
   list(LENGTH names count)
   list(JOIN names ", " joined)
-  set(content "// Generated from lua/*.lua by cmake/LimitcounterEmbedLua.cmake. Do not edit.\n#pragma once\n\n#include <array>\n\n#include <limitcounter/script.hpp>\n\nnamespace limitcounter::scripts {\n\n${body}inline constexpr std::array<const Script*, ${count}> all{${joined}};\n\n} // namespace limitcounter::scripts\n")
+  set(content "// Generated from lua/*.lua by cmake/LimitcounterEmbedLua.cmake. Do not edit.\n#pragma once\n\n#include <array>\n\n#include <limitcounter/script.hpp>\n\n// (a script may be longer than the 65,536 characters the standard asks every compiler to take\n// in one literal; GCC and Clang take more, and -Wpedantic warns)\n#pragma GCC diagnostic push\n#pragma GCC diagnostic ignored \"-Woverlength-strings\"\n\nnamespace limitcounter::scripts {\n\n${body}inline constexpr std::array<const Script*, ${count}> all{${joined}};\n\n} // namespace limitcounter::scripts\n\n#pragma GCC diagnostic pop\n")
   # Written only when it changes, so that a reconfigure does not rebuild everything.
   set(old "")
   if(EXISTS "${ARG_OUTPUT}")
