@@ -3,27 +3,16 @@
 -- share a slot. One call decides; nothing is half done: every check runs before the first
 -- write. One call may decide several transactions (op batch), each on its own.
 --
--- Transaction record (string KEYS[1], words separated by spaces), kept for the replay
--- horizon (ARGV record expiry) whatever the windows (a reservation's too: its hold set member
--- says what to release when the record is gone):
---   <state> <fp> <amount> <counter set> [<fields>] [<hold expiry>] [^<reserved>] [!]
---   [<refund>]...
---   state: c consumed | r reserved | f confirmed | x cancelled | e expired | v voided;
---   fp: the client's digest of operation and attributes ('-' for a tombstone: a cancel that
---   came before its reserve, "x - 0 -"); a retry must bring the same fp and amount (the reserved
---   amount, ^<reserved>, of a reservation confirmed for less); counter set: the name of the
---   counter set (below) of the counters it moved, '-' for none (then no fields); fields: the
---   counters' hash fields (dimension values, which hold no ':' and no space), each distinct one
---   once, ':'-joined; hold expiry (ms, in base 36): reserved without counters only (with
---   counters, its members' score in the hold sets keeps it); '!': the count was given back
---   too (full refund); a refund: one per refund id, "<asked>:<given>" in the fewest characters
---   (a refunded record stays small): G:<id>:<given> (asked = given, as every refund with an
---   amount), '*' (the full refund: id '', asked -1; it gave the amount less every other
---   refund's given, as nothing was left after it), else R:<id>:<asked>:<given>. The amount
---   given back so far is the sum of the givens ('=<refunded>' of an earlier version's record
---   is ignored: the same sum).
---   A denial: d <fp> <amount> <rule> <metric> <limit> <used>, the first decision's denial
---   (metric: c count | a amount | s single_amount).
+-- Transaction record (string KEYS[1], the format of lua/shared/record.lua, which a cluster's home
+-- record shares), kept for the replay horizon (ARGV record expiry) whatever the windows (a
+-- reservation's too: its hold set member says what to release when the record is gone). This
+-- script writes the states c, r, f, x, e, v and d; fp '-' is a tombstone: a cancel that came
+-- before its reserve ("x - 0 -") or a void before its share ("v - 0 -"). A retry must bring the
+-- same fp and amount (the reserved amount, ^<reserved>, of a reservation confirmed for less).
+-- Fields: the counters' hash fields (dimension values, which hold no ':' and no space), each
+-- distinct one once; a record with counters keeps no hold expiry (its members' score in the
+-- hold sets keeps it). A record with a plan (P:) is a home record: read as pending, never
+-- written here.
 -- Counter set (string <counter-set prefix><name>): which counters a transaction moved but their
 --   fields, so that every transaction under the same rules and windows shares one:
 --   "<c> <expiry>\n" then c lines "<key> <i>" (the counter's field is the record's i-th field),
@@ -135,9 +124,11 @@
 -- op inspect: KEYS[1] a transaction's record of any kind (this script's, a home record of
 --   lua/transaction_home.lua); reads only, for operators.
 --   Reply: {"missing"} | {"record", expiry (unix ms, -1 for none), n, then n field/value pairs}:
---   a home record's fields as they are; of this script's record: state, amount, refunded, hexp,
---   denial, keys (the counters it moved, "<key> <field>" a line) and r:<refund id> (rf: the full
---   refund) = "<asked>:<given>".
+--   state, amount, refunded, hexp (a reservation's, or a pending one's), denial, a home
+--   record's plan (its share tags, a line each), begun and open (ms; open negative once closed),
+--   keys (the counters it moved, "<key> <field>" a line) and r:<refund id> (rf: the full
+--   refund) = "<asked>:<given>" in the order they were made; no field of a tombstone or of a
+--   hash (a home record of an unreleased format).
 
 -- (Locals of the globals used per transaction: an upvalue is cheaper to reach than a global,
 -- measured ~0.9 % of a 1-rule batch's server instructions: KEYS, ARGV, redis and string are
@@ -148,8 +139,6 @@
 -- library's chunk sees only `redis.register_function` and `redis.log`).
 local op
 local max_exact = 9007199254740991 -- 2^53 - 1: the largest integer a Lua number holds exactly
-local state_names = {c = 'consumed', r = 'reserved', f = 'confirmed', x = 'cancelled',
-                     e = 'expired', v = 'voided', d = 'denied'}
 
 -- Counter fields are read once and written once a call, however many of its transactions
 -- move them (a batch's shared merchant or channel counters): `counters` keeps what this call
@@ -225,24 +214,7 @@ local function flush_counters()
   end
 end
 
-local function words(text)
-  local parts = {}
-  for part in string.gmatch(text, '%S+') do
-    parts[#parts + 1] = part
-  end
-  return parts
-end
-
--- `n` (an integer, 0 <= n < 2^53) in base 36: 8 digits for a time in ms, where decimal takes 13.
-local function base36(n)
-  local digits = {}
-  repeat
-    local digit = n % 36
-    digits[#digits + 1] = string.sub('0123456789abcdefghijklmnopqrstuvwxyz', digit + 1, digit + 1)
-    n = (n - digit) / 36
-  until n == 0
-  return string.reverse(table.concat(digits))
-end
+--#include shared/record.lua
 
 -- The fields of a record's fields word (one field: the word itself).
 local function split_fields(word)
@@ -271,71 +243,24 @@ local function split_word(word)
   return fields
 end
 
--- A record as a table: state (a name), fp, amount, counters, hexp, refunded, count_back,
--- refunds (id -> "<asked>:<given>"), denial; nil if there is none.
--- `text` is what GET (or SET ... GET) answered, by redis.pcall.
+-- Record `text` as a table (parse_record), nil if there is none. `text` is what GET (or SET ...
+-- GET) answered, by redis.pcall. A cluster's home record (lua/transaction_home.lua, begun after
+-- the client found none) reads as a pending transaction of no fingerprint: a call of this script
+-- neither replays nor changes it.
 local function parse(text)
   if not text then
     return nil
   end
-  if type(text) == 'table' then
-    if string.sub(text.err or '', 1, 9) ~= 'WRONGTYPE' then
-      -- not a record (READONLY on a demoted master, OOM...): the caller's error, as it is
-      error(text)
-    end
-    -- a cluster's home record (lua/transaction_home.lua), begun after the client found none
-    return {state = 'pending', fp = '', amount = 0, refunded = 0, count_back = false, refunds = {}}
-  end
-  local w = words(text)
-  -- (a word missing from a hand-edited record reads as '?', never an error: a batch may meet
-  -- it after an earlier transaction's writes)
-  local r = {state = state_names[w[1]] or '?', fp = w[2] or '?', amount = tonumber(w[3]),
-             refunded = 0, count_back = false, refunds = {}}
-  if w[1] == 'd' then
-    local metric = ({c = 'count', a = 'amount', s = 'single_amount'})[w[5]] or w[5]
-    r.denial = (w[4] or '?') .. ' ' .. (metric or '?') .. ' ' .. (w[6] or '?') .. ' ' ..
-      (w[7] or '?')
+  local r = type(text) == 'string' and parse_record(text)
+  if r and not r.plan then
     return r
   end
-  r.counters = w[4]
-  local i = 5
-  if r.counters ~= '-' then
-    r.fields = w[5]
-    i = 6
+  if not r and string.sub(text.err or '', 1, 9) ~= 'WRONGTYPE' then
+    -- not a record (READONLY on a demoted master, OOM...): the caller's error, as it is
+    error(text)
   end
-  if w[1] == 'r' and r.counters == '-' then -- (else its hold sets' scores keep it)
-    r.hexp = tonumber(w[i], 36)
-    i = i + 1
-  end
-  local full_refund = false
-  for j = i, #w do
-    local token = w[j]
-    local head = string.sub(token, 1, 1)
-    if head == '^' then
-      r.requested = tonumber(string.sub(token, 2))
-    elseif head == '!' then
-      r.count_back = true
-    elseif head == '*' then
-      full_refund = true
-    elseif head ~= '=' then -- ('=<refunded>': a record of an earlier version; summed below)
-      local id, asked, given
-      if head == 'G' then
-        id, given = string.match(token, '^G:(.*):(%d+)$')
-        asked = given
-      else
-        id, asked, given = string.match(token, '^R:(.*):(-?%d+):(%d+)$')
-      end
-      if id then
-        r.refunds[id] = asked .. ':' .. given
-        r.refunded = r.refunded + tonumber(given)
-      end
-    end
-  end
-  if full_refund then -- it gave all that was left: every refund after it gave nothing
-    r.refunds[''] = '-1:' .. string.format('%d', r.amount - r.refunded)
-    r.refunded = r.amount
-  end
-  return r
+  return {state = 'pending', fp = '', amount = 0, refunded = 0, count_back = false, refunds = {},
+          refund_ids = {}}
 end
 
 local function load(key)
@@ -634,10 +559,8 @@ local function reversals()
 
 --#include shared/reversal_rules.lua
 
-  -- The inverse of state_names. (Written out, and made here: a table a call builds costs about
-  -- as much as one of its Redis commands, and a consume never writes a state by name.)
-  local state_codes = {consumed = 'c', reserved = 'r', confirmed = 'f', cancelled = 'x',
-                       expired = 'e', voided = 'v', denied = 'd'}
+  -- (Made here: a consume never writes a record by name.)
+--#include shared/record_edit.lua
 
   -- The keys the call declared, and what a reversal needs beyond them: a reversal learns the
   -- keys it touches from its record and counter set, and one the call did not declare ends the
@@ -699,34 +622,6 @@ local function reversals()
       return true
     end
     return redis.call('EXISTS', key) == 1
-  end
-
-  -- The text of record `r`.
-  local function record_text(r)
-    local w = {state_codes[r.state], r.fp, string.format('%d', r.amount), r.counters}
-    if r.fields then
-      w[#w + 1] = r.fields
-    end
-    if r.state == 'reserved' and r.counters == '-' then
-      w[#w + 1] = base36(r.hexp)
-    end
-    if r.requested then
-      w[#w + 1] = '^' .. string.format('%d', r.requested)
-    end
-    if r.count_back then
-      w[#w + 1] = '!'
-    end
-    for id, value in pairs(r.refunds) do
-      local asked, given = string.match(value, '^(-?%d+):(%d+)$')
-      if id == '' and asked == '-1' then
-        w[#w + 1] = '*'
-      elseif asked == given then
-        w[#w + 1] = 'G:' .. id .. ':' .. given
-      else
-        w[#w + 1] = 'R:' .. id .. ':' .. value
-      end
-    end
-    return table.concat(w, ' ')
   end
 
   -- Writes `r` back to `key`, keeping its expiry.
@@ -953,7 +848,7 @@ local function reversals()
       return nil, true
     end
     r = {state = 'consumed', fp = ARGV[o], amount = tonumber(ARGV[o + 1]), counters = '-',
-         refunded = 0, count_back = false, refunds = {}, fresh = true}
+         refunded = 0, count_back = false, refunds = {}, refund_ids = {}, fresh = true}
     if ARGV[o + 3] ~= '' then
       need({KEYS[2]})
       stored_counter_set(KEYS[2], ARGV[o + 3]) -- (read: a collision fails before any write)
@@ -1003,6 +898,7 @@ local function reversals()
     give_back(r, count, give)
     r.refunded = r.refunded + give
     r.refunds[ARGV[3]] = ARGV[2] .. ':' .. string.format('%d', give)
+    r.refund_ids[#r.refund_ids + 1] = ARGV[3]
     store(KEYS[1], r)
     return {'refunded', string.format('%d', give), string.format('%d', r.refunded),
             string.format('%d', r.amount), '0'}
@@ -1100,40 +996,45 @@ local function reversals()
 
   local function inspect()
     local record = KEYS[1]
-    local kind = redis.call('TYPE', record).ok
-    if kind == 'none' then
+    local text = redis.pcall('GET', record)
+    if not text then
       return {'missing'}
+    elseif type(text) == 'table' and string.sub(text.err or '', 1, 9) ~= 'WRONGTYPE' then
+      error(text)
     end
+    -- (a hash is a home record of an unreleased format, which is not read)
+    local r = type(text) == 'string' and parse_record(text)
     local reply = {'record', redis.call('PEXPIRETIME', record), 0}
     local function add(name, value)
       reply[#reply + 1] = name
       reply[#reply + 1] = value
       reply[3] = reply[3] + 1
     end
-    if kind == 'hash' then -- a home record
-      local fields = redis.call('HGETALL', record)
-      for i = 1, #fields, 2 do
-        add(fields[i], fields[i + 1])
-      end
-      return reply
-    end
-    local r = load(record)
-    if r.fp == '-' then
-      return reply -- a tombstone
+    if not r or r.fp == '-' then
+      return reply -- a tombstone, or a hash
     end
     prepare(record, r, nil, true)
     add('state', released_by_sweep(r) and 'expired' or r.state)
     add('amount', string.format('%d', r.amount))
     add('refunded', string.format('%d', r.refunded))
-    if r.state == 'reserved' and not released_by_sweep(r) then
+    if r.state == 'reserved' and not released_by_sweep(r) or r.state == 'pending' and r.hexp then
       add('hexp', string.format('%d', hold_expiry_of(r)))
     end
     if r.denial then
       add('denial', r.denial)
     end
+    if r.plan then -- a home record
+      add('plan', r.plan)
+      if r.begun then
+        add('begun', string.format('%d', r.begun))
+      end
+      if r.open then
+        add('open', string.format('%d', r.open))
+      end
+    end
     add('keys', table.concat(r.listed or {}, '\n'))
-    for id, value in pairs(r.refunds) do
-      add(id == '' and 'rf' or 'r:' .. id, value)
+    for _, id in ipairs(r.refund_ids) do
+      add(id == '' and 'rf' or 'r:' .. id, r.refunds[id])
     end
     return reply
   end

@@ -6,34 +6,25 @@
 -- refused operation writes nothing anywhere (the client touches the shares only after this
 -- record said go).
 --
--- Record (hash KEYS[1]), one-letter fields so that it stays small (issue 14: no counter's totals,
--- nothing the client can rebuild), each written only when it says something:
---   f  the fingerprint (operation, amount, attributes): "<digest>:<amount>"
---   p  the plan: the share tags, newline-joined (the client builds each share's record key,
---      `<prefix>{<tag>}:tx:<id>`, from the tag and the id)
---   s  the state, one letter: p pending, c consumed, d denied, r reserved, f confirmed,
---      x cancelled, e expired, v voided (a transaction begun and never finished, abandoned by
---      the sweep: its shares voided); replies name it in full
---   b  server time of the latest begin (ms), while pending
---   d  the first decision's denial "<rule> <metric> <limit> <used>" (state denied only): the
---      decision is its state (denied: the denial; voided: cancelled; else allowed)
---   a  the amount, once a confirm set it (before: the amount in f)
---   h  the hold expiry (ms), reserved transactions only (written by a reserve's begin, while
---      pending)
---   r  the amount refunded so far, from the first refund on; per refund r:<refund id> (rf for
---      the full refund) = "<asked>:<given>"
---   o  while the shares may not all have followed a change of this record (a denial's voids, a
---      confirm, expiry, cancel or refund): the server ms of that change, made larger than the
---      last one so that each change has its own value; set by the change, negated (closed)
---      only by the sweep (op swept) once every share has followed, so the sweep finds
---      interrupted fan-outs without a retry by the host and costs the hot path no round trip.
--- A string at KEYS[1] is not a home but a lua/limit.lua record (of a transaction without window
--- rules, or the tombstone "x - 0 -" of a cancel that came first): begin treats a tombstone as
--- cancelled and the rest as a conflict; the other ops answer "missing". A cancel of an id with no
--- record at all writes that tombstone here, in the same script that looked (so a begin that
--- comes later is refused, and one that came earlier is seen). A hash without these fields (a
--- home record of an earlier format) is not read: begin answers "conflict", the other ops
--- "missing" (sweep: "none").
+-- Record (string KEYS[1]): the format of every transaction record (lua/shared/record.lua), with
+-- no counters ('-') and the home words: P: the plan, the share tags (the client builds each
+-- share's record key, `<prefix>{<tag>}:tx:<id>`, from the tag and the id); B: the server time of
+-- the latest begin, while pending; O: while the shares may not all have followed a change of
+-- this record (a denial's voids, a confirm, expiry, cancel or refund): the server ms of that
+-- change, made larger than the last one so that each change has its own value; set by the
+-- change, negated (closed) only by the sweep (op swept) once every share has followed, so the
+-- sweep finds interrupted fan-outs without a retry by the host and costs the hot path no round
+-- trip. Its state: p pending (begun, not finished), then as a share's; v voided is a
+-- transaction begun and never finished, abandoned by the sweep (its shares voided). Nothing the
+-- client can rebuild is kept (no counter's totals). Its fingerprint is "<fp>:<amount>", the
+-- amount the one it began with (^<reserved> of a reservation confirmed for less).
+-- A string at KEYS[1] without a plan is not a home but a lua/limit.lua record (of a transaction
+-- without window rules, or the tombstone "x - 0 -" of a cancel that came first): begin treats a
+-- tombstone as cancelled and the rest as a conflict; the other ops answer "missing" (sweep:
+-- "none"). A cancel of an id with no record at all writes that tombstone here, in the same
+-- script that looked (so a begin that comes later is refused, and one that came earlier is
+-- seen). A hash is a home record of a format before this one (unreleased): it is not read,
+-- begin answers "conflict", the other ops "missing" (sweep: "none").
 --
 -- ARGV[1] = op.
 -- op begin:    ARGV[2] fingerprint, ARGV[3] plan, ARGV[4] expiry (ms), ARGV[5] hold expiry (ms;
@@ -94,12 +85,13 @@
 -- by EVALSHA; main() runs per call and sets the call's locals anew. The chunk's own statements
 -- use no global (a library's chunk sees only `redis.register_function` and `redis.log`).
 local op, record
-local kind -- none, hash (a home record) or string
+local home -- the home record (a table, see parse_record), nil if there is none
+local none -- whether KEYS[1] holds nothing
 
-local state_names = {p = 'pending', c = 'consumed', d = 'denied', r = 'reserved',
-                     f = 'confirmed', x = 'cancelled', e = 'expired', v = 'voided'}
-local state_codes = {pending = 'p', consumed = 'c', denied = 'd', reserved = 'r',
-                     confirmed = 'f', cancelled = 'x', expired = 'e', voided = 'v'}
+--#include shared/record.lua
+--#include shared/record_edit.lua
+
+--#include shared/reversal_rules.lua
 
 local function fmt(n)
   return string.format('%d', n)
@@ -111,215 +103,215 @@ local function now_ms()
   return tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 end
 
+-- Writes the home record back, keeping its expiry (a home of the earlier format becomes one of
+-- this format).
+local function store()
+  redis.call('SET', record, record_text(home), 'KEEPTTL')
+end
+
 -- Marks the record open: its shares have a change to follow. The value is the change's time,
 -- past every earlier change's (a closed record keeps its last one, negated), so that a sweep
 -- that followed an earlier change cannot close this one.
 local function open_fan_out()
-  local last = math.abs(tonumber(redis.call('HGET', record, 'o') or '0'))
-  redis.call('HSET', record, 'o', fmt(math.max(now_ms(), last + 1)))
+  home.open = math.max(now_ms(), math.abs(home.open or 0) + 1)
 end
 
--- The amount: the confirmed one, else the one the fingerprint carries.
-local function amount_of(confirmed, fingerprint)
-  return tonumber(confirmed or string.match(fingerprint, ':(%d+)$'))
+-- The fingerprint the transaction began with: "<fp>:<amount>".
+local function fingerprint()
+  return home.fp .. ':' .. fmt(home.requested or home.amount)
 end
 
-local function final(found_state, denial, plan)
-  return {'final', state_names[found_state], denial or '', plan}
+local function final()
+  return {'final', home.state, home.denial or '', home.plan}
+end
+
+-- A new home record (no refunds, no counters) of `fp_and_amount` ("<fp>:<amount>").
+local function new_home(state, fp_and_amount, plan)
+  local fp, amount = string.match(fp_and_amount, '^(%S+):(%d+)$')
+  if not fp then
+    error('transaction_home ' .. op .. ': fingerprint "' .. fp_and_amount ..
+          '" is not "<digest>:<amount>"')
+  end
+  return {state = state, fp = fp, amount = tonumber(amount), counters = '-', refunded = 0,
+          count_back = false, refunds = {}, refund_ids = {}, plan = plan}
 end
 
 local function begin()
-  local found = redis.call('HMGET', record, 'f', 'p', 's', 'd')
-  if kind == 'none' then
-    local fields = {'f', ARGV[2], 'p', ARGV[3], 's', 'p', 'b', fmt(now_ms())}
-    if ARGV[5] then
-      fields[9], fields[10] = 'h', ARGV[5]
-    end
-    redis.call('HSET', record, unpack(fields))
-    redis.call('PEXPIREAT', record, ARGV[4])
+  if not home then
+    home = new_home('pending', ARGV[2], ARGV[3])
+    home.hexp, home.begun = tonumber(ARGV[5]), now_ms()
+    redis.call('SET', record, record_text(home), 'PXAT', ARGV[4])
     return {'go', ARGV[3]}
   end
-  if found[1] ~= ARGV[2] or not found[2] then
+  if fingerprint() ~= ARGV[2] then
     return {'conflict'}
   end
-  if found[3] == 'p' then
+  if home.state == 'pending' then
     -- a caller is at work on it again: the sweep leaves it alone for another while; not one
     -- with another plan (rules changed), which the client refuses without running a share
-    if found[2] == ARGV[3] then
-      redis.call('HSET', record, 'b', fmt(now_ms()))
+    if home.plan == ARGV[3] then
+      home.begun = now_ms()
+      store()
     end
-    return {'go', found[2]}
+    return {'go', home.plan}
   end
-  return final(found[3], found[4], found[2])
+  return final()
 end
 
 local function finish()
-  local code = state_codes[ARGV[3]]
-  if code ~= 'c' and code ~= 'r' and code ~= 'd' then
-    return redis.error_reply('transaction_home finish: not a decided state ' .. tostring(ARGV[3]))
+  local state = ARGV[3]
+  if state ~= 'consumed' and state ~= 'reserved' and state ~= 'denied' then
+    return redis.error_reply('transaction_home finish: not a decided state ' .. tostring(state))
   end
-  local found = redis.call('HMGET', record, 'f', 'p', 's', 'd', 'h')
-  if not found[2] then
+  if not home then
     return {'missing'}
   end
-  if found[1] ~= ARGV[2] then
+  if fingerprint() ~= ARGV[2] then
     return {'conflict'}
   end
-  if found[3] ~= 'p' then
-    return final(found[3], found[4], found[2])
+  if home.state ~= 'pending' then
+    return final()
   end
-  redis.call('HDEL', record, 'b')
-  redis.call('HSET', record, 's', code)
-  if code == 'd' then
-    redis.call('HSET', record, 'd', ARGV[4])
-    if found[5] then
-      redis.call('HDEL', record, 'h') -- (a denied reserve holds nothing)
-    end
+  home.begun, home.state = nil, state
+  if state == 'denied' then
+    home.denial, home.hexp = ARGV[4], nil -- (a denied reserve holds nothing)
     open_fan_out() -- the shares that counted are voided next
-  elseif code == 'r' and (not found[5] or ARGV[6] ~= '1') then
-    redis.call('HSET', record, 'h', ARGV[5])
+  elseif state == 'reserved' and (not home.hexp or ARGV[6] ~= '1') then
+    home.hexp = tonumber(ARGV[5])
   end
+  store()
   return {'first'}
 end
 
 local function read()
-  local found = redis.call('HMGET', record, 'p', 's', 'd')
-  if not found[1] then
+  if not home then
     return {'missing'}
   end
-  if found[2] == 'p' then
+  if home.state == 'pending' then
     return {'pending'}
   end
-  return final(found[2], found[3], found[1])
-end
-
---#include shared/reversal_rules.lua
-
--- The home's state (in full), plan, amount and hold expiry (a home record without one, of an
--- earlier version, never expires here: its shares' holds do), or nil when KEYS[1] is no home.
-local function home()
-  local found = redis.call('HMGET', record, 'p', 's', 'f', 'a', 'h')
-  if not found[1] then
-    return nil
-  end
-  return state_names[found[2]], found[1], amount_of(found[4], found[3]),
-    tonumber(found[5]) or math.huge
+  return final()
 end
 
 -- A hold that ran out was released by its timeout, not by a confirm or cancel: the record
 -- becomes expired, and its shares follow.
-local function expire(plan)
-  redis.call('HSET', record, 's', 'e')
+local function expire()
+  home.state = 'expired'
   open_fan_out()
-  return {'expired', plan}
+  store()
+  return {'expired', home.plan}
+end
+
+-- (A home of an earlier version without its hold expiry never expires here: its shares' holds
+-- do.)
+local function hold_expiry()
+  return home.hexp or math.huge
 end
 
 local function confirm()
-  local state, plan, held, hold_expiry = home()
-  if not state then
+  if not home then
     return {'missing'}
   end
+  local held = home.amount
   local verdict, final_amount =
-    reversal_rules.confirm(state, held, tonumber(ARGV[2]), hold_expiry, tonumber(ARGV[3]))
+    reversal_rules.confirm(home.state, held, tonumber(ARGV[2]), hold_expiry(), tonumber(ARGV[3]))
   if verdict == 'replay' then
-    return {'already', state, fmt(held), plan}
+    return {'already', home.state, fmt(held), home.plan}
   elseif verdict == 'expired' then
-    return {'expired', plan} -- (the shares follow again: one may not have yet)
+    return {'expired', home.plan} -- (the shares follow again: one may not have yet)
   elseif verdict == 'bad_state' then
-    return {'bad_state', state}
+    return {'bad_state', home.state}
   elseif verdict == 'expire' then
-    return expire(plan)
+    return expire()
   elseif verdict == 'too_much' then
     return {'too_much', fmt(held)}
   end
-  redis.call('HSET', record, 's', 'f', 'a', fmt(final_amount))
+  home.state, home.amount = 'confirmed', final_amount
+  if final_amount ~= held then
+    home.requested = held
+  end
   open_fan_out()
-  return {'confirmed', fmt(final_amount), fmt(held - final_amount), plan}
+  store()
+  return {'confirmed', fmt(final_amount), fmt(held - final_amount), home.plan}
 end
 
 local function cancel()
-  local state, plan, held, hold_expiry = home()
-  if not state then
-    if redis.call('EXISTS', record) == 0 then
+  if not home then
+    if none then
       redis.call('SET', record, 'x - 0 -', 'PXAT', ARGV[3])
       return {'tombstone'}
     end
     return {'missing'}
   end
-  local verdict = reversal_rules.cancel(state, hold_expiry, tonumber(ARGV[2]))
+  local verdict = reversal_rules.cancel(home.state, hold_expiry(), tonumber(ARGV[2]))
   if verdict == 'replay' then
-    return {'already', state, plan}
+    return {'already', home.state, home.plan}
   elseif verdict == 'bad_state' then
-    return {'bad_state', state}
+    return {'bad_state', home.state}
   elseif verdict == 'expire' then
-    return expire(plan)
+    return expire()
   end
-  redis.call('HSET', record, 's', 'x')
+  home.state = 'cancelled'
   open_fan_out()
-  return {'cancelled', fmt(held), plan}
+  store()
+  return {'cancelled', fmt(home.amount), home.plan}
 end
 
 local function refund()
-  local state, plan, amount = home()
-  if not state then
+  if not home then
     return {'missing'}
   end
-  local refunded = tonumber(redis.call('HGET', record, 'r') or '0')
-  local field = ARGV[3] == '' and 'rf' or 'r:' .. ARGV[3]
+  local id, amount, refunded = ARGV[3], home.amount, home.refunded
   local verdict, give =
-    reversal_rules.refund(state, amount, refunded, redis.call('HGET', record, field), ARGV[2])
+    reversal_rules.refund(home.state, amount, refunded, home.refunds[id], ARGV[2])
   if verdict == 'bad_state' then
-    return {'bad_state', state}
+    return {'bad_state', home.state}
   elseif verdict == 'conflict' then
     return {'conflict', give}
   elseif verdict == 'replay' then
-    return {'refunded', fmt(give), fmt(refunded), fmt(amount), '1', plan}
+    return {'refunded', fmt(give), fmt(refunded), fmt(amount), '1', home.plan}
   elseif verdict == 'too_much' then
     return {'too_much', fmt(give)}
   end
-  redis.call('HSET', record, 'r', fmt(refunded + give), field, ARGV[2] .. ':' .. fmt(give))
+  home.refunds[id] = ARGV[2] .. ':' .. fmt(give)
+  home.refund_ids[#home.refund_ids + 1] = id
+  home.refunded = refunded + give
   open_fan_out()
-  return {'refunded', fmt(give), fmt(refunded + give), fmt(amount), '0', plan}
+  store()
+  return {'refunded', fmt(give), fmt(refunded + give), fmt(amount), '0', home.plan}
 end
 
 local function sweep()
-  local found = redis.call('HMGET', record, 'p', 's', 'b', 'o')
-  if not found[1] then
+  if not home then
     return {'none'}
   end
   local cutoff = now_ms() - tonumber(ARGV[2])
-  local state, open = found[2], tonumber(found[4] or '-1')
-  if state == 'p' then
-    if tonumber(found[3] or '0') > cutoff then
+  local open = home.open or -1
+  if home.state == 'pending' then
+    local begun = home.begun or 0
+    if begun > cutoff then
       return {'none'}
     end
-    state = 'v'
-    redis.call('HDEL', record, 'b', 'h') -- (a pending reserve's hold: voided, it holds nothing)
-    redis.call('HSET', record, 's', state)
+    -- (a pending reserve's hold: voided, it holds nothing)
+    home.state, home.begun, home.hexp = 'voided', nil, nil
     -- The abandonment is dated by the begin it judged (past every earlier change), not now: a
     -- take of the same age sent again after its reply was lost hands it over again.
-    local last = math.abs(tonumber(redis.call('HGET', record, 'o') or '0'))
-    open = math.max(tonumber(found[3] or '0'), last + 1)
-    redis.call('HSET', record, 'o', fmt(open))
+    open = math.max(begun, math.abs(home.open or 0) + 1)
+    home.open = open
+    store()
   elseif open < 0 or open > cutoff then
     return {'none'}
   end
-  local more = redis.call('HMGET', record, 'f', 'a', 'h')
-  local reply = {'follow', state_names[state], found[1], fmt(open),
-                 fmt(amount_of(more[2], more[1])), more[3] or '0'}
-  local fields = redis.call('HGETALL', record)
-  local full
-  for i = 1, #fields, 2 do
-    local refund_id = string.match(fields[i], '^r:(.+)$')
-    if refund_id then
-      reply[#reply + 1] = string.match(fields[i + 1], '^(-?%d+):')
-      reply[#reply + 1] = refund_id
-    elseif fields[i] == 'rf' then
-      full = string.match(fields[i + 1], '^(-?%d+):')
+  local reply = {'follow', home.state, home.plan, fmt(open), fmt(home.amount),
+                 home.hexp and fmt(home.hexp) or '0'}
+  for _, id in ipairs(home.refund_ids) do
+    if id ~= '' then
+      reply[#reply + 1] = string.match(home.refunds[id], '^(-?%d+):')
+      reply[#reply + 1] = id
     end
   end
-  if full then
-    reply[#reply + 1] = full
+  if home.refunds[''] then -- (the full refund last)
+    reply[#reply + 1] = string.match(home.refunds[''], '^(-?%d+):')
     reply[#reply + 1] = ''
   end
   return reply
@@ -330,64 +322,64 @@ local function adopt()
     return redis.error_reply('transaction_home adopt: bad amount or expiry ' ..
                              tostring(ARGV[6]) .. ' ' .. tostring(ARGV[4]))
   end
-  if kind == 'hash' then
-    local found = redis.call('HMGET', record, 'f', 'p', 'a')
-    local digest, amount = string.match(found[1] or '', '^(.*):(%d+)$')
-    local same = (digest == ARGV[2] and amount == ARGV[6]) or
-      (digest == ARGV[5] and (amount == ARGV[6] or found[3] == ARGV[6]))
+  if home then
+    local began = fmt(home.requested or home.amount)
+    local same = (home.fp == ARGV[2] and began == ARGV[6]) or
+      (home.fp == ARGV[5] and (began == ARGV[6] or fmt(home.amount) == ARGV[6]))
     if not same then
       return {'mismatch'}
     end
-    return {'exists', found[2] or ''}
+    return {'exists', home.plan}
   end
   if ARGV[7] ~= 'create' then
     return {'none'}
   end
-  redis.call('HSET', record, 'f', ARGV[2] .. ':' .. ARGV[6], 'p', ARGV[3], 's', 'c')
-  redis.call('PEXPIREAT', record, ARGV[4])
+  home = new_home('consumed', ARGV[2] .. ':' .. ARGV[6], ARGV[3])
+  redis.call('SET', record, record_text(home), 'PXAT', ARGV[4])
   return {'adopted'}
 end
 
 local function swept()
-  if redis.call('HGET', record, 'o') ~= ARGV[2] then
+  if not (home and home.open) or fmt(home.open) ~= ARGV[2] then
     return {'changed'}
   end
-  redis.call('HSET', record, 'o', '-' .. ARGV[2])
+  home.open = -home.open
+  store()
   return {'closed'}
 end
 
+local ops = {begin = begin, finish = finish, read = read, confirm = confirm, cancel = cancel,
+             refund = refund, sweep = sweep, swept = swept, adopt = adopt}
+
 -- One call.
 local function main()
-  op, record = ARGV[1], KEYS[1]
-  kind = redis.call('TYPE', record).ok
-  if kind == 'string' then
-    if op ~= 'begin' then
-      return {'missing'}
+  op, record, home, none = ARGV[1], KEYS[1], nil, false
+  local run = ops[op]
+  if not run then
+    return redis.error_reply('transaction_home: unknown op ' .. tostring(op))
+  end
+  local text = redis.pcall('GET', record)
+  local other -- what KEYS[1] holds when it is no home: a limit.lua record, or a hash of old
+  if type(text) == 'table' then
+    if string.sub(text.err or '', 1, 9) ~= 'WRONGTYPE' then
+      return text -- (READONLY on a demoted master, OOM...)
     end
-    local found = redis.call('GET', record)
-    return string.sub(found, 1, 4) == 'x - ' and {'cancelled'} or {'conflict'}
+    other = '' -- a hash: a home record of an unreleased format, not read
+  elseif text then
+    home = parse_record(text)
+    if not home.plan then
+      home, other = nil, text
+    end
+  else
+    none = true
   end
-
-  if op == 'begin' then
-    return begin()
-  elseif op == 'finish' then
-    return finish()
-  elseif op == 'read' then
-    return read()
-  elseif op == 'confirm' then
-    return confirm()
-  elseif op == 'cancel' then
-    return cancel()
-  elseif op == 'refund' then
-    return refund()
-  elseif op == 'sweep' then
-    return sweep()
-  elseif op == 'swept' then
-    return swept()
-  elseif op == 'adopt' then
-    return adopt()
+  if other then
+    if op == 'begin' then
+      return string.sub(other, 1, 4) == 'x - ' and {'cancelled'} or {'conflict'}
+    end
+    return op == 'sweep' and {'none'} or {'missing'}
   end
-  return redis.error_reply('transaction_home: unknown op ' .. tostring(op))
+  return run()
 end
 
 return main()

@@ -67,7 +67,7 @@ std::vector<std::string> counter_set_keys(Redis& redis, const std::string& set_k
 }
 
 // The key of the counter set a lua/limit.lua record names ("<state> <fp> <amount> <set> ..."),
-// or "" for one without counters: a denial ("d ..."), a tombstone, a home record (a hash), none.
+// or "" for one without counters: a denial ("d ..."), a tombstone, a home record, none.
 std::string named_counter_set(Redis& redis, const std::string& record) {
   const Reply text = redis.command({"GET", record}, Resend::same_id); // (a read)
   if (text.type() != Reply::Type::string) {

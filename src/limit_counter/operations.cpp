@@ -11,7 +11,6 @@
 #include "limit_counter/codec/record_text.hpp"
 #include "limit_counter/codec/reply_status.hpp"
 #include "limit_counter/declared_keys.hpp"
-#include "limit_counter/home_record.hpp"
 #include "limit_counter/window_closed.hpp"
 #include "shared/amount.hpp"
 #include "shared/note.hpp"
@@ -135,10 +134,9 @@ LimitCounter::Impl::transaction_record(const std::string& transaction_id,
     for (std::size_t j = 0; j < pairs; ++j) {
       fields[reply.at(3 + 2 * j).as_string()] = reply.at(4 + 2 * j).as_string();
     }
-    const bool home = fields.count("p") > 0; // (a share's record has no plan)
+    const bool home = fields.count("plan") > 0; // (a share's record has none)
     if (home) {
-      detail::name_home_fields(fields);
-      for (auto& share : share_records(transaction_id, fields["p"])) {
+      for (auto& share : share_records(transaction_id, fields["plan"])) {
         candidates.push_back(std::move(share));
       }
     }
@@ -176,8 +174,8 @@ LimitCounter::Impl::transaction_record(const std::string& transaction_id,
       }
     }
     if (home) {
-      record.decision =
-          detail::decode_stored_decision(record.state, fields["d"], transaction_id, record.amount);
+      record.decision = detail::decode_stored_decision(record.state, fields["denial"],
+                                                       transaction_id, record.amount);
     } else if (fields.count("state")) {
       record.decision = Decision{};
       if (fields.count("denial")) {

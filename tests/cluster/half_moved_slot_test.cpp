@@ -307,7 +307,7 @@ TEST_CASE_METHOD(AbandonedInHalfMovedSlot,
       [&] {
         // taken (voided) but still open: the void of the moving share is not recorded as done
         CHECK(record_field(redis, home(id), "state") == "voided");
-        const std::string open = record_field(redis, home(id), "o");
+        const std::string open = record_field(redis, home(id), "open");
         CHECK(!open.empty());
         CHECK(open.rfind('-', 0) != 0);
         CHECK(usage(value, Period::day) == Usage{2, 900});
@@ -317,7 +317,7 @@ TEST_CASE_METHOD(AbandonedInHalfMovedSlot,
     return fan_out.transaction_id == id && fan_out.abandoned &&
            fan_out.state == TransactionState::voided;
   }));
-  CHECK(record_field(redis, home(id), "o").rfind('-', 0) == 0); // closed
+  CHECK(record_field(redis, home(id), "open").rfind('-', 0) == 0); // closed
   // Exactly what it was before the transaction, in every window of the moving share and the other.
   CHECK(usage(value, Period::day) == Usage{1, 300});
   CHECK(usage(value, Period::month) == Usage{1, 300});

@@ -399,7 +399,7 @@ struct ShortHolds : SpreadLimits {
                       {"confirm", "-1", std::to_string(now_ms)});
   }
   long long home_hold_expiry(const std::string& id) {
-    return std::stoll(redis.command({"HGET", limits.keys().transaction(id), "h"}).as_string());
+    return std::stoll(testing::record_field(redis, limits.keys().transaction(id), "hexp"));
   }
 };
 
@@ -459,11 +459,13 @@ TEST_CASE_METHOD(SpreadLimits, "a begin with another plan leaves a pending recor
   // keep the sweep from abandoning the record its first caller left pending.
   const std::string home = limits.keys().transaction("stuck");
   const auto begin = [&](const std::string& plan) {
-    return redis.eval(scripts::transaction_home, {home}, {"begin", "fp", plan, "9007199254740991"})
+    return redis
+        .eval(scripts::transaction_home, {home},
+              {"begin", "0123456789a:100", plan, "9007199254740991"})
         .at(0)
         .as_string();
   };
-  const auto began = [&] { return redis.command({"HGET", home, "b"}).as_string(); };
+  const auto began = [&] { return testing::record_field(redis, home, "begun"); };
   REQUIRE(begin("plan-a") == "go");
   const std::string first = began();
   std::this_thread::sleep_for(std::chrono::milliseconds{5});

@@ -17,7 +17,6 @@
 
 #include "limit_counter/codec/decide_arguments.hpp"
 #include "limit_counter/declared_keys.hpp"
-#include "limit_counter/home_record.hpp"
 
 namespace limitcounter::testing {
 
@@ -40,10 +39,9 @@ inline detail::DecideContext decide_context(const LimitCounter& limits, TimePoin
   return context;
 }
 
-/// Field `name` of a limits transaction's record at `key` as lua/limit.lua's inspect reads it
-/// (a compact string record, or a cluster's home record, whose one-letter fields are also
-/// given those names): state, amount, refunded, hexp, ...; empty if the record or the field is
-/// absent.
+/// Field `name` of a limits transaction's record at `key` (a share's or a cluster's home record)
+/// as lua/limit.lua's inspect names it: state, amount, refunded, hexp, plan, begun, open, ...;
+/// empty if the record or the field is absent.
 inline std::string record_field(Redis& redis, const std::string& key, const std::string& name) {
   const Reply reply = detail::eval_declaring(redis, {&scripts::limit, {key}, {"inspect"}});
   if (reply.at(0).as_string() == "missing") {
@@ -53,9 +51,6 @@ inline std::string record_field(Redis& redis, const std::string& key, const std:
   const auto pairs = static_cast<std::size_t>(reply.at(2).to_int64());
   for (std::size_t i = 0; i < pairs; ++i) {
     fields[reply.at(3 + 2 * i).as_string()] = reply.at(4 + 2 * i).as_string();
-  }
-  if (fields.count("p") > 0) { // a home record: it has a plan
-    detail::name_home_fields(fields);
   }
   const auto found = fields.find(name);
   return found != fields.end() ? found->second : std::string();

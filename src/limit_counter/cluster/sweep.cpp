@@ -93,13 +93,15 @@ LimitCounter::Impl::finish_interrupted(std::chrono::seconds older_than, std::siz
   }
   const std::vector<std::string> take{
       "sweep", std::to_string(std::chrono::milliseconds(older_than).count())};
+  // Every key of a transaction id's slot: home records, and the records of transactions
+  // without window rules, which the script answers "none".
   const std::string pattern = glob_escaped(keys_.prefix()) + "tx:*";
   for (const RedisOptions& master : master_options(redis_)) {
     Redis node(master);
     std::string cursor = "0";
     do {
-      const Reply page = node.command(
-          {"SCAN", cursor, "MATCH", pattern, "COUNT", "1000", "TYPE", "hash"}, Resend::same_id);
+      const Reply page =
+          node.command({"SCAN", cursor, "MATCH", pattern, "COUNT", "1000"}, Resend::same_id);
       if (page.is_error()) {
         throw Error(errc::server_error, "finish_interrupted: SCAN: " + page.as_string(),
                     Outcome::failed);

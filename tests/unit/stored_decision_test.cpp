@@ -1,13 +1,12 @@
-// The cluster home record as the client writes and reads it (lua/transaction_home.lua).
+// The decision a cluster home record keeps (lua/transaction_home.lua), as the client writes and
+// reads it.
 #include <catch2/catch.hpp>
 
-#include <map>
 #include <string>
 
 #include <limitcounter/error.hpp>
 
 #include "limit_counter/codec/record_text.hpp"
-#include "limit_counter/home_record.hpp"
 
 using limitcounter::Decision;
 using limitcounter::Denial;
@@ -16,35 +15,6 @@ using limitcounter::Error;
 using limitcounter::Metric;
 using limitcounter::TransactionState;
 using namespace limitcounter::detail;
-
-TEST_CASE("a home record's one-letter fields read under a share record's names", "[unit][home]") {
-  std::map<std::string, std::string> reserved{
-      {"f", "AAAAAAAAAAA:250"}, {"p", "dept\nmerchant"}, {"s", "r"}, {"h", "1700000000000"}};
-  name_home_fields(reserved);
-  CHECK(reserved["state"] == "reserved");
-  CHECK(reserved["amount"] == "250"); // the fingerprint's
-  CHECK(reserved["refunded"] == "0");
-  CHECK(reserved["hexp"] == "1700000000000");
-
-  std::map<std::string, std::string> confirmed{
-      {"f", "AAAAAAAAAAA:250"}, {"p", "dept"}, {"s", "f"}, {"a", "60"}, {"r", "10"}};
-  name_home_fields(confirmed);
-  CHECK(confirmed["state"] == "confirmed");
-  CHECK(confirmed["amount"] == "60"); // the confirmed one
-  CHECK(confirmed["refunded"] == "10");
-  CHECK(confirmed.count("hexp") == 0);
-
-  for (const auto& [letter, state] : std::map<std::string, std::string>{{"p", "pending"},
-                                                                        {"c", "consumed"},
-                                                                        {"d", "denied"},
-                                                                        {"x", "cancelled"},
-                                                                        {"e", "expired"},
-                                                                        {"v", "voided"}}) {
-    std::map<std::string, std::string> fields{{"f", "AAAAAAAAAAA:1"}, {"s", letter}};
-    name_home_fields(fields);
-    CHECK(fields["state"] == state);
-  }
-}
 
 TEST_CASE("a home record's decision is its state and denial, no rules", "[unit][home]") {
   Decision denied;
