@@ -4,7 +4,7 @@
 -- write. One call may decide several transactions (op batch), each on its own.
 --
 -- Transaction record (string KEYS[1], the format of lua/shared/record.lua, which a cluster's home
--- record shares), kept for the replay horizon (ARGV record expiry) whatever the windows (a
+-- record shares), kept for the replay horizon (ARGV record lifetime) whatever the windows (a
 -- reservation's too: its hold set member says what to release when the record is gone). This
 -- script writes the states c, r, f, x, e, v and d; fp '-' is a tombstone: a cancel that came
 -- before its reserve ("x - 0 -") or a void before its share ("v - 0 -"). A retry must bring the
@@ -21,10 +21,12 @@
 --   written, and records of an earlier version may name a set "<name>.<n>", or have a text
 --   without its expiry). It expires at its text's expiry (ms): the first of its windows' ends,
 --   their grace, the replay horizon and an hour (the clocks of other callers). A decision writes
---   its record only while all its windows are open, so the set outlives every record a decision
---   writes naming it, and a decision never extends it (a reservation's hold set members say
---   what to release without it); the record a reversal makes from an original transaction (its
---   windows perhaps over) extends it to its own expiry and an hour, if that is later.
+--   its record (kept the replay horizon from then, by the server's clock) only while all its
+--   windows are open (within their grace by the server's clock too, or its counters' keys would
+--   expire at once), so the set outlives every record a decision writes naming it, and a
+--   decision never extends it (a reservation's hold set members say what to release without
+--   it); the record a reversal makes from an original transaction (its windows perhaps over)
+--   extends it to its own expiry and an hour, if that is later.
 -- Counter field value: "<count>:<amount>", integers below 2^53. A call reads each counter field
 --   it needs once and writes each one it moved once, when it ends. A call that fails writes
 --   nothing: every read and check that can fail comes before its first write.
@@ -46,8 +48,9 @@
 --
 -- op consume | reserve | check | batch (consumes): n transactions under P rule programs and S
 --   counter sets.
---   ARGV[2] n, [3] now (ms), [4] record expiry (ms; not after the server's TIME: the call is
---   refused, nothing written), [5] hold expiry (ms; reserve only), [6] P;
+--   ARGV[2] n, [3] now (ms), [4] record lifetime (ms: how long a record this call writes is
+--   kept, by the server's clock, so that no client's clock can make one that is gone at once),
+--   [5] hold expiry (ms; reserve only), [6] P;
 --   then P programs (the rules a transaction matched; transactions matching the same rules share
 --   one, as long as their windows are the same), each two arguments: a MessagePack array of
 --   integers (one argument that cmsgpack decodes in C, not a string per number):
@@ -83,10 +86,9 @@
 --   (and checked) before the first record is written.
 --
 -- op one: a host's lone consume (one transaction, program and counter set), without the arguments
---   that say so: ARGV[2] now, [3] record expiry, [4] the program, [5] its rules' names, [6] the
---   counter set's name, [7] its text, [8] fingerprint, [9] amount, [10] fields. KEYS and reply
---   as op consume's. (Each argument costs Redis about 1,000 instructions a call.) Its record
---   expiry is checked after the record is written (see consume_alone).
+--   that say so: ARGV[2] now, [3] record lifetime, [4] the program, [5] its rules' names, [6]
+--   the counter set's name, [7] its text, [8] fingerprint, [9] amount, [10] fields. KEYS and
+--   reply as op consume's. (Each argument costs Redis about 1,000 instructions a call.)
 --
 -- The reversals take KEYS[1] the record, then the keys it touches: its counter set (in its slot,
 -- counter_set_prefix), the set's counters and hold sets (else {"needs", key...}, see Keys).
@@ -294,11 +296,16 @@ local function counter_set_expiry(key, text)
   return expiry
 end
 
--- Stores the counter set `text` under `key` until its text's expiry, unless it is there: where
--- it is, one GET (cheaper than a SET ... NX GET) reads it and nothing is written.
+-- Stores the counter set `text` under `key` until `expiry` (ms), its text's if nil.
+local function store_counter_set(key, text, expiry)
+  redis.call('SET', key, text, 'PXAT', expiry or counter_set_expiry(key, text))
+end
+
+-- Stores the counter set `text` under `key` unless it is there: where it is, one GET (cheaper
+-- than a SET ... NX GET) reads it and nothing is written.
 local function keep_counter_set(key, text)
   if not stored_counter_set(key, text) then
-    redis.call('SET', key, text, 'PXAT', counter_set_expiry(key, text))
+    store_counter_set(key, text)
   end
 end
 
@@ -309,7 +316,7 @@ local function keep_counter_set_until(key, text, expire_at)
   keep_counter_set(key, text)
   local least = expire_at + 3600000
   if redis.call('PEXPIRETIME', key) < least then
-    redis.call('SET', key, text, 'PXAT', least + 3600000)
+    store_counter_set(key, text, least + 3600000)
   end
 end
 
@@ -492,7 +499,7 @@ local function kept_counter_set(set)
   if not set.kept then
     read_counter_set(set)
     if not set.stored then
-      redis.call('SET', KEYS[set.k], set.text, 'PXAT', counter_set_expiry(KEYS[set.k], set.text))
+      store_counter_set(KEYS[set.k], set.text)
     end
     set.kept = set.name
   end
@@ -518,29 +525,6 @@ local function replay(first, c, fingerprint, amount)
   end
 end
 
--- A record whose expiry (ms, the client's clock plus the replay horizon) is not after the
--- server's clock would be gone at once (SET ... PXAT stores nothing) and a retry would count
--- again: refused, having written nothing. `time`: the server's TIME, if read.
-local function refuse_gone_record(expiry, time)
-  time = time or redis.call('TIME')
-  error('limit: a record expiring at ' .. expiry .. ' ms would be gone at once: the server\'s ' ..
-    'clock says ' .. string.format('%d', time[1] * 1000 + math.floor(time[2] / 1000)) .. ' ms ' ..
-    '(the client\'s clock is a replay horizon or more behind the server\'s)')
-end
-
--- Refuses a record expiry that is no time, or past by the server's clock (refuse_gone_record),
--- before anything is written. (A lone consume checks its record after writing it instead, one
--- command less: consume_alone.)
-local function refuse_past_expiry(expiry)
-  if not is_time_ms(expiry) then -- (else SET ... PXAT would fail after other writes)
-    error('limit: the record expiry ' .. expiry .. ' is not a time in ms')
-  end
-  local time = redis.call('TIME')
-  if expiry + 0 <= time[1] * 1000 + math.floor(time[2] / 1000) then
-    refuse_gone_record(expiry, time)
-  end
-end
-
 -- The keys this call declared, as a set: made by the first reversal that asks (main() resets
 -- it at every call).
 local declared
@@ -561,6 +545,22 @@ local function reversals()
 
   -- (Made here: a consume never writes a record by name.)
 --#include shared/record_edit.lua
+
+  -- A record a reversal writes expires at a time the client gives (ms, its clock plus the replay
+  -- horizon): one not after the server's clock would be gone at once (SET ... PXAT stores
+  -- nothing), and a retry would give back again. Refused before anything is written.
+  local function refuse_past_expiry(expiry)
+    if not is_time_ms(expiry) then -- (else SET ... PXAT would fail after other writes)
+      error('limit: the record expiry ' .. expiry .. ' is not a time in ms')
+    end
+    local time = redis.call('TIME')
+    local server_ms = time[1] * 1000 + math.floor(time[2] / 1000)
+    if expiry + 0 <= server_ms then
+      error('limit: a record expiring at ' .. expiry .. ' ms would be gone at once: the ' ..
+        'server\'s clock says ' .. string.format('%d', server_ms) .. ' ms (the client\'s ' ..
+        'clock is a replay horizon or more behind the server\'s)')
+    end
+  end
 
   -- The keys the call declared, and what a reversal needs beyond them: a reversal learns the
   -- keys it touches from its record and counter set, and one the call did not declare ends the
@@ -1102,7 +1102,7 @@ end
 -- Decides one transaction and emits its reply. Its counters' cells must be cached: decide_all
 -- runs read_ahead for every call first, and nothing drops a cached cell (writes go in place).
 local function decide(record, set, fingerprint, amount_text, amount, fields_word, kind, now,
-                      record_expiry, hold_expiry, swept)
+                      record_lifetime, hold_expiry, swept)
   local program = set.program
   local c = program.c
   local first
@@ -1136,7 +1136,7 @@ local function decide(record, set, fingerprint, amount_text, amount, fields_word
   -- again (an expired hold never denies).
   if denied ~= 0 and not swept and reversals().release_all_expired(set, now, true) > 0 then
     return decide(record, set, fingerprint, amount_text, amount, fields_word, kind, now,
-      record_expiry, hold_expiry, true)
+      record_lifetime, hold_expiry, true)
   end
   local text, kept
   if denied ~= 0 then
@@ -1159,7 +1159,7 @@ local function decide(record, set, fingerprint, amount_text, amount, fields_word
   end
   -- One command creates the record unless the id has one (then answers it): a first decision
   -- reads no record, the check that none exists is the write.
-  local earlier = redis.pcall('SET', record, text, 'NX', 'GET', 'PXAT', record_expiry)
+  local earlier = redis.pcall('SET', record, text, 'NX', 'GET', 'PX', record_lifetime)
   if earlier then
     return replay(parse(earlier), c, fingerprint, amount)
   end
@@ -1290,9 +1290,11 @@ local function decide_all(kind)
   end
   local programs, names, at = read_programs()
   local sets, only_set, a = read_sets(programs, names, at, n + 1)
-  local now, record_expiry, hold_expiry = ARGV[3], ARGV[4], ARGV[5]
+  local now, record_lifetime, hold_expiry = ARGV[3], ARGV[4], ARGV[5]
   if kind ~= 'check' then
-    refuse_past_expiry(record_expiry)
+    if not is_time_ms(record_lifetime) then -- (else SET ... PX would fail after other writes)
+      error('limit: the record lifetime ' .. record_lifetime .. ' is not a number of ms')
+    end
     -- Everything that can fail is read and checked before the first record: the times each
     -- transaction's writes take, every counter set (read_ahead then reads every counter and
     -- checks each transaction's arguments).
@@ -1319,7 +1321,7 @@ local function decide_all(kind)
     if not set then
       set, f = sets[tx[a]], a + 1
     end
-    decide(KEYS[i], set, tx[f], tx[f + 1], tx_amounts[i], tx[f + 2], kind, now, record_expiry,
+    decide(KEYS[i], set, tx[f], tx[f + 1], tx_amounts[i], tx[f + 2], kind, now, record_lifetime,
       hold_expiry)
     a = f + 3
   end
@@ -1331,16 +1333,12 @@ end
 -- when it is the common case: allowed, a first decision, no total near 2^53. It decides by the
 -- same rules and writes the same record and counters as decide_all. Anything else returns nil
 -- having written nothing, and the call goes on in decide_all as op consume (consume_args) with
--- the cells this read (alone_read, alone_cells).
--- Its record expiry is checked after the record is written, with no TIME: a key whose expiry
--- has passed is gone to the next lookup (Redis's clock in a script is the call's start), so
--- EXISTS does not find the record, and the call fails before it writes anything else (that
--- SET left nothing). Its bound is the call's start where TIME's is the moment it is read: a
--- record of either may expire a moment after the call, as a record always could.
+-- the cells this read (alone_read, alone_cells). (A record lifetime that is no number of ms
+-- fails the record's SET, which then writes nothing: decide_all names it.)
 local function consume_alone()
   local program = decode_program(ARGV[4])
   local c, w, at = program.c, program.w, program.fields
-  local record, record_expiry = KEYS[1], ARGV[3]
+  local record = KEYS[1]
   local fingerprint, amount_text, fields_word = ARGV[8], ARGV[9], ARGV[10]
   local amount = tonumber(amount_text)
   if not amount then
@@ -1363,14 +1361,11 @@ local function consume_alone()
     set_expiry = counter_set_expiry(KEYS[2], ARGV[7])
   end
   if redis.pcall('SET', record, consumed_text(fingerprint, amount_text, kept, fields_word), 'NX',
-    'GET', 'PXAT', record_expiry) then
-    return nil -- decided before, not this script's record, or no expiry: decide_all answers it
-  end
-  if redis.call('EXISTS', record) == 0 then
-    refuse_gone_record(record_expiry)
+    'GET', 'PX', ARGV[3]) then
+    return nil -- decided before, not this script's record, or no lifetime: decide_all answers it
   end
   if set_expiry then
-    redis.call('SET', KEYS[2], ARGV[7], 'PXAT', set_expiry)
+    store_counter_set(KEYS[2], ARGV[7], set_expiry)
   end
   out[1], out[2] = code_allowed, c
   for j = 1, c do

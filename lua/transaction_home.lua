@@ -57,8 +57,8 @@
 --   caller that finishes later replays the abandonment) and open, the change dated by that begin
 --   (so the same take sent again after a lost reply hands it over again). Then an open record
 --   whose change is at least `age` old is handed to the sweep.
---   Reply: {"follow", state, plan, open, amount, hold expiry ('0' for none), then per refund:
---          asked, refund id ('' for the full refund), the full refund last} | {"none"}
+--   Reply: {"follow", state, plan, open, amount, then per refund: asked, refund id ('' for the
+--          full refund), the full refund last} | {"none"}
 -- op adopt:   ARGV[2] the original's consume fingerprint (digest), ARGV[3] plan, ARGV[4] expiry
 --              (ms), ARGV[5] its reserve fingerprint (digest), ARGV[6] its amount, ARGV[7]
 --              "create" | "compare": a reversal that brings the original transaction the host
@@ -302,8 +302,7 @@ local function sweep()
   elseif open < 0 or open > cutoff then
     return {'none'}
   end
-  local reply = {'follow', home.state, home.plan, fmt(open), fmt(home.amount),
-                 home.hexp and fmt(home.hexp) or '0'}
+  local reply = {'follow', home.state, home.plan, fmt(open), fmt(home.amount)}
   for _, id in ipairs(home.refund_ids) do
     if id ~= '' then
       reply[#reply + 1] = string.match(home.refunds[id], '^(-?%d+):')

@@ -529,3 +529,43 @@ TEST_CASE_METHOD(SpreadLimitsOverBuckets, "reversals with the original racing",
     CHECK(merchant() == expected);
   }
 }
+
+// A consume's share sent on its own goes as lua/limit.lua's op one (its fast path, in the fewest
+// arguments), a reserve's as a decide call. The share's master logs every command it runs
+// (SLOWLOG with no threshold): the server's side of which call ran.
+TEST_CASE("a lone consume's share runs as op one, a reserve's as a decide call",
+          "[cluster][limits][home]") {
+  testing::RedisCluster& cluster = shared_cluster();
+  Redis redis(cluster.options());
+  LimitCounterOptions options;
+  options.key_prefix = unique_prefix() + "one:";
+  LimitCounter limits(redis, Calendar("UTC"), options);
+  limits.set_rules(
+      RuleSet().add(Rule("merchant_day").where("merchant").per(Period::day).max_amount(1000)));
+  const auto share = [&](const std::string& id) {
+    return limits.keys().transaction_share("merchant", id);
+  };
+  Redis node(cluster.owner_of(detail::key_slot(share("c"))).options());
+  const std::string threshold =
+      node.command({"CONFIG", "GET", "slowlog-log-slower-than"}).at(1).as_string();
+  node.command({"CONFIG", "SET", "slowlog-log-slower-than", "0"});
+  node.command({"SLOWLOG", "RESET"});
+  const bool consumed = limits.consume(Transaction{"c", {{"merchant", "m1"}}, 10}).allowed();
+  const bool reserved = limits.reserve(Transaction{"r", {{"merchant", "m1"}}, 10}).allowed();
+  const Reply log = node.command({"SLOWLOG", "GET", "-1"});
+  node.command({"CONFIG", "SET", "slowlog-log-slower-than", threshold});
+  REQUIRE(consumed);
+  REQUIRE(reserved);
+  // the op of the script call (FCALL or EVALSHA <name> <numkeys> <keys...> <op> ...) on `key`
+  const auto op_on = [&](const std::string& key) {
+    for (const Reply& entry : log.as_array()) {
+      const auto& args = entry.at(3).as_array();
+      if (args.size() > 3 && args[3].as_string() == key) {
+        return args.at(3 + std::stoul(args[2].as_string())).as_string();
+      }
+    }
+    return std::string("(none)");
+  };
+  CHECK(op_on(share("c")) == "one");
+  CHECK(op_on(share("r")) == "reserve");
+}

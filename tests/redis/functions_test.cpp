@@ -282,7 +282,8 @@ TEST_CASE_METHOD(
     text = "1" + text.substr(text.find('\n'));
     refused("has no expiry", keys);
   }
-  SECTION("times that PXAT would refuse: a counter set's expiry 0, a record's of 20 digits") {
+  SECTION("times that PXAT or PX would refuse: a counter set's expiry 0, a record lifetime of 20 "
+          "digits") {
     std::string& text = call.args.at(11);
     text = "1 0" + text.substr(text.find('\n'));
     refused("has no expiry", keys);
@@ -290,7 +291,7 @@ TEST_CASE_METHOD(
         limitcounter::detail::build_decide(limitcounter::LimitOp::consume, tx, {}, {&day}, context)
             .args.at(11);
     call.args.at(3) = "99999999999999999999";
-    refused("not a time in ms", keys);
+    refused("not a number of ms", keys);
   }
   SECTION("a counter set whose name holds another text") {
     REQUIRE(redis.command({"SET", keys[1], "another set"}).as_string() == "OK");

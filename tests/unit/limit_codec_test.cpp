@@ -142,7 +142,7 @@ struct Example {
 TEST_CASE("a decide call names every counter once and every rule", "[limit-codec]") {
   const Example example;
   const LimitCall call = example.call();
-  // header: op, n, now, record expiry, hold expiry, programs; a program, S, a counter set, the
+  // header: op, n, now, record lifetime, hold expiry, programs; a program, S, a counter set, the
   // transaction (no set number: there is one set)
   REQUIRE(call.args.size() == 6 + 2 + 1 + 3 + 3);
   CHECK(call.args[0] == "consume");
@@ -150,7 +150,7 @@ TEST_CASE("a decide call names every counter once and every rule", "[limit-codec
   const auto now_ms = unix_millis(example.tx.time);
   CHECK(call.args[2] == std::to_string(now_ms));
   // the record lives the replay horizon, not until the month's end
-  CHECK(std::stoll(call.args[3]) == now_ms + 24 * 3600 * 1000);
+  CHECK(std::stoll(call.args[3]) == 24 * 3600 * 1000);
   CHECK(std::stoll(call.args[4]) == now_ms + 15 * 60 * 1000);
   CHECK(call.args[5] == "1");
   // the program: 2 hold sets (one per counter), 2 counters (both dept rules share one), their keys'
@@ -159,7 +159,7 @@ TEST_CASE("a decide call names every counter once and every rule", "[limit-codec
   REQUIRE(numbers.size() == 2 + 2 + 2 + 1 + 3 * 4);
   const std::int64_t day_expiry = numbers[2];
   const std::int64_t month_expiry = numbers[3];
-  CHECK(month_expiry > std::stoll(call.args[3])); // the month's key outlives it
+  CHECK(month_expiry > decide_record_expiry(call.args)); // the month's key outlives it
   // the counters' keys and the number of each one's field: no dimension value, so that the
   // transactions under the same rules and windows share one counter set; it expires a replay
   // horizon and an hour after the first window's key (the day's: no decision writes a record
@@ -181,7 +181,7 @@ TEST_CASE("a decide call names every counter once and every rule", "[limit-codec
   CHECK(decide_fingerprint(call.args) == call.args[12]);
   CHECK(call.args[13] == "42");
   CHECK(decide_amount(call.args) == "42");
-  CHECK(decide_record_expiry(call.args) == call.args[3]);
+  CHECK(decide_record_expiry(call.args) == now_ms + 24 * 3600 * 1000);
   CHECK(call.args[14] == "cmb:m1");
   // the record, the counter set, its counters, their hold sets (each counter's window's)
   CHECK(call.keys == std::vector<std::string>{"p:tx:{t1}", "p:cs:" + name, "p:{dept}:day:20211112",
@@ -208,8 +208,9 @@ TEST_CASE("a lone consume's call drops the arguments that say it is one", "[limi
   const Example example;
   LimitCall call = example.call();
   const std::vector<std::string> full = call.args;
-  const std::vector<std::string> lone = limitcounter::detail::lone_consume_args(std::move(call.args));
-  // op one: now, record expiry, the program and its names, the counter set's name and text, the
+  const std::vector<std::string> lone =
+      limitcounter::detail::lone_consume_args(std::move(call.args));
+  // op one: now, record lifetime, the program and its names, the counter set's name and text, the
   // transaction's fingerprint, amount and fields (lua/limit.lua's contract)
   CHECK(lone == std::vector<std::string>{"one", full[2], full[3], full[6], full[7], full[10],
                                          full[11], full[12], full[13], full[14]});

@@ -171,9 +171,9 @@ LimitCounter::Impl::decide_many_in_shares(LimitOp op,
   const std::vector<std::size_t> begun = at_homes(
       all,
       [&](std::size_t i) {
-        long long latest = 0;
+        std::int64_t latest = 0;
         for (const ScriptCall& share : prepared[i]->shares) {
-          latest = std::max(latest, std::stoll(detail::decide_record_expiry(share.args)));
+          latest = std::max(latest, detail::decide_record_expiry(share.args));
         }
         const auto margin = std::chrono::milliseconds(detail::share_record_margin).count();
         std::vector<std::string> args{"begin", home_fingerprint(*prepared[i]),

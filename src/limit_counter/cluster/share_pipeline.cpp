@@ -5,6 +5,7 @@
 
 #include <limitcounter/detail/lua_scripts.hpp>
 
+#include "limit_counter/codec/decide_arguments.hpp"
 #include "limit_counter/codec/decide_batch.hpp"
 #include "limit_counter/codec/decide_replies.hpp"
 #include "redis/key_slot.hpp"
@@ -12,7 +13,7 @@
 namespace limitcounter::detail {
 
 std::vector<BatchResult<std::vector<Reply>>>
-run_shares(Redis& redis, bool batch_consumes,
+run_shares(Redis& redis, bool consumes,
            const std::vector<const std::vector<ScriptCall>*>& shares_of) {
   using Member = std::pair<std::size_t, std::size_t>; // (transaction, share)
   std::vector<BatchResult<std::vector<Reply>>> out;
@@ -20,18 +21,28 @@ run_shares(Redis& redis, bool batch_consumes,
   std::vector<ScriptCall> calls;
   std::vector<std::vector<Member>> call_members;
   std::map<std::uint16_t, std::vector<Member>> by_slot;
-  // One transaction's shares are one per slot: alone, they are sent as they are, not copied.
+  // One transaction's shares are one per slot: alone, they are sent on their own, as they are
+  // (not copied) but for consumes, which go in the fewest arguments (op one: lua/limit.lua's
+  // lone consume, its fast path).
   const bool alone = shares_of.size() == 1;
+  const bool as_they_are = alone && !consumes;
+  const auto on_its_own = [&](const ScriptCall& share) {
+    ScriptCall call = share;
+    if (consumes) {
+      call.args = detail::lone_consume_args(std::move(call.args));
+    }
+    return call;
+  };
   for (std::size_t k = 0; k < shares_of.size(); ++k) {
     const std::vector<ScriptCall>& shares = *shares_of[k];
     out.emplace_back(std::vector<Reply>(shares.size()));
     for (std::size_t s = 0; s < shares.size(); ++s) {
-      if (batch_consumes && !alone) {
+      if (consumes && !alone) {
         by_slot[detail::key_slot(shares[s].keys.front())].emplace_back(k, s);
         continue;
       }
-      if (!alone) {
-        calls.push_back(shares[s]);
+      if (!as_they_are) {
+        calls.push_back(on_its_own(shares[s]));
       }
       call_members.push_back({{k, s}});
     }
@@ -44,7 +55,7 @@ run_shares(Redis& redis, bool batch_consumes,
       const std::size_t upto = std::min(members.size(), from + detail::max_decide_batch);
       call_members.emplace_back(members.begin() + from, members.begin() + upto);
       if (upto - from == 1) {
-        calls.push_back(share(members[from]));
+        calls.push_back(on_its_own(share(members[from])));
         continue;
       }
       detail::DecideBatch batch;
@@ -56,7 +67,7 @@ run_shares(Redis& redis, bool batch_consumes,
       calls.push_back({&scripts::limit, std::move(keys), std::move(args), Resend::same_id});
     }
   }
-  const std::vector<ScriptCall>& sent = alone ? *shares_of.front() : calls;
+  const std::vector<ScriptCall>& sent = as_they_are ? *shares_of.front() : calls;
   if (sent.empty()) {
     return out;
   }

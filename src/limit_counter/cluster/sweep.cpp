@@ -136,7 +136,7 @@ LimitCounter::Impl::finish_interrupted(std::chrono::seconds older_than, std::siz
 }
 
 // `taken` is the home record's answer to "sweep": {"none"}, or {"follow", state, plan, open,
-// amount, hexp, refunds...}. Runs on every share what a retry of the transaction's last change
+// amount, refunds...}. Runs on every share what a retry of the transaction's last change
 // would run there, then closes the home record.
 std::optional<InterruptedFanOut> LimitCounter::Impl::follow_home(const std::string& home_key,
                                                                  const Reply& taken) {
@@ -163,7 +163,7 @@ std::optional<InterruptedFanOut> LimitCounter::Impl::follow_home(const std::stri
   } else if (result.state == TransactionState::confirmed) {
     operations.push_back({"confirm", amount, "0"});
   }
-  for (std::size_t i = 6; i + 1 < items.size(); i += 2) {
+  for (std::size_t i = 5; i + 1 < items.size(); i += 2) {
     operations.push_back({"refund", items[i].as_string(), items[i + 1].as_string()});
   }
   const std::vector<std::string> plan =

@@ -67,8 +67,11 @@ LimitCall build_decide(LimitOp op, const Transaction& transaction,
                                              call.keys.front(), context, own);
   const TimePoint hold_expiry = context.now + context.reservation_timeout;
   // The replay horizon, whatever the windows (a reservation's hold outlives its record in the
-  // hold sets, whose members say what to release); never shorter than a hold.
-  const TimePoint record_expiry = std::max(context.now + context.replay_horizon, hold_expiry);
+  // hold sets, whose members say what to release); never shorter than a hold. A lifetime, which
+  // the server counts by its own clock: a client's clock behind the server's cannot make a
+  // record that is gone at once (a retry would count again).
+  const std::chrono::milliseconds record_lifetime =
+      std::max(context.replay_horizon, context.reservation_timeout);
   // Without counters the call's own record stands in for the set (see CallTemplate): not the
   // record of the transaction the template was built for, which is in another slot of a cluster.
   call.keys.push_back(shared.counter_keys.empty() ? call.keys.front() : shared.set_key);
@@ -79,7 +82,7 @@ LimitCall build_decide(LimitOp op, const Transaction& transaction,
   call.args.emplace_back(to_string(op));
   call.args.emplace_back("1");
   call.args.push_back(number_arg(unix_millis(context.now)));
-  call.args.push_back(number_arg(unix_millis(record_expiry)));
+  call.args.push_back(number_arg(record_lifetime.count()));
   call.args.push_back(number_arg(unix_millis(hold_expiry)));
   // the program: the rules this transaction matched, its windows' key expiries
   call.args.emplace_back("1");
@@ -107,14 +110,16 @@ const std::string& decide_amount(const std::vector<std::string>& args) {
   return args.at(DecideLayout::transaction + 1);
 }
 
-const std::string& decide_record_expiry(const std::vector<std::string>& args) { return args.at(3); }
+std::int64_t decide_record_expiry(const std::vector<std::string>& args) {
+  return std::stoll(args.at(2)) + std::stoll(args.at(3));
+}
 
 std::vector<std::string> lone_consume_args(std::vector<std::string>&& args) {
   using at = DecideLayout;
   // in place (each argument moves to a lower index than its own): no new vector
   args.at(0) = "one";
   std::size_t to = 1;
-  // now, record expiry; the program, its names; the counter set's name, text; the transaction
+  // now, record lifetime; the program, its names; the counter set's name, text; the transaction
   for (const std::size_t from :
        {std::size_t{2}, std::size_t{3}, at::program, at::program + 1, at::set + 1, at::set + 2,
         at::transaction, at::transaction + 1, at::transaction + 2}) {
