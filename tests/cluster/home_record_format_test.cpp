@@ -7,6 +7,7 @@
 #include <chrono>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <limitcounter/detail/lua_scripts.hpp>
@@ -208,25 +209,25 @@ TEST_CASE("a home record of an earlier format (a hash) is not decided again",
   limits.set_rules(
       RuleSet().add(Rule("merchant_day").where("merchant").per(Period::day).max_amount(1000)));
   // as the earlier formats wrote a consumed transaction (its shares' counters long moved)
-  std::vector<std::string> fields;
-  SECTION("named fields") {
-    fields = {"fp",       "0123456789abcdef:100",
-              "plan",     options.key_prefix + "{merchant}:tx:old-1",
-              "state",    "consumed",
-              "decision", "allowed\n-",
-              "amount",   "100",
-              "refunded", "0"};
+  const std::vector<std::pair<std::string, std::vector<std::string>>> formats{
+      {"named",
+       {"fp", "0123456789abcdef:100", "plan", options.key_prefix + "{merchant}:tx:named", "state",
+        "consumed", "decision", "allowed\n-", "amount", "100", "refunded", "0"}},
+      {"letters", {"f", "0123456789a:100", "p", "merchant", "s", "c"}}};
+  for (const auto& format : formats) {
+    const std::string& id = format.first;
+    const std::vector<std::string>& fields = format.second;
+    INFO(id);
+    const std::string home = limits.keys().transaction(id);
+    std::vector<std::string> hset{"HSET", home};
+    hset.insert(hset.end(), fields.begin(), fields.end());
+    redis.command(hset);
+    const Transaction retry{id, {{"merchant", "m1"}}, 100};
+    CHECK(testing::error_of([&] { limits.consume(retry); }).code() == errc::conflict);
+    testing::error_of([&] { limits.refund(id, 10, "r1"); }); // (fails the test unless it throws)
+    CHECK(limits.usage("merchant", Dimension{"m1"}, Period::day) == Usage{0, 0});
+    CHECK(redis.command({"HGETALL", home}).as_array().size() == fields.size()); // untouched
   }
-  SECTION("one-letter fields") { fields = {"f", "0123456789a:100", "p", "merchant", "s", "c"}; }
-  const std::string home = limits.keys().transaction("old-1");
-  std::vector<std::string> hset{"HSET", home};
-  hset.insert(hset.end(), fields.begin(), fields.end());
-  redis.command(hset);
-  const Transaction retry{"old-1", {{"merchant", "m1"}}, 100};
-  CHECK(testing::error_of([&] { limits.consume(retry); }).code() == errc::conflict);
-  testing::error_of([&] { limits.refund("old-1", 10, "r1"); }); // (fails the test unless it throws)
-  CHECK(limits.usage("merchant", Dimension{"m1"}, Period::day) == Usage{0, 0});
-  CHECK(redis.command({"HGETALL", home}).as_array().size() == fields.size()); // untouched
   CHECK(limits.finish_interrupted(std::chrono::seconds{0}).empty());
 }
 
