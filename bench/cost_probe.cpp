@@ -2,7 +2,8 @@
 // only, so that scripts/bench.sh --baseline REV builds this same file against an earlier
 // revision of the library and prints both in one run (issue 14: "before and after, in one run").
 //
-//   cost_probe <redis uri> <build label> [--server-instructions [<reference script>]]
+//   cost_probe <redis uri> <build label>
+//              [--server-instructions [<reference script> [<consume floor script>]]]
 //
 // On an empty server of its own (bench.sh flushes it before each build's probe): every key
 // has the default prefix, as a host's would.
@@ -17,7 +18,8 @@
 // only the decision rounds run (batches of 1 and 4 rules, then single 1-rule consumes, 3 rounds
 // each), and callgrind's dump at each ECHO holds what the server executed for that round and
 // nothing else. A reference script (bench/lua/reference_gcra.lua: a record-less limiter) adds
-// 3 rounds of as many decisions, one call each, after them.
+// 3 rounds of as many decisions, one call each, after them; a consume floor script
+// (bench/lua/consume_floor.lua: only the commands of a lone consume) 3 more.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -165,41 +167,83 @@ void decision_cost(Probe& probe, lc::LimitCounter& limits, bool batched, double&
   }
 }
 
-// Rounds of `round_transactions` decisions of the record-less limiter in `path` (its contract:
-// bench/lua/reference_gcra.lua), one call each, over 50 subjects as the probe's 50 merchants;
-// each round between CONFIG RESETSTAT and ECHO, as decision_cost's.
-void reference_rounds(Probe& probe, const char* path) {
+// The text of the script at `path`.
+std::string script_source(const char* path) {
   std::ifstream file(path);
-  const std::string source((std::istreambuf_iterator<char>(file)),
-                           std::istreambuf_iterator<char>());
+  std::string source((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
   if (source.empty()) {
     throw std::runtime_error(std::string("cannot read ") + path);
   }
-  const std::string sha = probe.redis.command({"SCRIPT", "LOAD", source}).as_string();
+  return source;
+}
+
+// 3 rounds of `round_transactions` calls `call(i)` (i counts on across rounds), each round
+// between CONFIG RESETSTAT and ECHO, as decision_cost's.
+template <typename Call> void script_rounds(Probe& probe, Call call) {
+  int i = 0;
   for (int round = 0; round < 3; ++round) {
     probe.redis.command({"CONFIG", "RESETSTAT"});
-    for (int i = 0; i < round_transactions; ++i) {
-      // 1 ms apart, a burst of 10^12 ms: never denied
-      const lc::Reply reply = probe.redis.command(
-          {"EVALSHA", sha, "1", "gcra:m" + std::to_string(i % 50), "1", "1000000000000"});
-      if (reply.as_array().at(0).as_integer() != 1) {
-        throw std::runtime_error("reference limiter: a request was not allowed");
-      }
+    for (int k = 0; k < round_transactions; ++k) {
+      call(i++);
     }
     probe.redis.command({"ECHO", "round end"});
   }
+}
+
+// Rounds of the record-less limiter in `path` (its contract: bench/lua/reference_gcra.lua), one
+// call a decision, over 50 subjects as the probe's 50 merchants.
+void reference_rounds(Probe& probe, const char* path) {
+  const std::string sha = probe.redis.command({"SCRIPT", "LOAD", script_source(path)}).as_string();
+  script_rounds(probe, [&](int i) {
+    // 1 ms apart, a burst of 10^12 ms: never denied
+    const lc::Reply reply = probe.redis.command(
+        {"EVALSHA", sha, "1", "gcra:m" + std::to_string(i % 50), "1", "1000000000000"});
+    if (reply.as_array().at(0).as_integer() != 1) {
+      throw std::runtime_error("reference limiter: a request was not allowed");
+    }
+  });
+}
+
+// Rounds of the consume floor in `path` (bench/lua/consume_floor.lua), called as the library's
+// scripts are, by FCALL of a function of its own library: op one's keys and arguments, shaped
+// as the probe's own single consumes send them (a 17-character id, the default key prefix, a
+// counter hash of 50 merchants' fields, an 11-character fingerprint).
+void floor_rounds(Probe& probe, const char* path) {
+  probe.redis.command({"FUNCTION", "LOAD", "REPLACE",
+                       "#!lua name=consume_floor\nredis.register_function('consume_floor', "
+                       "function(KEYS, ARGV)\n" +
+                           script_source(path) + "\nend)\n"});
+  const std::string counter = "trans:limit:{floor001}:day:20261128";
+  const std::string set_text = "1 4102444800000\n" + counter + " 1\n" + counter + ":holds";
+  const std::string now = std::to_string(
+      std::chrono::duration_cast<std::chrono::milliseconds>(lc::Clock::now().time_since_epoch())
+          .count());
+  script_rounds(probe, [&](int i) {
+    char id[24];
+    char fingerprint[16];
+    std::snprintf(id, sizeof id, "flr-%013d", i);
+    std::snprintf(fingerprint, sizeof fingerprint, "f%010d", i);
+    const lc::Reply reply = probe.redis.command(
+        {"FCALL", "consume_floor", "4", "trans:limit:tx:{" + std::string(id) + "}",
+         "trans:limit:cs:floor001", counter, counter + ":holds", "one", now, "86400000",
+         std::string(21, 'p'), "r0", "floor001", set_text, fingerprint, "100",
+         "m" + std::to_string(i % 50)});
+    if (reply.as_array().at(0).as_integer() != 1) {
+      throw std::runtime_error("consume floor: a record was there before");
+    }
+  });
 }
 
 } // namespace
 
 int main(int argc, char** argv) {
   const bool instructions =
-      (argc == 4 || argc == 5) && std::strcmp(argv[3], "--server-instructions") == 0;
+      argc >= 4 && argc <= 6 && std::strcmp(argv[3], "--server-instructions") == 0;
   if (argc != 3 && !instructions) {
-    std::fprintf(
-        stderr,
-        "usage: %s <redis uri> <build label> [--server-instructions [<reference script>]]\n",
-        argv[0]);
+    std::fprintf(stderr,
+                 "usage: %s <redis uri> <build label>\n"
+                 "       [--server-instructions [<reference script> [<consume floor script>]]]\n",
+                 argv[0]);
     return 2;
   }
   const std::string label = argv[2];
@@ -220,12 +264,15 @@ int main(int argc, char** argv) {
       decision_cost(probe, one_rule, true, cpu[0], script[0]);
       decision_cost(probe, four_rules, true, cpu[1], script[1]);
       decision_cost(probe, one_rule, false, cpu[2], script[2]);
-      if (argc == 5) {
+      if (argc >= 5) {
         reference_rounds(probe, argv[4]);
+      }
+      if (argc == 6) {
+        floor_rounds(probe, argv[5]);
       }
       std::printf("{\"build\": \"%s\", \"row\": \"server_instructions\", "
                   "\"rounds\": %d, \"decisions_per_round\": %d}\n",
-                  label.c_str(), argc == 5 ? 12 : 9, round_transactions);
+                  label.c_str(), 9 + 3 * (argc - 4), round_transactions);
       return 0;
     }
     // 3 of the rules and a 4th that denies 100 (a user's 50 a day), as bench.cpp's record_bytes

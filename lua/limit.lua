@@ -164,21 +164,28 @@ local function counter_entry(key)
   return entry
 end
 
--- A counter field's value as a cache cell: {count, amount, changed}. (`text + 0` converts
--- numeric text as tonumber does, with one strtod where tonumber takes two: this runs per counter
--- read. Text that is not a number, which only a hand edit leaves, raises an error here, where
--- tonumber's nil failed later.)
-local function parse_counter(value)
+-- A counter field's value (as HGET answers it: false for none) as its count and amount. (`text
+-- + 0` converts numeric text as tonumber does, with one strtod where tonumber takes two: this
+-- runs per counter read. Text that is not a number, which only a hand edit leaves, raises an
+-- error here, where tonumber's nil failed later.)
+local function counter_totals(value)
   if not value then
-    return {0, 0, false}
+    return 0, 0
   end
   local colon = string.find(value, ':', 1, true) -- (cheaper than a pattern, per counter)
-  return {string.sub(value, 1, colon - 1) + 0, string.sub(value, colon + 1) + 0, false}
+  return string.sub(value, 1, colon - 1) + 0, string.sub(value, colon + 1) + 0
+end
+
+-- The same as a cache cell: {count, amount, changed}.
+local function parse_counter(value)
+  local count, amount = counter_totals(value)
+  return {count, amount, false}
 end
 
 -- A counter field's value (see the contract).
+local counter_format = '%d:%d'
 local function counter_value(count, amount)
-  return string.format('%d:%d', count, amount)
+  return string.format(counter_format, count, amount)
 end
 
 -- Fields per HSET: unpack's limit is a few thousand values (a denied consume may release
@@ -1196,9 +1203,9 @@ local function decide(record, set, fingerprint, amount_text, amount, fields_word
   end
 end
 
--- What consume_alone read before it left a call to decide_all (see there): counter j's cell,
--- in alone_cells[j], when alone_read.
-local alone_read, alone_cells = false, {}
+-- What consume_alone read before it left a call to decide_all (see there): counter j's field
+-- value as HGET answered it, in alone_values[j], when alone_read.
+local alone_read, alone_values = false, {}
 
 -- The amounts of a decide call's transactions, as numbers (read_ahead checks and converts each
 -- one once; entries 1..n are written before they are read).
@@ -1238,8 +1245,13 @@ local function read_ahead(sets, only_set, tx, a, n)
       local entry, field = entries[j], fields and fields[w[fields_at + j]] or word
       local cells = entry.fields
       if cells[field] == nil and n == 1 then -- (nothing to gather: one HGET a counter)
-        cells[field] = alone_read and alone_cells[j] or
-          parse_counter(redis.call('HGET', entry.key, field))
+        local value
+        if alone_read then -- (false where there was none)
+          value = alone_values[j]
+        else
+          value = redis.call('HGET', entry.key, field)
+        end
+        cells[field] = parse_counter(value)
       elseif cells[field] == nil then
         cells[field] = false -- (asked; the HMGET below fills it)
         asked, asked_entries = asked or {}, asked_entries or {}
@@ -1333,8 +1345,10 @@ end
 -- when it is the common case: allowed, a first decision, no total near 2^53. It decides by the
 -- same rules and writes the same record and counters as decide_all. Anything else returns nil
 -- having written nothing, and the call goes on in decide_all as op consume (consume_args) with
--- the cells this read (alone_read, alone_cells). (A record lifetime that is no number of ms
--- fails the record's SET, which then writes nothing: decide_all names it.)
+-- the values this read (alone_read, alone_values). (A record lifetime that is no number of ms
+-- fails the record's SET, which then writes nothing: decide_all names it.) It runs outside
+-- main's pcall and builds no table: a host calls it per payment, and each costs Redis ~1,000
+-- instructions a call (docs/BENCHMARKS.md, "A lone consume before main's pcall").
 local function consume_alone()
   local program = decode_program(ARGV[4])
   local c, w, at = program.c, program.w, program.fields
@@ -1348,12 +1362,17 @@ local function consume_alone()
   local fields = c > 1 and split_fields(fields_word)
   for j = 1, c do -- (KEYS: the record, the counter set, the c counters, their hold sets)
     local field = fields and fields[w[at + j]] or fields_word
-    local cell = parse_counter(redis.call('HGET', KEYS[2 + j], field))
-    alone_cells[j], counts[j], amounts[j] = cell, cell[1], cell[2]
+    local value = redis.call('HGET', KEYS[2 + j], field)
+    alone_values[j], counts[j], amounts[j] = value, counter_totals(value)
   end
   alone_read = true
-  if first_denial(program, amount) ~= 0 or overflowing(c, amount) then
+  if first_denial(program, amount) ~= 0 then
     return nil
+  end
+  for j = 1, c do -- (overflowing, in one loop: decide_all finds which counter)
+    if counts[j] >= max_exact or amounts[j] + amount > max_exact then
+      return nil
+    end
   end
   -- the counter set read (a collision fails here) before the record, stored after it
   local kept, set_expiry = c > 0 and ARGV[6], nil
@@ -1371,7 +1390,7 @@ local function consume_alone()
   for j = 1, c do
     local key, count, total = KEYS[2 + j], counts[j] + 1, amounts[j] + amount
     if redis.call('HSET', key, fields and fields[w[at + j]] or fields_word,
-      counter_value(count, total)) == 1 then
+      string.format(counter_format, count, total)) == 1 then -- (counter_value, inlined)
       redis.call('PEXPIREAT', key, w[2 + j], 'NX') -- (a new field may be a new key)
     end
     out[1 + 2 * j], out[2 + 2 * j] = count, total
@@ -1388,13 +1407,6 @@ local function consume_args()
 end
 
 local function run()
-  if op == 'one' then
-    local reply = consume_alone()
-    if reply then
-      return reply
-    end
-    ARGV, op = consume_args(), 'consume'
-  end
   if op == 'consume' or op == 'reserve' or op == 'check' then
     return decide_all(op)
   elseif op == 'batch' then
@@ -1414,13 +1426,22 @@ local function run()
 end
 
 -- One call. Every failure comes before the call's first write (reads and checks first), so a
--- failed call has written nothing and its cached counters are dropped, never flushed.
+-- failed call has written nothing and its cached counters are dropped, never flushed. (A lone
+-- consume runs outside the pcall: it caches nothing, and an error it raises reaches Redis as
+-- main would raise it, `ERR ` and its position for an error of its own, a command's as it is.)
 local function main()
   op = ARGV[1]
-  counters, counter_keys, split_words = nil, nil, nil
   out_n = 0
-  declared = nil
   alone_read = false
+  if op == 'one' then
+    local reply = consume_alone()
+    if reply then
+      return reply
+    end
+    ARGV, op = consume_args(), 'consume'
+  end
+  counters, counter_keys, split_words = nil, nil, nil
+  declared = nil
   local ok, result = pcall(run)
   if not ok then
     if type(result) == 'table' and result.needs then
