@@ -131,10 +131,11 @@ elseif op == 'ack' then
     end
     return {'stale'}
   end
-  redis.call('ZREM', inflight, ARGV[2])
-  redis.call('HDEL', tasks, ARGV[2], ARGV[2] .. ':requeued')
+  -- (the paid hash first: if it is no hash, the error comes before anything was written)
   redis.call('HSET', paid, ARGV[4], ARGV[5] .. string.format(':%d', lease))
   redis.call('PEXPIRE', paid, ARGV[6], 'NX')
+  redis.call('ZREM', inflight, ARGV[2])
+  redis.call('HDEL', tasks, ARGV[2], ARGV[2] .. ':requeued')
   return {'paid'}
 elseif op == 'fail' then
   local ready, inflight, tasks, dead = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
