@@ -30,6 +30,13 @@
 --   ARGV[2] task, ARGV[3] lease, ARGV[4] now (ms), ARGV[5] max attempts, ARGV[6] back-off base (ms)
 --   Reply: {"retry", due ms} | {"dead"} | {"stale"} (the task was paid or is unknown)
 --   A lease that had already ended answers "dead" if the task died with it, else "retry".
+-- op release: KEYS ready, inflight, tasks
+--   ARGV[2] task, ARGV[3] lease, ARGV[4] now (ms)
+--   Hands back a task leased and not tried: held under this lease, it goes from inflight back
+--   to ready, due now, with its attempts and lease kept (the next take leases it anew, so the
+--   released lease acks nothing and its fail counts nothing).
+--   Reply: {"released"} | {"stale"} (the lease ran out, or the task was paid, failed, released
+--   or died under it, e.g. a retry after a lost reply: nothing changed)
 -- op requeue: KEYS ready, tasks, dead
 --   ARGV[2] task, ARGV[3] now (ms)
 --   A dead-lettered task goes back to ready, due now, with its attempts reset and its lease
@@ -131,10 +138,11 @@ elseif op == 'ack' then
     end
     return {'stale'}
   end
-  redis.call('ZREM', inflight, ARGV[2])
-  redis.call('HDEL', tasks, ARGV[2], ARGV[2] .. ':requeued')
+  -- (the paid hash first: if it is no hash, the error comes before anything was written)
   redis.call('HSET', paid, ARGV[4], ARGV[5] .. string.format(':%d', lease))
   redis.call('PEXPIRE', paid, ARGV[6], 'NX')
+  redis.call('ZREM', inflight, ARGV[2])
+  redis.call('HDEL', tasks, ARGV[2], ARGV[2] .. ':requeued')
   return {'paid'}
 elseif op == 'fail' then
   local ready, inflight, tasks, dead = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
@@ -143,6 +151,20 @@ elseif op == 'fail' then
     return ended(ready, tasks, ARGV[2], lease)
   end
   return failed(ready, inflight, tasks, dead, ARGV[2], tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]))
+end
+if op == 'release' then
+  local ready, inflight, tasks, task = KEYS[1], KEYS[2], KEYS[3], ARGV[2]
+  local lease, now = tonumber(ARGV[3]), tonumber(ARGV[4])
+  if not lease or not now then
+    return redis.error_reply('payout release: bad lease or now ' .. tostring(ARGV[3]) .. ' ' ..
+      tostring(ARGV[4]))
+  end
+  if not holds_lease(inflight, tasks, task, lease) then
+    return {'stale'}
+  end
+  redis.call('ZREM', inflight, task)
+  redis.call('ZADD', ready, ARGV[4], task)
+  return {'released'}
 end
 if op == 'requeue' then
   local ready, tasks, dead, task = KEYS[1], KEYS[2], KEYS[3], ARGV[2]

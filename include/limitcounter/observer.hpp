@@ -69,12 +69,13 @@ std::string_view to_string(RedPacketOp op) noexcept;
 /// The payout-queue call behind `LimitObserver::on_payout_operation` (also those that
 /// `RedPacketPool::run_payouts` makes).
 enum class PayoutOp {
-  take, ///< `RedPacketPool::take_payouts`
-  ack,  ///< `RedPacketPool::ack_payout`
-  fail, ///< `RedPacketPool::fail_payout`
+  take,    ///< `RedPacketPool::take_payouts`
+  ack,     ///< `RedPacketPool::ack_payout`
+  fail,    ///< `RedPacketPool::fail_payout`
+  release, ///< `RedPacketPool::release_payout`
 };
 
-/// "take", "ack" or "fail".
+/// "take", "ack", "fail" or "release".
 std::string_view to_string(PayoutOp op) noexcept;
 
 /// One observer for every job: give the same instance to `LimitCounterOptions`,
@@ -147,8 +148,9 @@ public:
   /// 0). take: `status` "ok", `tasks` the number of tasks leased (0 when none was due);
   /// ack: "paid", "replayed" (paid before under this lease: a retry) or "stale" (the lease
   /// had run out, see `ack_payout`), `tasks` 1; fail: "retry" (queued again after its
-  /// back-off), "dead_lettered" or "stale" (the task was paid or is unknown), `tasks` 1. A
-  /// fail retried with the same lease answers, and is reported, as the first.
+  /// back-off), "dead_lettered" or "stale" (the task was paid or is unknown), `tasks` 1; release:
+  /// "released" or "stale" (the lease was no longer held), `tasks` 1. A fail retried with the
+  /// same lease answers, and is reported, as the first.
   virtual void on_payout_operation(PayoutOp /*op*/, std::string_view /*status*/,
                                    std::size_t /*tasks*/, std::chrono::nanoseconds /*latency*/) {}
   /// A journal partition's lag for one consumer group, read by `JournalConsumer::lag`

@@ -121,7 +121,7 @@ struct PayoutTask {
   std::int64_t amount = 0;     ///< minor units, > 0
   int attempt = 1;             ///< 1 for the first try
   std::uint32_t partition = 0; ///< the payout-queue partition it was taken from
-  std::uint64_t lease = 0;     ///< guards ack and fail: a stale lease changes nothing
+  std::uint64_t lease = 0;     ///< guards ack, fail and release: a stale lease changes nothing
   std::string nickname;        ///< the grabber's display data, as given to `grab`
   std::string avatar_url;      ///< the grabber's avatar URL, as given to `grab`
   /// "<packet>:<user>": the same for every attempt, for the host's idempotent payout.
@@ -272,12 +272,27 @@ public:
   /// `max_payout_attempts`. Returns true if dead-lettered. One failed attempt per lease: a
   /// retry of the same lease (after a lost reply) counts nothing more and answers alike.
   bool fail_payout(const PayoutTask& task, TimePoint now = Clock::now());
+  /// Hands back a task that was leased but not tried (e.g. a worker that stops before the end
+  /// of what it took): it goes back to its queue due at `now`, its attempts unchanged, so the
+  /// next take leases it anew for the same attempt. True if this call released it; false if
+  /// `task.lease` was no longer held (it ran out, or the task was paid, failed or released
+  /// under it, e.g. by this call whose reply was lost): nothing changed. A released lease acks
+  /// nothing (`ack_payout` is false) and its `fail_payout` counts nothing. A task that was
+  /// tried and not paid is `fail_payout`, which counts the attempt.
+  bool release_payout(const PayoutTask& task, TimePoint now = Clock::now());
 
   /// Host callback: pay `task` idempotently by `task.idempotency_key()`; return true if
   /// paid. Returning false or throwing counts as a failed attempt.
   using PayoutFunction = std::function<bool(const PayoutTask&)>;
-  /// Takes, pays and acknowledges up to `max` due tasks of every partition; returns how
-  /// many were paid.
+  /// Takes, pays and acknowledges up to `max` due tasks of every partition, one partition
+  /// after the other; returns how many were paid. A `pay` that returns false or throws is a
+  /// failed attempt (`fail_payout`). When a take, ack or fail throws (Redis unreachable after
+  /// the library's resends, a script error), that `Error` leaves the call and the partitions
+  /// after it wait for the next call. The tasks of the pass not tried yet are first handed back
+  /// (`release_payout`: due now, attempts unchanged). The release is best effort: if it throws
+  /// too (as it will while Redis is unreachable), its error is dropped and the tasks it did not
+  /// release come back when their lease (`visibility_timeout`) runs out, each counted as one
+  /// failed attempt, as is the task whose ack or fail threw.
   std::size_t run_payouts(const PayoutFunction& pay, std::size_t max = 100);
 
   /// The dead-lettered tasks of `partition`: "<packet>:<user>:<amount>:<attempts>".

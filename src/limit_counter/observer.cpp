@@ -47,6 +47,7 @@ std::string_view to_string(PayoutOp op) noexcept {
   case PayoutOp::take: return "take";
   case PayoutOp::ack: return "ack";
   case PayoutOp::fail: return "fail";
+  case PayoutOp::release: return "release";
   }
   return "other";
 }

@@ -1,6 +1,7 @@
 #include <limitcounter/red_packet.hpp>
 
 #include <algorithm>
+#include <iterator>
 
 #include <limitcounter/detail/lua_scripts.hpp>
 #include <limitcounter/error.hpp>
@@ -375,20 +376,49 @@ bool RedPacketPool::fail_payout(const PayoutTask& task, TimePoint now) {
   return status == "dead";
 }
 
+bool RedPacketPool::release_payout(const PayoutTask& task, TimePoint now) {
+  const std::string status = observed_payout(
+      options_.observer.get(), PayoutOp::release,
+      [&] {
+        const Reply reply = redis_.eval(
+            scripts::payout,
+            {keys_.payout(task.partition, "ready"), keys_.payout(task.partition, "inflight"),
+             keys_.payout(task.partition, "tasks")},
+            {"release", task.idempotency_key(), std::to_string(task.lease), millis(now)},
+            Resend::same_id);
+        return reply.at(0).as_string(); // released or stale
+      },
+      describe_reply);
+  return status == "released";
+}
+
 std::size_t RedPacketPool::run_payouts(const PayoutFunction& pay, std::size_t max) {
   std::size_t paid = 0;
   for (std::uint32_t partition = 0; partition < keys_.partitions(); ++partition) {
-    for (const PayoutTask& task : take_payouts(partition, max)) {
+    const std::vector<PayoutTask> tasks = take_payouts(partition, max);
+    for (auto task = tasks.begin(); task != tasks.end(); ++task) {
       bool ok = false;
       try {
-        ok = pay(task);
+        ok = pay(*task);
       } catch (...) {
         ok = false; // the host's failure is a failed attempt, retried later
       }
-      if (ok) {
-        paid += ack_payout(task) ? 1 : 0;
-      } else {
-        fail_payout(task);
+      try {
+        if (ok) {
+          paid += ack_payout(*task) ? 1 : 0;
+        } else {
+          fail_payout(*task);
+        }
+      } catch (...) {
+        // Left leased, the tasks not tried would each count a failed attempt at their
+        // deadline. Every release goes to the same partition's keys, so once one throws the
+        // others would too, each after the resends: those keep their deadline.
+        try {
+          std::for_each(std::next(task), tasks.end(),
+                        [this](const PayoutTask& untried) { release_payout(untried); });
+        } catch (...) {
+        }
+        throw;
       }
     }
   }

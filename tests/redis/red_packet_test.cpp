@@ -8,6 +8,7 @@
 #include <numeric>
 #include <set>
 #include <thread>
+#include <tuple>
 
 #include <limitcounter/detail/lua_scripts.hpp>
 #include <limitcounter/error.hpp>
@@ -635,6 +636,136 @@ TEST_CASE_METHOD(PoolFixture,
     now += 1s;
   }
   CHECK(pool.dead_payouts(partition) == std::vector<std::string>{"pk-a:u2:12:3"});
+}
+
+namespace {
+
+std::string millis_of(TimePoint at) {
+  return std::to_string(
+      std::chrono::duration_cast<std::chrono::milliseconds>(at.time_since_epoch()).count());
+}
+
+// A payout task as its partition's keys hold it: the tasks hash entry
+// "<amount>:<attempts>:<lease>[:<display>]" and its scores in ready and inflight ("" if absent).
+struct QueuedTask {
+  std::string entry, ready, inflight;
+  bool operator==(const QueuedTask& other) const {
+    return std::tie(entry, ready, inflight) == std::tie(other.entry, other.ready, other.inflight);
+  }
+};
+
+QueuedTask queued(Redis& redis, const RedPacketPool& pool, const PayoutTask& task) {
+  const auto read = [&](std::vector<std::string> command) {
+    const Reply reply = redis.command(command);
+    return reply.is_nil() ? std::string() : reply.as_string();
+  };
+  const std::string id = task.idempotency_key();
+  return {read({"HGET", pool.keys().payout(task.partition, "tasks"), id}),
+          read({"ZSCORE", pool.keys().payout(task.partition, "ready"), id}),
+          read({"ZSCORE", pool.keys().payout(task.partition, "inflight"), id})};
+}
+
+} // namespace
+
+TEST_CASE_METHOD(PoolFixture,
+                 "a released payout is due again at once with its attempts and lease; a stale "
+                 "lease releases nothing",
+                 "[redpacket][redis][payout][exactly-once]") {
+  pool.create("pk-r", {21, 22});
+  REQUIRE(pool.grab("pk-r", "u1").status == GrabResult::Status::granted);
+  const auto partition = pool.keys().partition_of("pk-r");
+  const auto start = Clock::now();
+  const auto taken = pool.take_payouts(partition, 10, start);
+  REQUIRE(taken.size() == 1);
+  const std::string entry = queued(redis, pool, taken[0]).entry;
+  CHECK(entry == std::to_string(taken[0].amount) + ":0:" + std::to_string(taken[0].lease));
+
+  CHECK(pool.release_payout(taken[0], start + 5ms));
+  const QueuedTask released{entry, millis_of(start + 5ms), ""};
+  CHECK(queued(redis, pool, taken[0]) == released);
+  // a retry after a lost reply, and the released lease's ack and fail, change nothing
+  CHECK_FALSE(pool.release_payout(taken[0], start + 10ms));
+  CHECK_FALSE(pool.ack_payout(taken[0], start + 10ms));
+  CHECK_FALSE(pool.fail_payout(taken[0], start + 10ms));
+  CHECK(queued(redis, pool, taken[0]) == released);
+  CHECK(redis.command({"EXISTS", pool.keys().packet("pk-r", "paid")}).as_integer() == 0);
+
+  // the next take leases it anew, for the same attempt
+  const auto again = pool.take_payouts(partition, 10, start + 10ms);
+  REQUIRE(again.size() == 1);
+  CHECK(again[0].attempt == 1);
+  CHECK(again[0].lease == taken[0].lease + 1);
+  // its lease runs out and another worker takes it: the late release changes nothing
+  const auto other = pool.take_payouts(partition, 10, start + 1s);
+  REQUIRE(other.size() == 1);
+  const QueuedTask held = queued(redis, pool, other[0]);
+  CHECK_FALSE(pool.release_payout(again[0], start + 1s));
+  CHECK(queued(redis, pool, other[0]) == held);
+  CHECK(pool.ack_payout(other[0], start + 1s));
+  CHECK_FALSE(pool.release_payout(other[0], start + 1s)); // paid: nothing to hand back
+  CHECK(queued(redis, pool, other[0]) == QueuedTask{});
+}
+
+TEST_CASE("run_payouts whose ack throws hands back the tasks of that pass it did not try",
+          "[redpacket][redis][payout]") {
+  Redis redis{test_options()};
+  RedPacketOptions one = PoolFixture::options();
+  one.partitions = 1;
+  one.visibility_timeout = 1min; // the task whose ack threw stays held through the test
+  RedPacketPool pool(redis, one);
+  const auto start = Clock::now() - 1min;
+  const std::vector<std::string> packets{"pk-1", "pk-2", "pk-3", "pk-4"};
+  for (std::size_t i = 0; i < packets.size(); ++i) {
+    pool.create(packets[i], {30 + static_cast<std::int64_t>(i)});
+    // due one after the other: the take leases them in this order
+    REQUIRE(pool.grab(packets[i], "u", start + std::chrono::seconds(i)).status ==
+            GrabResult::Status::granted);
+  }
+
+  std::vector<PayoutTask> tried;
+  const auto before = Clock::now();
+  const Error e = limitcounter::testing::error_of([&] {
+    pool.run_payouts([&](const PayoutTask& task) {
+      tried.push_back(task);
+      if (task.packet_id == "pk-2") {
+        // this task's ack fails: its packet's paid hash is no hash (release does not touch it)
+        redis.command({"SET", pool.keys().packet("pk-2", "paid"), "not a hash"});
+      }
+      return true;
+    });
+  });
+  const auto after = Clock::now();
+  CHECK(e.code() == errc::server_error);
+  CHECK_THAT(e.what(), Catch::Contains("WRONGTYPE"));
+  REQUIRE(tried.size() == 2);
+  CHECK(tried[0].packet_id == "pk-1");
+  CHECK(tried[1].packet_id == "pk-2");
+
+  // from the server's side: pk-1 paid; pk-2 still held under its lease (the ack wrote nothing);
+  // pk-3 and pk-4 back in ready, due between the call's start and end, attempts unchanged
+  CHECK(redis.command({"HEXISTS", pool.keys().packet("pk-1", "paid"), "u"}).as_integer() == 1);
+  const QueuedTask failing = queued(redis, pool, tried[1]);
+  CHECK(failing.entry == "31:0:" + std::to_string(tried[1].lease));
+  CHECK(failing.ready.empty());
+  CHECK_FALSE(failing.inflight.empty());
+  for (const auto& [packet, amount] : {std::pair("pk-3", "32"), std::pair("pk-4", "33")}) {
+    PayoutTask untried;
+    untried.packet_id = packet;
+    untried.user_id = "u";
+    const QueuedTask state = queued(redis, pool, untried);
+    CHECK_THAT(state.entry, Catch::StartsWith(std::string(amount) + ":0:"));
+    CHECK(state.inflight.empty());
+    REQUIRE_FALSE(state.ready.empty());
+    CHECK(std::stoll(state.ready) >= std::stoll(millis_of(before)));
+    CHECK(std::stoll(state.ready) <= std::stoll(millis_of(after)));
+  }
+  // the next pass pays them as their first attempt
+  std::vector<int> attempts;
+  CHECK(pool.run_payouts([&](const PayoutTask& task) {
+    attempts.push_back(task.attempt);
+    return true;
+  }) == 2);
+  CHECK(attempts == std::vector<int>{1, 1});
 }
 
 TEST_CASE_METHOD(PoolFixture,
