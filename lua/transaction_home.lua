@@ -27,8 +27,10 @@
 -- begin answers "conflict", the other ops "missing" (sweep: "none").
 --
 -- ARGV[1] = op.
--- op begin:    ARGV[2] fingerprint, ARGV[3] plan, ARGV[4] expiry (ms), ARGV[5] hold expiry (ms;
---              a reserve's; kept from the first begin: see finish)
+-- op begin:    ARGV[2] fingerprint, ARGV[3] plan, ARGV[4] record lifetime (ms: how long a record
+--              this call makes is kept, by the server's clock, as lua/limit.lua's decisions
+--              keep theirs), ARGV[5] hold expiry (ms; a reserve's; kept from the first begin:
+--              see finish)
 --   Reply: {"go", plan} the transaction is pending: run its shares (plan: the first caller's;
 --          only a begin with that plan refreshes `b`)
 --          | {"final", state, denial ('' for none), plan} | {"conflict"} | {"cancelled"}
@@ -140,7 +142,7 @@ local function begin()
   if not home then
     home = new_home('pending', ARGV[2], ARGV[3])
     home.hexp, home.begun = tonumber(ARGV[5]), now_ms()
-    redis.call('SET', record, record_text(home), 'PXAT', ARGV[4])
+    redis.call('SET', record, record_text(home), 'PX', ARGV[4])
     return {'go', ARGV[3]}
   end
   if fingerprint() ~= ARGV[2] then

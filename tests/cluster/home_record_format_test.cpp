@@ -131,10 +131,10 @@ TEST_CASE("a home record is a transaction record of the one format, with the hom
   const std::int64_t hold = std::chrono::duration_cast<std::chrono::milliseconds>(
                                 (Clock::now() + std::chrono::hours{1}).time_since_epoch())
                                 .count();
-  const std::string expiry = std::to_string(hold + 3'600'000);
+  const std::string lifetime = "86400000"; // (ms: a home record begun lives a day)
   const std::string plan = "dept\nmerchant";
 
-  REQUIRE(run(reserved, {"begin", "0123456789a:100", plan, expiry, std::to_string(hold)})
+  REQUIRE(run(reserved, {"begin", "0123456789a:100", plan, lifetime, std::to_string(hold)})
               .at(0)
               .as_string() == "go");
   CHECK_THAT(text(reserved), Catch::Matches("p 0123456789a 100 - " + base36(hold) +
@@ -143,6 +143,10 @@ TEST_CASE("a home record is a transaction record of the one format, with the hom
   CHECK(field(reserved, "hexp") == std::to_string(hold));
   CHECK(field(reserved, "plan") == plan);
   CHECK_FALSE(field(reserved, "begun").empty());
+  // kept the lifetime begin gave, from now by the server's clock (whatever the client's)
+  const std::int64_t ttl = redis.command({"PTTL", reserved}).to_int64();
+  CHECK(ttl > 86'400'000 - 60'000);
+  CHECK(ttl <= 86'400'000);
 
   REQUIRE(run(reserved, {"finish", "0123456789a:100", "reserved", "", std::to_string(hold), "0"})
               .at(0)
@@ -155,8 +159,9 @@ TEST_CASE("a home record is a transaction record of the one format, with the hom
   CHECK(field(reserved, "amount") == "60");
   CHECK(field(reserved, "hexp").empty()); // (a reservation's only)
   // its reserve's fingerprint still names it: the amount it began with
-  CHECK(run(reserved, {"begin", "0123456789a:100", plan, expiry}).at(1).as_string() == "confirmed");
-  CHECK(run(reserved, {"begin", "0123456789a:60", plan, expiry}).at(0).as_string() == "conflict");
+  CHECK(run(reserved, {"begin", "0123456789a:100", plan, lifetime}).at(1).as_string() ==
+        "confirmed");
+  CHECK(run(reserved, {"begin", "0123456789a:60", plan, lifetime}).at(0).as_string() == "conflict");
 
   REQUIRE(run(reserved, {"refund", "10", "first"}).at(0).as_string() == "refunded");
   const Reply full = run(reserved, {"refund", "-1", ""});
@@ -185,7 +190,7 @@ TEST_CASE("a home record is a transaction record of the one format, with the hom
   CHECK(run(reserved, {"sweep", "0"}).at(0).as_string() == "none");
 
   // a consume's begin has no hold; a denial keeps its rule, metric, limit and used
-  REQUIRE(run(denied, {"begin", "0123456789b:100", "dept", expiry}).at(0).as_string() == "go");
+  REQUIRE(run(denied, {"begin", "0123456789b:100", "dept", lifetime}).at(0).as_string() == "go");
   CHECK_THAT(text(denied), Catch::Matches(R"(p 0123456789b 100 - - P:\{dept\} B:[0-9a-z]+)"));
   REQUIRE(run(denied, {"finish", "0123456789b:100", "denied", "dept_day amount 1000 950", "", "0"})
               .at(0)
@@ -193,7 +198,7 @@ TEST_CASE("a home record is a transaction record of the one format, with the hom
   CHECK_THAT(text(denied),
              Catch::Matches(R"(d 0123456789b 100 dept_day a 1000 950 P:\{dept\} O:[0-9a-z]+)"));
   CHECK(field(denied, "denial") == "dept_day amount 1000 950");
-  const Reply replay = run(denied, {"begin", "0123456789b:100", "dept", expiry});
+  const Reply replay = run(denied, {"begin", "0123456789b:100", "dept", lifetime});
   CHECK(replay.at(1).as_string() == "denied");
   CHECK(replay.at(2).as_string() == "dept_day amount 1000 950");
 }

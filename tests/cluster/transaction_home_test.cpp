@@ -460,8 +460,7 @@ TEST_CASE_METHOD(SpreadLimits, "a begin with another plan leaves a pending recor
   const std::string home = limits.keys().transaction("stuck");
   const auto begin = [&](const std::string& plan) {
     return redis
-        .eval(scripts::transaction_home, {home},
-              {"begin", "0123456789a:100", plan, "9007199254740991"})
+        .eval(scripts::transaction_home, {home}, {"begin", "0123456789a:100", plan, "86400000"})
         .at(0)
         .as_string();
   };

@@ -159,7 +159,7 @@ TEST_CASE("a decide call names every counter once and every rule", "[limit-codec
   REQUIRE(numbers.size() == 2 + 2 + 2 + 1 + 3 * 4);
   const std::int64_t day_expiry = numbers[2];
   const std::int64_t month_expiry = numbers[3];
-  CHECK(month_expiry > decide_record_expiry(call.args)); // the month's key outlives it
+  CHECK(month_expiry > now_ms + decide_record_lifetime(call.args)); // the month's key outlives it
   // the counters' keys and the number of each one's field: no dimension value, so that the
   // transactions under the same rules and windows share one counter set; it expires a replay
   // horizon and an hour after the first window's key (the day's: no decision writes a record
@@ -181,7 +181,7 @@ TEST_CASE("a decide call names every counter once and every rule", "[limit-codec
   CHECK(decide_fingerprint(call.args) == call.args[12]);
   CHECK(call.args[13] == "42");
   CHECK(decide_amount(call.args) == "42");
-  CHECK(decide_record_expiry(call.args) == now_ms + 24 * 3600 * 1000);
+  CHECK(decide_record_lifetime(call.args) == 24 * 3600 * 1000);
   CHECK(call.args[14] == "cmb:m1");
   // the record, the counter set, its counters, their hold sets (each counter's window's)
   CHECK(call.keys == std::vector<std::string>{"p:tx:{t1}", "p:cs:" + name, "p:{dept}:day:20211112",

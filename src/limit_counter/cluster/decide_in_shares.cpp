@@ -162,8 +162,9 @@ LimitCounter::Impl::decide_many_in_shares(LimitOp op,
   };
 
   // 1. Begin at each home record. The home record compares one value: the shares'
-  // fingerprint and the amount together; it expires `share_record_margin` before the latest of
-  // its shares' records.
+  // fingerprint and the amount together; it lives `share_record_margin` less than the longest
+  // lived of its shares' records, each by its own master's clock (so a home outlives no share
+  // while the masters' clocks are within that margin, whatever the client's clock).
   std::vector<std::size_t> all(n);
   for (std::size_t i = 0; i < n; ++i) {
     all[i] = i;
@@ -171,14 +172,14 @@ LimitCounter::Impl::decide_many_in_shares(LimitOp op,
   const std::vector<std::size_t> begun = at_homes(
       all,
       [&](std::size_t i) {
-        std::int64_t latest = 0;
+        std::int64_t longest = 0;
         for (const ScriptCall& share : prepared[i]->shares) {
-          latest = std::max(latest, detail::decide_record_expiry(share.args));
+          longest = std::max(longest, detail::decide_record_lifetime(share.args));
         }
         const auto margin = std::chrono::milliseconds(detail::share_record_margin).count();
         std::vector<std::string> args{"begin", home_fingerprint(*prepared[i]),
                                       detail::joined_lines(prepared[i]->share_tags),
-                                      std::to_string(latest - margin)};
+                                      std::to_string(longest - margin)};
         if (op == LimitOp::reserve) {
           args.push_back(prepared[i]->home_hold_expiry); // (kept from the first begin)
         }

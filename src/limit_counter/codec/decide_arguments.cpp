@@ -110,8 +110,8 @@ const std::string& decide_amount(const std::vector<std::string>& args) {
   return args.at(DecideLayout::transaction + 1);
 }
 
-std::int64_t decide_record_expiry(const std::vector<std::string>& args) {
-  return std::stoll(args.at(2)) + std::stoll(args.at(3));
+std::int64_t decide_record_lifetime(const std::vector<std::string>& args) {
+  return std::stoll(args.at(3));
 }
 
 std::vector<std::string> lone_consume_args(std::vector<std::string>&& args) {

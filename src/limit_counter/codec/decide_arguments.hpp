@@ -83,9 +83,9 @@ LimitCall build_decide(LimitOp op, const Transaction& transaction,
 /// The fingerprint and amount of a decide call built by `build_decide`.
 const std::string& decide_fingerprint(const std::vector<std::string>& args);
 const std::string& decide_amount(const std::vector<std::string>& args);
-/// When the record of a decide call built by `build_decide` expires by the client's clock (unix
-/// ms): its now plus the record's lifetime.
-std::int64_t decide_record_expiry(const std::vector<std::string>& args);
+/// How long the record of a decide call built by `build_decide` is kept (ms, by the clock of the
+/// server that writes it).
+std::int64_t decide_record_lifetime(const std::vector<std::string>& args);
 
 /// The arguments of lua/limit.lua's op one, a host's lone consume, from `args` of a consume
 /// call of one transaction built by `build_decide` (taken from it): the same, without the
