@@ -1,9 +1,12 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <functional>
 #include <iterator>
+#include <optional>
 #include <sstream>
 #include <thread>
+#include <vector>
 
 #include <date/date.h>
 #include <date/tz.h>
@@ -54,8 +57,12 @@ TimePoint next_year_local(unsigned month, unsigned day, std::chrono::minutes tim
 }
 
 struct LimitsFixture {
-  explicit LimitsFixture(std::chrono::milliseconds reservation_timeout = 15min)
-      : limits{redis, limitcounter::Calendar(zone), options(reservation_timeout)} {}
+  // (a cluster_hold_grace of 0 by default: these tests time expiry, and on a cluster the shares'
+  // holds then expire with the home's; unset, the library's default)
+  explicit LimitsFixture(std::chrono::milliseconds reservation_timeout = 15min,
+                         std::optional<std::chrono::milliseconds> cluster_hold_grace = 0ms)
+      : limits{redis, limitcounter::Calendar(zone),
+               options(reservation_timeout, cluster_hold_grace)} {}
 
   Redis redis{test_options()};
   std::string prefix = unique_prefix() + "trans:limit:";
@@ -63,12 +70,13 @@ struct LimitsFixture {
   TimePoint at = next_year_local(11, 11);
   std::atomic<int> next_id{0};
 
-  LimitCounterOptions options(std::chrono::milliseconds reservation_timeout) const {
+  LimitCounterOptions
+  options(std::chrono::milliseconds reservation_timeout,
+          std::optional<std::chrono::milliseconds> cluster_hold_grace = 0ms) const {
     LimitCounterOptions o;
     o.key_prefix = prefix;
     o.reservation_timeout = reservation_timeout;
-    // these tests time expiry: on a cluster the shares' holds expire with the home's
-    o.cluster_hold_grace = std::chrono::milliseconds{0};
+    o.cluster_hold_grace = cluster_hold_grace;
     o.max_future_skew.reset(); // the tests date transactions next year
     return o;
   }
@@ -100,6 +108,12 @@ struct LimitsFixture {
 
 struct ShortReservations : LimitsFixture {
   ShortReservations() : LimitsFixture(300ms) {}
+};
+
+// Short holds with the library's cluster_hold_grace: a confirm the home record takes before the
+// hold's end reaches the shares before their holds run out.
+struct ShortReservationsWithGrace : LimitsFixture {
+  ShortReservationsWithGrace() : LimitsFixture(300ms, std::nullopt) {}
 };
 
 } // namespace
@@ -692,6 +706,58 @@ TEST_CASE_METHOD(ShortReservations,
 // A reservation an earlier version made kept one member per counter shape, in
 // "<prefix>{<shape>}:holds", naming its counter set and fields; its counter set lists those hold
 // sets. Such a reservation, still open at an upgrade, is still cancelled once.
+// Confirm, cancel and another reservation's sweep of expired holds, all at the moment the hold
+// runs out: the reservation ends once, as confirmed (its final amount counted) or as cancelled
+// or expired (its hold given back once), and every counter (a share each on a cluster) agrees.
+TEST_CASE_METHOD(ShortReservationsWithGrace,
+                 "confirm and cancel racing a sweep at a hold's expiry: the reservation ends once",
+                 "[limits][redis][reserve]") {
+  limits.set_rules(
+      RuleSet()
+          .add(Rule("merchant-day").where("merchant").per(Period::day).max_amount(1000))
+          .add(Rule("dept-day").where("dept").per(Period::day).max_amount(1000)));
+  Usage expected{};
+  for (int round = 0; round < 10; ++round) {
+    const Transaction held = tx(100);
+    const Transaction other = tx(100);
+    REQUIRE(limits.reserve(held).allowed());
+    // from 40 ms before the hold's end to 50 ms after it
+    std::this_thread::sleep_for(std::chrono::milliseconds{260 + 10 * round});
+    std::atomic<int> other_errors{0}; // Catch's assertions are not thread-safe: counted here
+    const auto attempt = [&](std::function<void()> call) {
+      return [call, &other_errors] {
+        try {
+          call();
+        } catch (const Error& e) {
+          other_errors += e.code() == errc::conflict ? 0 : 1; // confirm of an expired hold
+        }
+      };
+    };
+    std::vector<std::thread> threads;
+    for (auto call :
+         {attempt([&] { limits.confirm(held.id, 60); }), attempt([&] { limits.cancel(held.id); }),
+          attempt([&] { limits.reserve(other); })}) {
+      threads.emplace_back(call);
+    }
+    for (auto& thread : threads) {
+      thread.join();
+    }
+    CHECK(other_errors == 0);
+    limits.cancel(other.id); // (its hold given back, or recorded unknown)
+    const auto record = limits.transaction_record(held.id);
+    REQUIRE(record);
+    INFO("round " << round << ": " << to_string(record->state));
+    if (record->state == TransactionState::confirmed) {
+      expected = {expected.count + 1, expected.amount + 60};
+    } else {
+      CHECK((record->state == TransactionState::cancelled ||
+             record->state == TransactionState::expired));
+    }
+    CHECK(used("merchant", Dimension{"m1"}, Period::day, at) == expected);
+    CHECK(used("dept", Dimension{"cmb"}, Period::day, at) == expected);
+  }
+}
+
 TEST_CASE_METHOD(LimitsFixture, "a reservation held in a per-shape hold set is cancelled once",
                  "[limits][redis][reserve][standalone]") {
   limits.set_rules(RuleSet().add(Rule("day").where("merchant").per(Period::day).max_amount(1000)));
