@@ -122,9 +122,12 @@ struct LimitCounterOptions {
   /// as much, and less from 64 threads (docs/BENCHMARKS.md, "16 threads calling consume").
   /// A host that would rather spend Redis CPU than that wait sets `RedisOptions::pool_size`
   /// (merged only when a connection would be waited for anyway). 0: never merged. On a Redis
-  /// Cluster the merged consumes are decided together as `consume_many` decides (each step, begin,
-  /// shares and finish, of all of them in one pipeline; a slot's shares in one script call): a
-  /// reply lost past the resends
+  /// Cluster, unset is `RedisOptions::pool_size`: a consume there is three steps over several
+  /// masters, and one in flight would run them one consume at a time (4 threads then decided
+  /// about as many consumes a second as 1: docs/BENCHMARKS.md, "Merged consumes on a cluster"). The
+  /// merged consumes are decided together as `consume_many` decides (each step, begin, shares and
+  /// finish, of all of them in one pipeline; a slot's shares in one script call): a reply lost past
+  /// the resends
   /// (`RedisOptions::retry`) is unknown for each of them whose call of that step went to that
   /// node, a call not sent falls to its consume's failure
   /// policy. Ignored by `reserve` and `check`.

@@ -47,8 +47,11 @@ LimitCounter::Impl::Impl(Redis redis, Calendar calendar, LimitCounterOptions opt
                     std::to_string(options_.reservation_timeout.count()) + "ms)");
   }
   // One call in flight by default: concurrent consumes then share script calls, which is what
-  // brings Redis's CPU per decision down to a record-less limiter's (docs/BENCHMARKS.md).
-  const std::size_t in_flight = options_.consume_in_flight.value_or(1);
+  // brings Redis's CPU per decision down to a record-less limiter's (docs/BENCHMARKS.md). On a
+  // cluster a call is three steps on several masters: one in flight would run the masters one
+  // operation at a time, so there consumes merge only when they would wait for a connection.
+  const std::size_t in_flight =
+      options_.consume_in_flight.value_or(redis_.is_cluster() ? redis_.options().pool_size : 1);
   if (in_flight > 0) {
     coalescer_ =
         std::make_shared<detail::Coalescer<DecideItem>>(in_flight, detail::max_decide_batch);

@@ -57,6 +57,16 @@ struct SpreadLimitsOverBuckets : SpreadLimits {
   SpreadLimitsOverBuckets() : SpreadLimits(GENERATE(1U, 64U)) {}
 };
 
+// The script calls (EVALSHA, FCALL) every node of the shared cluster has run.
+long long script_calls_on_every_node() {
+  long long calls = 0;
+  for (const testing::RedisServer* node : shared_cluster().nodes()) {
+    Redis direct(node->options());
+    calls += testing::script_calls(direct);
+  }
+  return calls;
+}
+
 // Runs `calls` at once on as many threads, released together.
 void race(std::vector<std::function<void()>> calls) {
   std::atomic<int> ready{0};
@@ -153,20 +163,11 @@ TEST_CASE("16 threads consuming distinct ids through one place in flight: merged
   options.consume_in_flight = 1;
   LimitCounter limits(redis, Calendar("UTC"), options);
   limits.set_rules(RuleSet().add(Rule("m-day").where("merchant").per(Period::day).max_count(1000)));
-  const auto script_calls = [] {
-    long long calls = 0;
-    for (const testing::RedisServer* node : shared_cluster().nodes()) {
-      Redis direct(node->options());
-      calls += testing::script_calls(direct);
-    }
-    return calls;
-  };
-
   constexpr int threads = 16;
   constexpr int per_thread = 20;
   std::atomic<int> first{0};
   std::atomic<int> other{0}; // Catch's assertions are not thread-safe: counted here
-  const long long before = script_calls();
+  const long long before = script_calls_on_every_node();
   std::vector<std::thread> workers;
   for (int t = 0; t < threads; ++t) {
     workers.emplace_back([&, t] {
@@ -186,7 +187,7 @@ TEST_CASE("16 threads consuming distinct ids through one place in flight: merged
   for (auto& worker : workers) {
     worker.join();
   }
-  const long long calls = script_calls() - before;
+  const long long calls = script_calls_on_every_node() - before;
   CHECK(other == 0);
   CHECK(first == threads * per_thread);
   std::int64_t counted = 0;
@@ -527,6 +528,47 @@ TEST_CASE_METHOD(SpreadLimitsOverBuckets, "reversals with the original racing",
     CHECK(dept() == expected);
     CHECK(merchant() == expected);
   }
+}
+
+// On a cluster a consume is three steps over several masters: by default concurrent consumes
+// merge only when they would wait for a connection (RedisOptions::pool_size in flight), so
+// fewer threads than that each take their own steps in parallel, never held behind another's.
+TEST_CASE("by default a cluster merges no consumes while fewer than pool_size are in flight",
+          "[cluster][limits][home][coalesce]") {
+  Redis redis(shared_cluster().options());
+  LimitCounterOptions options;
+  options.key_prefix = unique_prefix() + "unmerged:";
+  LimitCounter limits(redis, Calendar("UTC"), options);
+  limits.set_rules(RuleSet().add(Rule("m-day").where("merchant").per(Period::day).max_count(1000)));
+  constexpr int threads = 4;
+  constexpr int per_thread = 25;
+  REQUIRE(redis.options().pool_size > threads);
+  std::atomic<int> first{0};
+  const long long before = script_calls_on_every_node();
+  std::vector<std::thread> workers;
+  for (int t = 0; t < threads; ++t) {
+    workers.emplace_back([&, t] {
+      for (int i = 0; i < per_thread; ++i) {
+        try {
+          first += limits.consume(Transaction{"um-" + std::to_string(t) + "-" + std::to_string(i),
+                                              {{"merchant", "m" + std::to_string(i % 4)}},
+                                              5})
+                           .allowed()
+                       ? 1
+                       : 0;
+        } catch (const Error&) {
+        }
+      }
+    });
+  }
+  for (auto& worker : workers) {
+    worker.join();
+  }
+  const long long calls = script_calls_on_every_node() - before;
+  CHECK(first == threads * per_thread);
+  // each consume its own begin, share and finish (merged consumes would share calls)
+  INFO(calls << " script calls for " << threads * per_thread << " consumes");
+  CHECK(calls >= 3 * threads * per_thread);
 }
 
 // A consume's share sent on its own goes as lua/limit.lua's op one (its fast path, in the fewest
