@@ -6,16 +6,19 @@
 --
 -- Partition keys: ready (zset task -> due ms), inflight (zset task -> deadline ms),
 -- tasks (hash task -> "<amount>:<attempts>:<lease>[:<display>]", or "dead:<lease>" once
--- dead-lettered; and "<task>:requeued" -> requeue time ms from a requeue until that task is
--- paid or dies again, which tells a retried requeue from a task never dead), dead (list of
--- "<task>:<amount>:<attempts>"). A task id is "<packet>:<user>" (neither part has a ':', so
--- no task id ends in ":requeued"). Amounts stay the decimal strings they were stored as:
+-- dead-lettered; "<task>:requeued" -> requeue time ms from a requeue until that task is
+-- paid or dies again, which tells a retried requeue from a task never dead; and
+-- "<task>:released" -> the lease last released, until the task is paid or dies, which tells a
+-- retried release from a stale one), dead (list of "<task>:<amount>:<attempts>"). A task id
+-- is "<packet>:<user>" (neither part has a ':', so no task id ends in ":requeued" or
+-- ":released"). Amounts stay the decimal strings they were stored as:
 -- formatting a Lua number (%.14g) would round amounts of 10^14 or more.
 --
 -- Exactly once across lost replies: a lease ends once. The packet's paid hash records the
 -- lease that was paid (user -> "<time ms>:<lease>"), so an ack retried with that lease is
 -- answered "replayed". A lease that ended without an ack (fail, or its deadline swept by
--- take) counted one failed attempt, so a fail retried with it counts nothing more.
+-- take) counted one failed attempt, so a fail retried with it counts nothing more. A released
+-- lease is kept in "<task>:released", so a release retried with it is answered "replayed".
 --
 -- op take: KEYS ready, inflight, tasks, dead
 --   ARGV[2] now (ms), ARGV[3] visibility (ms), ARGV[4] max tasks, ARGV[5] max attempts
@@ -35,8 +38,9 @@
 --   Hands back a task leased and not tried: held under this lease, it goes from inflight back
 --   to ready, due now, with its attempts and lease kept (the next take leases it anew, so the
 --   released lease acks nothing and its fail counts nothing).
---   Reply: {"released"} | {"stale"} (the lease ran out, or the task was paid, failed, released
---   or died under it, e.g. a retry after a lost reply: nothing changed)
+--   Reply: {"released"} | {"replayed"} (released before under this lease, e.g. by a call whose
+--   reply was lost: nothing changed) | {"stale"} (the lease ran out, or the task was paid,
+--   failed or died under it: nothing changed)
 -- op requeue: KEYS ready, tasks, dead
 --   ARGV[2] task, ARGV[3] now (ms)
 --   A dead-lettered task goes back to ready, due now, with its attempts reset and its lease
@@ -78,7 +82,7 @@ local function failed(ready, inflight, tasks, dead, task, now, max_attempts, bac
   redis.call('ZREM', inflight, task)
   if attempts >= max_attempts then
     redis.call('HSET', tasks, task, string.format('dead:%d', lease))
-    redis.call('HDEL', tasks, task .. ':requeued')
+    redis.call('HDEL', tasks, task .. ':requeued', task .. ':released')
     redis.call('RPUSH', dead, task .. ':' .. amount .. string.format(':%d', attempts))
     return {'dead'}
   end
@@ -142,7 +146,7 @@ elseif op == 'ack' then
   redis.call('HSET', paid, ARGV[4], ARGV[5] .. string.format(':%d', lease))
   redis.call('PEXPIRE', paid, ARGV[6], 'NX')
   redis.call('ZREM', inflight, ARGV[2])
-  redis.call('HDEL', tasks, ARGV[2], ARGV[2] .. ':requeued')
+  redis.call('HDEL', tasks, ARGV[2], ARGV[2] .. ':requeued', ARGV[2] .. ':released')
   return {'paid'}
 elseif op == 'fail' then
   local ready, inflight, tasks, dead = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
@@ -160,10 +164,12 @@ if op == 'release' then
       tostring(ARGV[4]))
   end
   if not holds_lease(inflight, tasks, task, lease) then
-    return {'stale'}
+    return {tonumber(redis.call('HGET', tasks, task .. ':released')) == lease and 'replayed' or
+      'stale'}
   end
   redis.call('ZREM', inflight, task)
   redis.call('ZADD', ready, ARGV[4], task)
+  redis.call('HSET', tasks, task .. ':released', ARGV[3])
   return {'released'}
 end
 if op == 'requeue' then

@@ -149,8 +149,9 @@ public:
   /// ack: "paid", "replayed" (paid before under this lease: a retry) or "stale" (the lease
   /// had run out, see `ack_payout`), `tasks` 1; fail: "retry" (queued again after its
   /// back-off), "dead_lettered" or "stale" (the task was paid or is unknown), `tasks` 1; release:
-  /// "released" or "stale" (the lease was no longer held), `tasks` 1. A fail retried with the
-  /// same lease answers, and is reported, as the first.
+  /// "released", "replayed" (released before under this lease: a retry) or "stale" (the
+  /// lease was no longer held), `tasks` 1. A fail retried with the same lease answers, and is
+  /// reported, as the first.
   virtual void on_payout_operation(PayoutOp /*op*/, std::string_view /*status*/,
                                    std::size_t /*tasks*/, std::chrono::nanoseconds /*latency*/) {}
   /// A journal partition's lag for one consumer group, read by `JournalConsumer::lag`

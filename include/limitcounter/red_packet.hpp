@@ -261,12 +261,22 @@ public:
 
   /// Leases up to `max` due tasks of `partition` for `visibility_timeout`. Tasks whose
   /// worker let the lease run out are first returned to the queue (as one failed attempt).
+  /// Not resent after a lost reply: the tasks it leased come back when their lease runs out,
+  /// each counted as one failed attempt.
+  /// Throws invalid_argument for a partition not below `partitions` (nothing sent), and the
+  /// `Error` of a Redis failure (see `Redis::eval`).
   std::vector<PayoutTask> take_payouts(std::uint32_t partition, std::size_t max,
                                        TimePoint now = Clock::now());
   /// The task was paid. True if it is recorded as paid under `task.lease`, by this call or
   /// by an earlier ack of the same lease (a retry after a lost reply). False if the lease is
   /// stale: it ran out and another worker took the task (that worker's ack counts), or the
   /// task was finished under another lease.
+  ///
+  /// ack_payout, fail_payout and release_payout are resent after a lost reply (the library's
+  /// resends, and a host's retry alike, answer as the first call). Each throws
+  /// invalid_argument for a `task` whose partition, packet id or user id `take_payouts` could
+  /// not have handed out (nothing sent), and the `Error` of a Redis failure (see `Redis::eval`;
+  /// Outcome::unknown when the call may have run: calling it again is safe).
   bool ack_payout(const PayoutTask& task, TimePoint now = Clock::now());
   /// The payout failed: retried after a back-off, or dead-lettered after
   /// `max_payout_attempts`. Returns true if dead-lettered. One failed attempt per lease: a
@@ -274,11 +284,12 @@ public:
   bool fail_payout(const PayoutTask& task, TimePoint now = Clock::now());
   /// Hands back a task that was leased but not tried (e.g. a worker that stops before the end
   /// of what it took): it goes back to its queue due at `now`, its attempts unchanged, so the
-  /// next take leases it anew for the same attempt. True if this call released it; false if
-  /// `task.lease` was no longer held (it ran out, or the task was paid, failed or released
-  /// under it, e.g. by this call whose reply was lost): nothing changed. A released lease acks
-  /// nothing (`ack_payout` is false) and its `fail_payout` counts nothing. A task that was
-  /// tried and not paid is `fail_payout`, which counts the attempt.
+  /// next take leases it anew for the same attempt. True if it is released under
+  /// `task.lease`, by this call or by an earlier release of the same lease (a retry after a
+  /// lost reply: nothing changed now); false if that lease ran out, or the task was paid,
+  /// failed or dead-lettered under it: nothing changed. A released lease acks nothing
+  /// (`ack_payout` is false) and its `fail_payout` counts nothing. A task that was tried and
+  /// not paid is `fail_payout`, which counts the attempt.
   bool release_payout(const PayoutTask& task, TimePoint now = Clock::now());
 
   /// Host callback: pay `task` idempotently by `task.idempotency_key()`; return true if
@@ -324,6 +335,8 @@ private:
   CreateResult run_create(const std::string& packet_id, const std::vector<std::int64_t>& amounts,
                           const PacketOptions& options);
   void check_partition(std::uint32_t partition) const;
+  // A task's partition, packet id and user id, as take_payouts hands them out.
+  void check_task(const PayoutTask& task) const;
   std::vector<std::string> packet_keys(const std::string& packet_id) const;
   ScriptCall grab_call(const std::string& packet_id, const GrabRequest& request,
                        TimePoint now) const;

@@ -66,9 +66,23 @@ auto observed_payout(LimitObserver* observer, PayoutOp op, Run&& run, Describe&&
       });
 }
 
-// The payout script's reply word of an ack or fail, as the observer's status.
+// The payout script's reply word of an ack, fail or release, as the observer's status.
 std::pair<std::string_view, std::size_t> describe_reply(const std::string& status) {
   return {status == "dead" ? std::string_view("dead_lettered") : std::string_view(status), 1};
+}
+
+// An ack, fail or release of a leased task (its op first in `arguments`): the payout script's
+// status word. Resent with the same lease after a lost reply: the script answers a call of a
+// lease that already ended as that lease's end (replayed, or what the fail counted).
+std::string settle_payout(Redis& redis, LimitObserver* observer, PayoutOp op,
+                          const std::vector<std::string>& keys,
+                          const std::vector<std::string>& arguments) {
+  return observed_payout(
+      observer, op,
+      [&] {
+        return redis.eval(scripts::payout, keys, arguments, Resend::same_id).at(0).as_string();
+      },
+      describe_reply);
 }
 
 std::pair<std::string_view, std::size_t> describe_take(const std::vector<PayoutTask>& tasks) {
@@ -82,6 +96,12 @@ void RedPacketPool::check_partition(std::uint32_t partition) const {
     throw Error(errc::invalid_argument, "payout partition " + std::to_string(partition) +
                                             " is not below " + std::to_string(keys_.partitions()));
   }
+}
+
+void RedPacketPool::check_task(const PayoutTask& task) const {
+  check_partition(task.partition);
+  validate_packet_id(task.packet_id);
+  validate_key_part("red packet user id", task.user_id);
 }
 
 RedPacketPool::RedPacketPool(Redis redis, RedPacketOptions options)
@@ -342,54 +362,36 @@ std::vector<PayoutTask> RedPacketPool::take_payouts(std::uint32_t partition, std
 }
 
 bool RedPacketPool::ack_payout(const PayoutTask& task, TimePoint now) {
-  const std::string status = observed_payout(
-      options_.observer.get(), PayoutOp::ack,
-      [&] {
-        const Reply reply = redis_.eval(
-            scripts::payout,
-            {keys_.payout(task.partition, "inflight"), keys_.payout(task.partition, "tasks"),
-             keys_.packet(task.packet_id, "paid")},
-            {"ack", task.idempotency_key(), std::to_string(task.lease), task.user_id, millis(now),
-             std::to_string(options_.retention.count())},
-            Resend::same_id);
-        return reply.at(0).as_string(); // paid, replayed or stale
-      },
-      describe_reply);
-  return status == "paid" || status == "replayed";
+  check_task(task);
+  const std::string status =
+      settle_payout(redis_, options_.observer.get(), PayoutOp::ack,
+                    {keys_.payout(task.partition, "inflight"),
+                     keys_.payout(task.partition, "tasks"), keys_.packet(task.packet_id, "paid")},
+                    {"ack", task.idempotency_key(), std::to_string(task.lease), task.user_id,
+                     millis(now), std::to_string(options_.retention.count())});
+  return status == "paid" || status == "replayed"; // (or stale)
 }
 
 bool RedPacketPool::fail_payout(const PayoutTask& task, TimePoint now) {
-  const std::string status = observed_payout(
-      options_.observer.get(), PayoutOp::fail,
-      [&] {
-        const Reply reply = redis_.eval(
-            scripts::payout,
-            {keys_.payout(task.partition, "ready"), keys_.payout(task.partition, "inflight"),
-             keys_.payout(task.partition, "tasks"), keys_.payout(task.partition, "dead")},
-            {"fail", task.idempotency_key(), std::to_string(task.lease), millis(now),
-             std::to_string(options_.max_payout_attempts),
-             std::to_string(options_.payout_backoff.count())},
-            Resend::same_id);
-        return reply.at(0).as_string(); // retry, dead or stale
-      },
-      describe_reply);
-  return status == "dead";
+  check_task(task);
+  const std::string status = settle_payout(
+      redis_, options_.observer.get(), PayoutOp::fail,
+      {keys_.payout(task.partition, "ready"), keys_.payout(task.partition, "inflight"),
+       keys_.payout(task.partition, "tasks"), keys_.payout(task.partition, "dead")},
+      {"fail", task.idempotency_key(), std::to_string(task.lease), millis(now),
+       std::to_string(options_.max_payout_attempts),
+       std::to_string(options_.payout_backoff.count())});
+  return status == "dead"; // (or retry, stale)
 }
 
 bool RedPacketPool::release_payout(const PayoutTask& task, TimePoint now) {
-  const std::string status = observed_payout(
-      options_.observer.get(), PayoutOp::release,
-      [&] {
-        const Reply reply = redis_.eval(
-            scripts::payout,
-            {keys_.payout(task.partition, "ready"), keys_.payout(task.partition, "inflight"),
-             keys_.payout(task.partition, "tasks")},
-            {"release", task.idempotency_key(), std::to_string(task.lease), millis(now)},
-            Resend::same_id);
-        return reply.at(0).as_string(); // released or stale
-      },
-      describe_reply);
-  return status == "released";
+  check_task(task);
+  const std::string status = settle_payout(
+      redis_, options_.observer.get(), PayoutOp::release,
+      {keys_.payout(task.partition, "ready"), keys_.payout(task.partition, "inflight"),
+       keys_.payout(task.partition, "tasks")},
+      {"release", task.idempotency_key(), std::to_string(task.lease), millis(now)});
+  return status == "released" || status == "replayed"; // (or stale)
 }
 
 std::size_t RedPacketPool::run_payouts(const PayoutFunction& pay, std::size_t max) {

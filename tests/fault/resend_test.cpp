@@ -237,8 +237,8 @@ TEST_CASE_METHOD(ResendFixture,
 }
 
 TEST_CASE_METHOD(PacketsResending,
-                 "red packets: a lost reply of create, grab, grab_many, close, payout ack and "
-                 "fail is resent and replays once",
+                 "red packets: a lost reply of create, grab, grab_many, close, payout ack, "
+                 "fail and release is resent and replays once",
                  "[fault][resend][red_packet]") {
   fault = GENERATE(Fault::drop_reply, Fault::cut_mid_reply);
   limitcounter::RedPacketPool pool(through, options(5));
@@ -278,6 +278,12 @@ TEST_CASE_METHOD(PacketsResending,
   REQUIRE(again.size() == 1); // the paid task is gone, the failed one back once
   CHECK(again[0].user_id == tasks[1].user_id);
   CHECK(again[0].attempt == 2); // one failed attempt counted, not two
+
+  CHECK(absorbed([&] { return pool.release_payout(again[0]); })); // "replayed", not "stale"
+  const auto released = pool.take_payouts(partition, 10);
+  REQUIRE(released.size() == 1);   // handed back, due now
+  CHECK(released[0].attempt == 2); // a release counts no attempt
+  CHECK(released[0].lease == again[0].lease + 1);
 }
 
 TEST_CASE_METHOD(PacketsResending,

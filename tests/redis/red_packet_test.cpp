@@ -668,8 +668,8 @@ QueuedTask queued(Redis& redis, const RedPacketPool& pool, const PayoutTask& tas
 } // namespace
 
 TEST_CASE_METHOD(PoolFixture,
-                 "a released payout is due again at once with its attempts and lease; a stale "
-                 "lease releases nothing",
+                 "a released payout is due again at once with its attempts and lease; its retry "
+                 "replays; a stale lease releases nothing",
                  "[redpacket][redis][payout][exactly-once]") {
   pool.create("pk-r", {21, 22});
   REQUIRE(pool.grab("pk-r", "u1").status == GrabResult::Status::granted);
@@ -683,8 +683,9 @@ TEST_CASE_METHOD(PoolFixture,
   CHECK(pool.release_payout(taken[0], start + 5ms));
   const QueuedTask released{entry, millis_of(start + 5ms), ""};
   CHECK(queued(redis, pool, taken[0]) == released);
-  // a retry after a lost reply, and the released lease's ack and fail, change nothing
-  CHECK_FALSE(pool.release_payout(taken[0], start + 10ms));
+  // a retry after a lost reply answers as the first call; it, and the released lease's ack and
+  // fail, change nothing
+  CHECK(pool.release_payout(taken[0], start + 10ms));
   CHECK_FALSE(pool.ack_payout(taken[0], start + 10ms));
   CHECK_FALSE(pool.fail_payout(taken[0], start + 10ms));
   CHECK(queued(redis, pool, taken[0]) == released);
@@ -704,6 +705,49 @@ TEST_CASE_METHOD(PoolFixture,
   CHECK(pool.ack_payout(other[0], start + 1s));
   CHECK_FALSE(pool.release_payout(other[0], start + 1s)); // paid: nothing to hand back
   CHECK(queued(redis, pool, other[0]) == QueuedTask{});
+  // the released lease, retried after the task was paid: its marker went with the task
+  CHECK_FALSE(pool.release_payout(taken[0], start + 1s));
+  CHECK(redis.command({"HLEN", pool.keys().payout(partition, "tasks")}).as_integer() == 0);
+}
+
+TEST_CASE_METHOD(PoolFixture,
+                 "ack fail and release of a task take_payouts could not have handed out throw "
+                 "before sending",
+                 "[redpacket][redis][payout][bad_input]") {
+  pool.create("pk-b", {21});
+  REQUIRE(pool.grab("pk-b", "u1").status == GrabResult::Status::granted);
+  const auto taken = pool.take_payouts(pool.keys().partition_of("pk-b"), 10);
+  REQUIRE(taken.size() == 1);
+  const QueuedTask held = queued(redis, pool, taken[0]);
+  PayoutTask outside = taken[0];
+  outside.partition = pool.keys().partitions();
+  PayoutTask braced = taken[0];
+  braced.packet_id = "pk{b";
+  PayoutTask spaced = taken[0];
+  spaced.user_id = "u 1";
+  const std::vector<std::pair<PayoutTask, std::string>> cases{
+      {outside, "partition " + std::to_string(outside.partition)},
+      {braced, "pk{b"},
+      {spaced, "u 1"}};
+  for (const auto& bad_case : cases) {
+    const PayoutTask& task = bad_case.first;
+    const std::string& named = bad_case.second;
+    const auto refused = [&named](const std::function<void()>& call) {
+      try {
+        call();
+      } catch (const Error& e) {
+        CHECK(e.code() == errc::invalid_argument);
+        CHECK_THAT(e.what(), Catch::Contains(named));
+        return;
+      }
+      FAIL("no error for " << named);
+    };
+    refused([&] { pool.ack_payout(task); });
+    refused([&] { pool.fail_payout(task); });
+    refused([&] { pool.release_payout(task); });
+  }
+  CHECK(queued(redis, pool, taken[0]) == held);
+  CHECK(redis.command({"EXISTS", pool.keys().packet("pk-b", "paid")}).as_integer() == 0);
 }
 
 TEST_CASE("run_payouts whose ack throws hands back the tasks of that pass it did not try",
