@@ -3,7 +3,8 @@
 // revision of the library and prints both in one run (issue 14: "before and after, in one run").
 //
 //   cost_probe <redis uri> <build label>
-//              [--server-instructions [<reference script> [<consume floor script>]]]
+//              [--server-instructions [<reference script> [<consume floor script>
+//                                      [<least consume floor script>]]]]
 //
 // On an empty server of its own (bench.sh flushes it before each build's probe): every key
 // has the default prefix, as a host's would.
@@ -19,7 +20,9 @@
 // each), and callgrind's dump at each ECHO holds what the server executed for that round and
 // nothing else. A reference script (bench/lua/reference_gcra.lua: a record-less limiter) adds
 // 3 rounds of as many decisions, one call each, after them; a consume floor script
-// (bench/lua/consume_floor.lua: only the commands of a lone consume) 3 more.
+// (bench/lua/consume_floor.lua: only the commands of a lone consume) 3 more; a least consume
+// floor script (bench/lua/least_consume_floor.lua: those commands under the least contract) 3
+// more.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -204,45 +207,85 @@ void reference_rounds(Probe& probe, const char* path) {
   });
 }
 
-// Rounds of the consume floor in `path` (bench/lua/consume_floor.lua), called as the library's
-// scripts are, by FCALL of a function of its own library: op one's keys and arguments, shaped
-// as the probe's own single consumes send them (a 17-character id, the default key prefix, a
-// counter hash of 50 merchants' fields, an 11-character fingerprint).
-void floor_rounds(Probe& probe, const char* path) {
+// Rounds of a consume floor script in `path` (bench/lua/consume_floor.lua and
+// least_consume_floor.lua), called as the library's scripts are, by FCALL of function `name` of
+// a library of its own, with the keys and arguments `arguments(i, id, fingerprint)` gives: shaped
+// as the probe's own single consumes send them (a 17-character id, `id_prefix` and 13 digits, the
+// default key prefix, a counter hash of 50 merchants' fields, an 11-character fingerprint).
+template <typename Arguments>
+void floor_rounds(Probe& probe, const char* path, const std::string& name, const char* id_prefix,
+                  Arguments arguments) {
   probe.redis.command({"FUNCTION", "LOAD", "REPLACE",
-                       "#!lua name=consume_floor\nredis.register_function('consume_floor', "
-                       "function(KEYS, ARGV)\n" +
-                           script_source(path) + "\nend)\n"});
-  const std::string counter = "trans:limit:{floor001}:day:20261128";
-  const std::string set_text = "1 4102444800000\n" + counter + " 1\n" + counter + ":holds";
-  const std::string now = std::to_string(
-      std::chrono::duration_cast<std::chrono::milliseconds>(lc::Clock::now().time_since_epoch())
-          .count());
+                       "#!lua name=" + name + "\nredis.register_function('" + name +
+                           "', function(KEYS, ARGV)\n" + script_source(path) + "\nend)\n"});
   script_rounds(probe, [&](int i) {
     char id[24];
     char fingerprint[16];
-    std::snprintf(id, sizeof id, "flr-%013d", i);
+    std::snprintf(id, sizeof id, "%s%013d", id_prefix, i);
     std::snprintf(fingerprint, sizeof fingerprint, "f%010d", i);
-    const lc::Reply reply = probe.redis.command(
-        {"FCALL", "consume_floor", "4", "trans:limit:tx:{" + std::string(id) + "}",
-         "trans:limit:cs:floor001", counter, counter + ":holds", "one", now, "86400000",
-         std::string(21, 'p'), "r0", "floor001", set_text, fingerprint, "100",
-         "m" + std::to_string(i % 50)});
-    if (reply.as_array().at(0).as_integer() != 1) {
-      throw std::runtime_error("consume floor: a record was there before");
+    std::vector<std::string> argv{"FCALL", name};
+    for (std::string& argument : arguments(i, std::string(id), std::string(fingerprint))) {
+      argv.push_back(std::move(argument));
+    }
+    if (probe.redis.command(argv).as_array().at(0).as_integer() != 1) {
+      throw std::runtime_error(name + ": a record was there before");
     }
   });
+}
+
+constexpr const char* floor_counter = "trans:limit:{floor001}:day:20261128";
+
+// The floors' counter set: one counter, its hold set.
+std::string floor_set_text() {
+  return "1 4102444800000\n" + std::string(floor_counter) + " 1\n" + floor_counter + ":holds";
+}
+
+// The consume floor: op one's 4 keys and 10 arguments.
+void consume_floor_rounds(Probe& probe, const char* path) {
+  const std::string now = std::to_string(
+      std::chrono::duration_cast<std::chrono::milliseconds>(lc::Clock::now().time_since_epoch())
+          .count());
+  floor_rounds(probe, path, "consume_floor", "flr-",
+               [&](int i, const std::string& id, const std::string& fingerprint) {
+                 return std::vector<std::string>{"4",
+                                                 "trans:limit:tx:{" + id + "}",
+                                                 "trans:limit:cs:floor001",
+                                                 floor_counter,
+                                                 std::string(floor_counter) + ":holds",
+                                                 "one",
+                                                 now,
+                                                 "86400000",
+                                                 std::string(21, 'p'),
+                                                 "r0",
+                                                 "floor001",
+                                                 floor_set_text(),
+                                                 fingerprint,
+                                                 "100",
+                                                 "m" + std::to_string(i % 50)};
+               });
+}
+
+// The least consume floor: 3 keys and 4 arguments, the record lifetime first in the set's text.
+void least_consume_floor_rounds(Probe& probe, const char* path) {
+  floor_rounds(probe, path, "least_consume_floor", "lst-",
+               [&](int i, const std::string& id, const std::string& fingerprint) {
+                 return std::vector<std::string>{
+                     "3",           "trans:limit:tx:{" + id + "}",  "trans:limit:cs:floor001",
+                     floor_counter, "86400000 " + floor_set_text(), fingerprint,
+                     "100",         "m" + std::to_string(i % 50)};
+               });
 }
 
 } // namespace
 
 int main(int argc, char** argv) {
   const bool instructions =
-      argc >= 4 && argc <= 6 && std::strcmp(argv[3], "--server-instructions") == 0;
+      argc >= 4 && argc <= 7 && std::strcmp(argv[3], "--server-instructions") == 0;
   if (argc != 3 && !instructions) {
     std::fprintf(stderr,
                  "usage: %s <redis uri> <build label>\n"
-                 "       [--server-instructions [<reference script> [<consume floor script>]]]\n",
+                 "       [--server-instructions [<reference script> [<consume floor script>\n"
+                 "                               [<least consume floor script>]]]]\n",
                  argv[0]);
     return 2;
   }
@@ -267,8 +310,11 @@ int main(int argc, char** argv) {
       if (argc >= 5) {
         reference_rounds(probe, argv[4]);
       }
-      if (argc == 6) {
-        floor_rounds(probe, argv[5]);
+      if (argc >= 6) {
+        consume_floor_rounds(probe, argv[5]);
+      }
+      if (argc == 7) {
+        least_consume_floor_rounds(probe, argv[6]);
       }
       std::printf("{\"build\": \"%s\", \"row\": \"server_instructions\", "
                   "\"rounds\": %d, \"decisions_per_round\": %d}\n",

@@ -1369,10 +1369,8 @@ local function consume_alone()
   if first_denial(program, amount) ~= 0 then
     return nil
   end
-  for j = 1, c do -- (overflowing, in one loop: decide_all finds which counter)
-    if counts[j] >= max_exact or amounts[j] + amount > max_exact then
-      return nil
-    end
+  if overflowing(c, amount) then
+    return nil -- (decide_all names the counter)
   end
   -- the counter set read (a collision fails here) before the record, stored after it
   local kept, set_expiry = c > 0 and ARGV[6], nil

@@ -24,8 +24,10 @@
 # prints the instructions the server executed per decision: everything it ran between each
 # round's CONFIG RESETSTAT and its ECHO (reading the calls, the scripts and their commands, the
 # replies), ÷ the round's decisions, the least of 3 rounds; then the same for a record-less limiter
-# (bench/lua/reference_gcra.lua, one call a decision) and for the floor of a single consume
-# (bench/lua/consume_floor.lua: only a lone consume's commands, with its keys and arguments).
+# (bench/lua/reference_gcra.lua, one call a decision), for the floor of a single consume
+# (bench/lua/consume_floor.lua: only a lone consume's commands, with its keys and arguments) and
+# for the least floor (bench/lua/least_consume_floor.lua: those commands under the least keys
+# and arguments a consume with a record could be sent).
 # Unlike CPU time, this count does not depend on what else the machine is doing. With --baseline REV, for REV's library too, each on a
 # server of its own (see docs/BENCHMARKS.md, "Server instructions per decision").
 #
@@ -249,8 +251,8 @@ baseline_source() {
   fi
 }
 
-# server_instructions PROBE LABEL DIR [REFERENCE FLOOR]: runs PROBE's decision rounds (and,
-# given the scripts, the record-less limiter's rounds and the single consume floor's) against a
+# server_instructions PROBE LABEL DIR [REFERENCE FLOOR LEAST]: runs PROBE's decision rounds (and,
+# given the scripts, the record-less limiter's rounds and the consume floors') against a
 # private redis-server under callgrind (its dumps in DIR) and prints the least instructions per
 # decision of the 1-rule batch rounds, of the 4-rule batch rounds, of the single consumes (and
 # of the reference's and the floor's).
@@ -258,14 +260,15 @@ server_instructions() {
   local probe="$1" label="$2" dir="$3" decisions
   start_private_redis valgrind --tool=callgrind --callgrind-out-file="$dir/server" \
     --zero-before=configResetStatCommand --dump-before=echoCommand
-  decisions="$("$probe" "redis://127.0.0.1:$REDIS_PORT" "$label" --server-instructions ${4:+"$4" "$5"} |
+  decisions="$("$probe" "redis://127.0.0.1:$REDIS_PORT" "$label" --server-instructions ${4:+"$4" "$5" "$6"} |
     sed -n 's/.*"decisions_per_round": \([0-9]*\).*/\1/p')"
   stop_private_redis
   [[ "$decisions" =~ ^[1-9][0-9]*$ ]] || die "the cost probe ($label) failed under callgrind"
   # dumps 1-3: the 1-rule batch rounds, 4-6: the 4-rule batch rounds, 7-9: the single 1-rule
-  # consumes, 10-12: the reference's, 13-15: the floor's (the final dump, at exit, is not one)
+  # consumes, 10-12: the reference's, 13-15: the floor's, 16-18: the least floor's (the final
+  # dump, at exit, is not one)
   local part totals=()
-  for part in $(seq 1 $([ -n "${4:-}" ] && echo 15 || echo 9)); do
+  for part in $(seq 1 $([ -n "${4:-}" ] && echo 18 || echo 9)); do
     [ -f "$dir/server.$part" ] || die "callgrind wrote no dump $part of the probe's rounds ($label)"
     totals+=("$(awk '/^totals:/ { print $2 }' "$dir/server.$part")")
   done
@@ -280,8 +283,8 @@ server_instructions() {
       printf "{\"build\": \"%s\", \"row\": \"server_instructions\", " \
         "\"instructions_1_rule\": %.0f, \"instructions_4_rules\": %.0f, " \
         "\"instructions_single_consume_1_rule\": %.0f", label, least(1), least(4), least(7)
-      if (NR == 15) printf ", \"record_less_limiter\": %.0f, \"single_consume_floor\": %.0f",
-        least(10), least(13)
+      if (NR == 18) printf ", \"record_less_limiter\": %.0f, \"single_consume_floor\": %.0f, " \
+        "\"least_consume_floor\": %.0f", least(10), least(13), least(16)
       printf "}\n"
     }'
 }
@@ -306,7 +309,8 @@ run_server_instructions() {
   fi
   server_instructions "$current_probe" current "$CALLGRIND_DIR" \
     "$LIMITCOUNTER_ROOT/bench/lua/reference_gcra.lua" \
-    "$LIMITCOUNTER_ROOT/bench/lua/consume_floor.lua" >>"$PROBE_OUT"
+    "$LIMITCOUNTER_ROOT/bench/lua/consume_floor.lua" \
+    "$LIMITCOUNTER_ROOT/bench/lua/least_consume_floor.lua" >>"$PROBE_OUT"
   cat "$PROBE_OUT"
   [ -z "$baseline_probe" ] || side_by_side <"$PROBE_OUT"
 }
