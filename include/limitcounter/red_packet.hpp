@@ -274,9 +274,10 @@ public:
   ///
   /// ack_payout, fail_payout and release_payout are resent after a lost reply (the library's
   /// resends, and a host's retry alike, answer as the first call). Each throws
-  /// invalid_argument for a `task` whose partition, packet id or user id `take_payouts` could
-  /// not have handed out (nothing sent), and the `Error` of a Redis failure (see `Redis::eval`;
-  /// Outcome::unknown when the call may have run: calling it again is safe).
+  /// invalid_argument for a `task.partition` not below `partitions` (nothing sent; its ids are
+  /// not checked, so that a task queued under an older version's id rules can still be
+  /// finished), and the `Error` of a Redis failure (see `Redis::eval`; Outcome::unknown when
+  /// the call may have run: calling it again is safe).
   bool ack_payout(const PayoutTask& task, TimePoint now = Clock::now());
   /// The payout failed: retried after a back-off, or dead-lettered after
   /// `max_payout_attempts`. Returns true if dead-lettered. One failed attempt per lease: a
@@ -286,10 +287,11 @@ public:
   /// of what it took): it goes back to its queue due at `now`, its attempts unchanged, so the
   /// next take leases it anew for the same attempt. True if it is released under
   /// `task.lease`, by this call or by an earlier release of the same lease (a retry after a
-  /// lost reply: nothing changed now); false if that lease ran out, or the task was paid,
-  /// failed or dead-lettered under it: nothing changed. A released lease acks nothing
-  /// (`ack_payout` is false) and its `fail_payout` counts nothing. A task that was tried and
-  /// not paid is `fail_payout`, which counts the attempt.
+  /// lost reply: nothing changed now; such a retry answers false once the task was released
+  /// under a later lease, paid or dead-lettered since); false if that lease ran out, or the
+  /// task was paid, failed or dead-lettered under it: nothing changed. A released lease acks
+  /// nothing (`ack_payout` is false) and its `fail_payout` counts nothing. A task that was
+  /// tried and not paid is `fail_payout`, which counts the attempt.
   bool release_payout(const PayoutTask& task, TimePoint now = Clock::now());
 
   /// Host callback: pay `task` idempotently by `task.idempotency_key()`; return true if
@@ -335,8 +337,6 @@ private:
   CreateResult run_create(const std::string& packet_id, const std::vector<std::int64_t>& amounts,
                           const PacketOptions& options);
   void check_partition(std::uint32_t partition) const;
-  // A task's partition, packet id and user id, as take_payouts hands them out.
-  void check_task(const PayoutTask& task) const;
   std::vector<std::string> packet_keys(const std::string& packet_id) const;
   ScriptCall grab_call(const std::string& packet_id, const GrabRequest& request,
                        TimePoint now) const;

@@ -98,12 +98,6 @@ void RedPacketPool::check_partition(std::uint32_t partition) const {
   }
 }
 
-void RedPacketPool::check_task(const PayoutTask& task) const {
-  check_partition(task.partition);
-  validate_packet_id(task.packet_id);
-  validate_key_part("red packet user id", task.user_id);
-}
-
 RedPacketPool::RedPacketPool(Redis redis, RedPacketOptions options)
     : redis_(std::move(redis)), options_(std::move(options)),
       keys_(options_.key_prefix, options_.partitions) {
@@ -362,7 +356,7 @@ std::vector<PayoutTask> RedPacketPool::take_payouts(std::uint32_t partition, std
 }
 
 bool RedPacketPool::ack_payout(const PayoutTask& task, TimePoint now) {
-  check_task(task);
+  check_partition(task.partition);
   const std::string status =
       settle_payout(redis_, options_.observer.get(), PayoutOp::ack,
                     {keys_.payout(task.partition, "inflight"),
@@ -373,7 +367,7 @@ bool RedPacketPool::ack_payout(const PayoutTask& task, TimePoint now) {
 }
 
 bool RedPacketPool::fail_payout(const PayoutTask& task, TimePoint now) {
-  check_task(task);
+  check_partition(task.partition);
   const std::string status = settle_payout(
       redis_, options_.observer.get(), PayoutOp::fail,
       {keys_.payout(task.partition, "ready"), keys_.payout(task.partition, "inflight"),
@@ -385,7 +379,7 @@ bool RedPacketPool::fail_payout(const PayoutTask& task, TimePoint now) {
 }
 
 bool RedPacketPool::release_payout(const PayoutTask& task, TimePoint now) {
-  check_task(task);
+  check_partition(task.partition);
   const std::string status = settle_payout(
       redis_, options_.observer.get(), PayoutOp::release,
       {keys_.payout(task.partition, "ready"), keys_.payout(task.partition, "inflight"),

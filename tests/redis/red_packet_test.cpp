@@ -711,43 +711,34 @@ TEST_CASE_METHOD(PoolFixture,
 }
 
 TEST_CASE_METHOD(PoolFixture,
-                 "ack fail and release of a task take_payouts could not have handed out throw "
-                 "before sending",
+                 "ack fail and release of a task of a partition past the pool's throw before "
+                 "sending",
                  "[redpacket][redis][payout][bad_input]") {
   pool.create("pk-b", {21});
   REQUIRE(pool.grab("pk-b", "u1").status == GrabResult::Status::granted);
-  const auto taken = pool.take_payouts(pool.keys().partition_of("pk-b"), 10);
+  const auto partition = pool.keys().partition_of("pk-b");
+  const auto taken = pool.take_payouts(partition, 10);
   REQUIRE(taken.size() == 1);
   const QueuedTask held = queued(redis, pool, taken[0]);
   PayoutTask outside = taken[0];
   outside.partition = pool.keys().partitions();
-  PayoutTask braced = taken[0];
-  braced.packet_id = "pk{b";
-  PayoutTask spaced = taken[0];
-  spaced.user_id = "u 1";
-  const std::vector<std::pair<PayoutTask, std::string>> cases{
-      {outside, "partition " + std::to_string(outside.partition)},
-      {braced, "pk{b"},
-      {spaced, "u 1"}};
-  for (const auto& bad_case : cases) {
-    const PayoutTask& task = bad_case.first;
-    const std::string& named = bad_case.second;
-    const auto refused = [&named](const std::function<void()>& call) {
-      try {
-        call();
-      } catch (const Error& e) {
-        CHECK(e.code() == errc::invalid_argument);
-        CHECK_THAT(e.what(), Catch::Contains(named));
-        return;
-      }
-      FAIL("no error for " << named);
-    };
-    refused([&] { pool.ack_payout(task); });
-    refused([&] { pool.fail_payout(task); });
-    refused([&] { pool.release_payout(task); });
-  }
+  const std::string named = "partition " + std::to_string(outside.partition);
+  const auto refused = [&named](const std::function<void()>& call) {
+    try {
+      call();
+    } catch (const Error& e) {
+      CHECK(e.code() == errc::invalid_argument);
+      CHECK_THAT(e.what(), Catch::Contains(named));
+      return;
+    }
+    FAIL("no error for " << named);
+  };
+  refused([&] { pool.ack_payout(outside); });
+  refused([&] { pool.fail_payout(outside); });
+  refused([&] { pool.release_payout(outside); });
   CHECK(queued(redis, pool, taken[0]) == held);
   CHECK(redis.command({"EXISTS", pool.keys().packet("pk-b", "paid")}).as_integer() == 0);
+  CHECK(pool.ack_payout(taken[0])); // the task itself, as taken, is still its worker's
 }
 
 TEST_CASE("run_payouts whose ack throws hands back the tasks of that pass it did not try",
