@@ -6,6 +6,7 @@
 #include <limitcounter/decision.hpp>
 #include <limitcounter/dimension.hpp>
 #include <limitcounter/error.hpp>
+#include <limitcounter/function_libraries.hpp>
 #include <limitcounter/journal_consumer.hpp>
 #include <limitcounter/key_part.hpp>
 #include <limitcounter/keys.hpp>

@@ -264,6 +264,18 @@ public:
   /// which is then sent again after a lost reply (see "Lost replies").
   Reply command(const std::vector<std::string>& argv, Resend resend = Resend::never);
 
+  /// Runs `argv`, a command without keys that each master must run itself (FUNCTION LIST,
+  /// FUNCTION DELETE), on every master: the one server of a standalone or Sentinel Redis; on a
+  /// cluster each node that serves a slot (the slot map read first when stale), reached as a
+  /// call to one of its slots, so that a MOVED is followed as for any call. Returns each
+  /// master's address ("host:port"; a Sentinel's master as its description) with its reply, in
+  /// slot order. Error replies are returned as `command` returns them; never resent. A failure
+  /// throws for the whole call: the masters before it ran the command. While slots move
+  /// between masters, a master may be reached twice (under the address it was asked as) or
+  /// missed: for a command that may run again (FUNCTION DELETE), run it again once they settle.
+  std::vector<std::pair<std::string, Reply>>
+  command_on_masters(const std::vector<std::string>& argv);
+
   /// Runs `script`: by FCALL of its function when it comes as a Functions library
   /// (`Script::library`), else by EVALSHA. If the server does not have it (NOSCRIPT, or
   /// FCALL's "Function not found"), loads it (SCRIPT LOAD, or FUNCTION LOAD of the library)

@@ -181,6 +181,37 @@ public:
                   [&](detail::Connection& connection) { return connection.run(views); });
   }
 
+  std::vector<std::pair<std::string, Reply>> on_masters(const std::vector<std::string>& argv,
+                                                        Call& call) {
+    const detail::Argv views(argv.begin(), argv.end());
+    const auto run = [&](detail::Connection& connection) { return connection.run(views); };
+    std::vector<std::pair<std::string, Reply>> replies;
+    if (!cluster_) {
+      replies.emplace_back(peer_, routed(no_slot, call, run));
+      return replies;
+    }
+    bool stale = false;
+    {
+      const std::lock_guard<std::mutex> lock(nodes_mutex_);
+      stale = slot_map_.stale(Clock::now());
+    }
+    if (stale) {
+      refresh_slots(call.policy);
+    }
+    std::vector<std::pair<std::string, int>> masters; // (address, one slot it serves)
+    {
+      const std::lock_guard<std::mutex> lock(nodes_mutex_);
+      for (const int slot : slot_map_.one_slot_per_node()) {
+        const detail::Endpoint& node = slot_map_.node(*slot_map_.owner(slot));
+        masters.emplace_back(node.host + ":" + std::to_string(node.port), slot);
+      }
+    }
+    for (const auto& [address, slot] : masters) {
+      replies.emplace_back(address, routed(slot, call, run));
+    }
+    return replies;
+  }
+
   Reply eval(const Script& script, const std::vector<std::string>& keys,
              const std::vector<std::string>& args, Call& call) {
     Reply reply = routed(slot_of(keys, script), call, [&](detail::Connection& connection) {
@@ -1048,6 +1079,12 @@ Redis::~Redis() = default;
 
 Reply Redis::command(const std::vector<std::string>& argv, Resend resend) {
   return impl_->resending(resend, [&](Impl::Call& call) { return impl_->command(argv, call); });
+}
+
+std::vector<std::pair<std::string, Reply>>
+Redis::command_on_masters(const std::vector<std::string>& argv) {
+  return impl_->resending(Resend::never,
+                          [&](Impl::Call& call) { return impl_->on_masters(argv, call); });
 }
 
 Reply Redis::eval(const Script& script, const std::vector<std::string>& keys,

@@ -112,6 +112,19 @@ std::optional<std::size_t> SlotMap::owner(int slot) const {
   return static_cast<std::size_t>(node);
 }
 
+std::vector<int> SlotMap::one_slot_per_node() const {
+  std::vector<bool> met(nodes_.size(), false);
+  std::vector<int> slots;
+  for (int slot = 0; slot < static_cast<int>(cluster_slots); ++slot) {
+    const int node = owners_[static_cast<std::size_t>(slot)];
+    if (node >= 0 && !met[static_cast<std::size_t>(node)]) {
+      met[static_cast<std::size_t>(node)] = true;
+      slots.push_back(slot);
+    }
+  }
+  return slots;
+}
+
 bool SlotMap::assign(const std::vector<SlotRange>& ranges, Clock::time_point now) {
   if (ranges.empty()) {
     return false;

@@ -49,6 +49,9 @@ public:
 
   /// The node serving `slot`, if known. A call without keys (slot < 0) goes to slot 0's node.
   std::optional<std::size_t> owner(int slot) const;
+  /// One slot of each node that serves a slot (its first), in slot order: a call routed to
+  /// each reaches every master once.
+  std::vector<int> one_slot_per_node() const;
   /// Whether the map should be read again before routing at `now`: never read, older than
   /// `refresh_every`, or contradicted by a MOVED.
   bool stale(Clock::time_point now) const { return now >= fresh_until_; }

@@ -484,6 +484,33 @@ TEST_CASE("limitctl packet show, dead-letters and requeue", "[limitctl][redis]")
   CHECK(limitctl(with({"packet", "requeue", "no-colon"})).code == 2);
 }
 
+TEST_CASE("limitctl functions list and prune another version's library on every master",
+          "[limitctl][redis][functions]") {
+  const std::string old_name = "limitcounter_limit_00000000000000cc";
+  std::vector<Redis> masters = limitcounter::testing::master_clients();
+  for (Redis& master : masters) {
+    master.command({"FUNCTION", "LOAD", "REPLACE",
+                    "#!lua name=" + old_name + "\nredis.register_function('" + old_name +
+                        "', function() return 1 end)\n"});
+  }
+  const std::string listed_old = "\"library\":\"" + old_name + "\",\"current\":false";
+  const Run listed = limitctl({"functions", "list", "--json"});
+  CHECK(listed.code == 0);
+  CHECK_THAT(listed.out, Catch::Contains(listed_old));
+
+  const Run pruned = limitctl({"functions", "prune", "--json"});
+  CHECK(pruned.code == 0);
+  CHECK_THAT(pruned.out, Catch::Contains("\"deleted\":[{\"master\":"));
+  CHECK_THAT(pruned.out, Catch::Contains(listed_old));
+  for (Redis& master : masters) {
+    const limitcounter::Reply left = master.command({"FUNCTION", "LIST", "LIBRARYNAME", old_name});
+    CHECK(left.as_array().empty());
+  }
+  const Run again = limitctl({"functions", "list", "--json"});
+  CHECK(again.code == 0);
+  CHECK_THAT(again.out, !Catch::Contains(old_name));
+}
+
 TEST_CASE("limitctl rules apply, history, diff and rollback on a rule store", "[limitctl][redis]") {
   const std::string prefix = unique_prefix() + "lc:";
   const TempFile first("format: 1\nrules:\n  - name: merchant-day\n    where: [merchant]\n"

@@ -18,18 +18,22 @@ RedisOptions test_options() {
   return on_cluster() ? shared_cluster().options() : shared_server().options();
 }
 
-std::vector<std::string> keys_matching(const std::string& pattern) {
-  std::vector<RedisOptions> nodes;
+std::vector<Redis> master_clients() {
+  std::vector<Redis> masters;
   if (on_cluster()) {
-    for (const RedisServer* node : shared_cluster().nodes()) {
-      nodes.push_back(node->options());
+    for (const RedisServer* node : shared_cluster().masters()) {
+      masters.emplace_back(node->options());
     }
   } else {
-    nodes.push_back(shared_server().options());
+    masters.emplace_back(shared_server().options());
   }
+  return masters;
+}
+
+std::vector<std::string> keys_matching(const std::string& pattern) {
   std::vector<std::string> keys;
-  for (const auto& options : nodes) {
-    const Reply reply = Redis(options).command({"KEYS", pattern});
+  for (Redis& master : master_clients()) {
+    const Reply reply = master.command({"KEYS", pattern});
     for (const Reply& key : reply.as_array()) {
       keys.push_back(key.as_string());
     }

@@ -60,6 +60,20 @@ TEST_CASE("the slot map routes by CLUSTER SLOTS and follows MOVED", "[router]") 
   CHECK(map.stale(t0 + 1s)); // one MOVED means the rest of the map may be stale too
 }
 
+TEST_CASE("one slot per node reaches every node that serves a slot once", "[router]") {
+  SlotMap map;
+  CHECK(map.one_slot_per_node().empty());
+  const auto seed = map.node_index({"127.0.0.1", 7000}); // a seed that serves nothing
+  REQUIRE(map.assign(
+      {{0, 99, "127.0.0.1", 7001}, {100, 199, "127.0.0.1", 7002}, {200, 16383, "127.0.0.1", 7001}},
+      SlotMap::Clock::time_point{}));
+  const std::vector<int> slots = map.one_slot_per_node();
+  REQUIRE(slots == std::vector<int>{0, 100});
+  CHECK(map.node(*map.owner(slots[0])) == Endpoint{"127.0.0.1", 7001});
+  CHECK(map.node(*map.owner(slots[1])) == Endpoint{"127.0.0.1", 7002});
+  CHECK(map.owner(slots[0]) != seed);
+}
+
 TEST_CASE("a command is routed by its first key, wherever the command keeps it", "[router]") {
   using limitcounter::detail::routing_key;
   using Argv = std::vector<std::string>;

@@ -50,5 +50,6 @@ void add_rules_commands(CLI::App& app, Context& context);
 void add_counter_commands(CLI::App& app, Context& context);
 void add_wallet_commands(CLI::App& app, Context& context);
 void add_packet_commands(CLI::App& app, Context& context);
+void add_functions_commands(CLI::App& app, Context& context);
 
 } // namespace limitctl

@@ -81,6 +81,7 @@ int main(int argc, char** argv) {
   add_counter_commands(app, context);
   add_wallet_commands(app, context);
   add_packet_commands(app, context);
+  add_functions_commands(app, context);
   // An error's message may carry text from Redis (a server's error reply): shown escaped.
   try {
     app.parse(argc, argv);
