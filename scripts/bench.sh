@@ -255,7 +255,7 @@ baseline_source() {
 # given the scripts, the record-less limiter's rounds and the consume floors') against a
 # private redis-server under callgrind (its dumps in DIR) and prints the least instructions per
 # decision of the 1-rule batch rounds, of the 4-rule batch rounds, of the single consumes (and
-# of the reference's and the floor's).
+# of the reference's and the two floors').
 server_instructions() {
   local probe="$1" label="$2" dir="$3" decisions
   start_private_redis valgrind --tool=callgrind --callgrind-out-file="$dir/server" \
