@@ -28,6 +28,12 @@ struct Script {
   std::string_view function_name = {}; ///< the function FCALL calls; empty without a library
   /// The name of `library` (FUNCTION LOAD answers it); empty: `function_name`.
   std::string_view library_name = {};
+
+  /// The name FUNCTION LOAD answers for `library` (and FUNCTION LIST shows): `library_name`,
+  /// or `function_name` when that is empty.
+  constexpr std::string_view loaded_name() const noexcept {
+    return library_name.empty() ? function_name : library_name;
+  }
 };
 
 } // namespace limitcounter

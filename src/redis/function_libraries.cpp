@@ -17,7 +17,7 @@ std::set<std::string, std::less<>> current_names() {
   std::set<std::string, std::less<>> names;
   for (const Script* script : scripts::all) {
     if (!script->library.empty()) {
-      names.emplace(script->library_name.empty() ? script->function_name : script->library_name);
+      names.emplace(script->loaded_name());
     }
   }
   return names;

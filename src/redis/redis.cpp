@@ -55,19 +55,14 @@ enum class FunctionLoad {
   unexpected,   // an answer no server gives
 };
 
-// The name FUNCTION LOAD of `script`'s library answers.
-std::string_view library_name(const Script& script) {
-  return script.library_name.empty() ? script.function_name : script.library_name;
-}
-
 FunctionLoad judge_function_load(const Reply& loaded, const Script& script) {
   if (!loaded.is_error()) {
-    return loaded.type() == Reply::Type::string && loaded.as_string() == library_name(script)
+    return loaded.type() == Reply::Type::string && loaded.as_string() == script.loaded_name()
                ? FunctionLoad::loaded
                : FunctionLoad::unexpected;
   }
   if (loaded.as_string() ==
-      "ERR Library '" + std::string(library_name(script)) + "' already exists") {
+      "ERR Library '" + std::string(script.loaded_name()) + "' already exists") {
     return FunctionLoad::loaded;
   }
   return detail::refuses_functions(loaded.as_string()) ? FunctionLoad::no_functions
@@ -828,7 +823,7 @@ private:
         throw Error(errc::protocol_error,
                     "FUNCTION LOAD of " + std::string(script.name) + " on " + connection.peer() +
                         " returned " + loaded.debug_string() + ", not " +
-                        std::string(library_name(script)),
+                        std::string(script.loaded_name()),
                     Outcome::failed);
       case FunctionLoad::no_functions: functions_.store(false); break;
       }
