@@ -3,6 +3,7 @@
 // once. Several threads deduct, top up and roll back; at the end every user's balance in the
 // database equals the Redis balance and every order is there once. Users missing in Redis are
 // loaded from the database, so a second run on the same database goes on from the first.
+// One event the database keeps refusing is dead-lettered, and written by the operator's step.
 //
 //   billing [redis-uri] [--sqlite=PATH | --mysql [--mysql-host=H --mysql-port=N ...]]
 
@@ -87,6 +88,9 @@ int main(int argc, char** argv) try {
   // Events whose acknowledgement was lost come again after claim_idle: short here so that the
   // example ends soon after one (a production persister keeps the default 30 s).
   consumer_options.claim_idle = 1s;
+  // An event the handler fails this many times is parked in the dead-letter stream, and its
+  // user's later events go on (the default is 5; 2 keeps the example short).
+  consumer_options.max_attempts = 2;
   lc::JournalConsumer consumer(redis, options, consumer_options);
   const auto all_persisted = [&] {
     for (std::uint32_t p = 0; p < options.partitions; ++p) {
@@ -98,8 +102,11 @@ int main(int argc, char** argv) try {
   };
   // The persister. The first delivery of every fifth batch loses its acknowledgement (it
   // throws after the commits, as a process dying there would): the consumer hands those events
-  // again and the store acknowledges them without applying them twice. Only this thread
-  // touches these counters until it is joined.
+  // again and the store acknowledges them without applying them twice. And the first deduct
+  // it sees of an order that is rolled back (i % 10 == 3: the order id ends in 3), the database
+  // refuses every time (as a row breaking a constraint would): it is parked, and its rollback
+  // reaches the database before it. Only this thread touches these counters until joined.
+  std::string refused_event;
   std::int64_t applied = 0;
   std::int64_t ack_lost = 0;
   std::int64_t redelivered_unapplied = 0;
@@ -109,6 +116,12 @@ int main(int argc, char** argv) try {
   const auto persist = [&](const std::vector<lc::JournalEvent>& events) {
     const bool first_delivery = delivered.count(events.front().id) == 0;
     for (const auto& event : events) {
+      if (refused_event.empty() && event.type == "deduct" && event.order.back() == '3') {
+        refused_event = event.id;
+      }
+      if (event.id == refused_event) {
+        throw std::runtime_error("the database refused event " + event.id);
+      }
       delivered.insert(event.id);
       if (!store->apply(event)) {
         ++redelivered_unapplied;
@@ -124,8 +137,32 @@ int main(int argc, char** argv) try {
       throw std::runtime_error("the acknowledgement was lost");
     }
   };
+  // The operator's step, once an alert on dead letters was looked into (here: when every other
+  // event is persisted, so that its user's later events were applied before it): write each
+  // parked event to the database (its order; its balance is in those later events'),
+  // acknowledge it with the persister group, which counts it as persisted, and delete it.
+  std::int64_t dead_letters_written = 0;
+  const auto write_dead_letters = [&] {
+    for (const auto& lag : example::with_same_id([&] { return consumer.lag(); })) {
+      if (lag.unread != 0 || lag.pending != 0) {
+        return;
+      }
+    }
+    for (std::uint32_t p = 0; p < options.partitions; ++p) {
+      for (const auto& letter : example::with_same_id([&] { return consumer.dead_letters(p); })) {
+        store->apply(letter.event);
+        example::with_same_id([&] {
+          consumer.acknowledge(p, {letter.event});
+          return redis.command(
+              {"XDEL", wallet.keys().dead_letters(p, consumer_options.group), letter.dead_id});
+        });
+        ++dead_letters_written;
+      }
+    }
+  };
   std::atomic<bool> producing{true};
   std::atomic<int> poll_errors{0};
+  int handler_failures = 0;
   std::thread persister = checks.thread("persister", [&] {
     const auto deadline = std::chrono::steady_clock::now() + 120s;
     while (std::chrono::steady_clock::now() < deadline) {
@@ -140,10 +177,17 @@ int main(int argc, char** argv) try {
           throw;
         }
         ++poll_errors;
+      } catch (const std::runtime_error&) {
+        // the handler's failure, rethrown by poll once every partition was served: that event
+        // is retried after claim_idle, then parked
+        ++handler_failures;
       }
       if (handled == 0) {
-        if (last_round && all_persisted()) {
-          break;
+        if (last_round) {
+          write_dead_letters();
+          if (all_persisted()) {
+            break;
+          }
         }
         std::this_thread::sleep_for(5ms);
       }
@@ -157,8 +201,9 @@ int main(int argc, char** argv) try {
 
   std::cout << "  " << accepted << " deductions, " << refused << " refused at the threshold, "
             << rolled_back << " rolled back, " << 6 * 12 << " top-ups; " << applied
-            << " journal events applied; " << poll_errors
-            << " persister polls cut short by Redis\n";
+            << " journal events applied; " << poll_errors << " persister polls cut short by Redis; "
+            << handler_failures << " refused by the database, " << dead_letters_written
+            << " dead-lettered event written by the operator\n";
   example::print_resends();
   checks.expect_threads_finished();
   checks.expect(ack_lost > 0 && redelivered_unapplied >= ack_lost, // and those of Redis lost acks
@@ -168,6 +213,8 @@ int main(int argc, char** argv) try {
   for (const auto& event : to_replay) {
     replay_applied += store->apply(event) ? 1 : 0;
   }
+  checks.expect(handler_failures >= 2 && dead_letters_written == 1,
+                "the event the database refused was parked after 2 attempts, then written once");
   checks.expect(replay_applied == 0, "replaying " + std::to_string(to_replay.size()) +
                                          " applied events applied none again");
   bool balances_match = true;

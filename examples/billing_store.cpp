@@ -38,14 +38,16 @@ bool Store::apply(const limitcounter::JournalEvent& event) {
     if (!version) {
       throw std::runtime_error("no account '" + event.user + "' for event " + event.id);
     }
-    const bool newer = event.version > *version; // else applied before: redelivered, replayed
+    // else applied before (redelivered, replayed), or a dead letter whose balance is in the
+    // later events'
+    const bool newer = event.version > *version;
     if (newer) {
       set_account(event, change.freeze_reason);
-      if (change.order == Change::Order::insert) {
-        insert_order(event);
-      } else if (change.order == Change::Order::roll_back) {
-        roll_back_order(event);
-      }
+    }
+    if (change.order == Change::Order::insert) {
+      insert_order(event);
+    } else if (change.order == Change::Order::roll_back) {
+      roll_back_order(event);
     }
     commit();
     return newer;

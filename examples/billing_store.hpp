@@ -3,9 +3,14 @@
 // default) or MariaDB/MySQL (--mysql), written from the wallet journal exactly once.
 //
 // Exactly once without a table of applied events: each event is applied in one transaction
-// that reads the account's version (locking the row) and writes only if the event's version
-// is newer, bumping it. The journal hands a user's events in version order, so a redelivered
-// or replayed event finds its version (or a later one) there and is acknowledged unapplied.
+// that reads the account's version (locking the row) and writes the balance only if the
+// event's version is newer, bumping it; its order is written by order id (an upsert), which
+// the same event again leaves as it is. The journal hands a user's events in version order,
+// so a redelivered or replayed event finds its version (or a later one) there and is
+// acknowledged unapplied. A dead-lettered event is the exception: its user's later events go
+// on without it, so when the operator applies it at last its balance is already in theirs,
+// and only its order is still to write (a rollback that came first leaves its order rolled
+// back).
 
 #include <cstdint>
 #include <memory>
@@ -42,9 +47,10 @@ public:
                             const limitcounter::AccountSnapshot& snapshot) = 0;
   /// The account as stored, for the wallet's loader; empty if there is none.
   virtual std::optional<limitcounter::AccountSnapshot> account(const std::string& user) = 0;
-  /// Applies `event` in one transaction (see the top of this file). Returns false, writing
-  /// nothing, if the event's version is not newer than the account's. Throws if the account
-  /// does not exist.
+  /// Applies `event` in one transaction (see the top of this file). Returns whether it wrote
+  /// the balance: false if the event's version is not newer than the account's (applied
+  /// before, or a dead letter applied late), when only its order is written, if it is not
+  /// there yet. Throws if the account does not exist.
   bool apply(const limitcounter::JournalEvent& event);
   /// Orders whose id starts with `prefix`, in `state` ("done" or "rolled_back").
   virtual std::int64_t orders(const std::string& prefix, const std::string& state) = 0;
@@ -62,7 +68,11 @@ protected:
   /// Sets the balance and version (and the freeze reason, if given) to the event's.
   virtual void set_account(const limitcounter::JournalEvent& event,
                            const std::optional<std::string>& freeze_reason) = 0;
+  /// Writes a deduct's or credit's order, done, unless it is there; one its rollback wrote
+  /// first gets its type and amount and stays rolled back.
   virtual void insert_order(const limitcounter::JournalEvent& event) = 0;
+  /// Marks the order rolled back, writing it if its deduct or credit is not there yet (a dead
+  /// letter, applied after its rollback).
   virtual void roll_back_order(const limitcounter::JournalEvent& event) = 0;
 };
 

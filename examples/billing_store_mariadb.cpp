@@ -113,11 +113,14 @@ protected:
 
   void insert_order(const lc::JournalEvent& event) override {
     execute("INSERT INTO orders VALUES (" + quote(event.order) + ", " + quote(event.user) + ", " +
-            quote(event.type) + ", " + std::to_string(event.amount) + ", 'done')");
+            quote(event.type) + ", " + std::to_string(event.amount) +
+            ", 'done') ON DUPLICATE KEY UPDATE type = VALUES(type), amount = VALUES(amount)");
   }
 
   void roll_back_order(const lc::JournalEvent& event) override {
-    execute("UPDATE orders SET state = 'rolled_back' WHERE id = " + quote(event.order));
+    execute("INSERT INTO orders VALUES (" + quote(event.order) + ", " + quote(event.user) + ", " +
+            quote(event.type) + ", " + std::to_string(event.amount) +
+            ", 'rolled_back') ON DUPLICATE KEY UPDATE state = 'rolled_back'");
   }
 
 private:

@@ -154,7 +154,8 @@ protected:
   }
 
   void insert_order(const lc::JournalEvent& event) override {
-    Statement(db_, "INSERT INTO orders VALUES (?, ?, ?, ?, 'done')")
+    Statement(db_, "INSERT INTO orders VALUES (?, ?, ?, ?, 'done') ON CONFLICT (id) DO UPDATE "
+                   "SET type = excluded.type, amount = excluded.amount")
         .bind(event.order)
         .bind(event.user)
         .bind(event.type)
@@ -163,7 +164,13 @@ protected:
   }
 
   void roll_back_order(const lc::JournalEvent& event) override {
-    Statement(db_, "UPDATE orders SET state = 'rolled_back' WHERE id = ?").bind(event.order).row();
+    Statement(db_, "INSERT INTO orders VALUES (?, ?, ?, ?, 'rolled_back') ON CONFLICT (id) DO "
+                   "UPDATE SET state = 'rolled_back'")
+        .bind(event.order)
+        .bind(event.user)
+        .bind(event.type)
+        .bind(event.amount)
+        .row();
   }
 
 private:

@@ -6,7 +6,8 @@
 # outside that each account's balance and version in the database equal Redis's and that the
 # database has every order Redis recorded, once. billing itself checks that the events
 # redelivered after a lost acknowledgement, and those it replays at the end, did not apply
-# again. Every server it starts, it stops by pid; WORK_DIR is removed when the test passes.
+# again, and that the event it dead-letters reached the database. Every server it starts, it
+# stops by pid; WORK_DIR is removed when the test passes.
 #
 #   scripts/billing_db_test.sh sqlite|mariadb BILLING_BINARY WORK_DIR
 set -euo pipefail
@@ -131,6 +132,9 @@ check_database() {
   orders_in_db="$(db_query "SELECT COUNT(*) FROM orders")"
   [ "$orders_in_db" -eq "$redis_orders_total" ] ||
     die "run $run: the database has $orders_in_db orders, Redis recorded $redis_orders_total"
+  # a rollback applied before its dead-lettered deduct writes the order; the deduct completes it
+  [ "$(db_query "SELECT COUNT(*) FROM orders WHERE type = 'rollback'")" -eq 0 ] ||
+    die "run $run: an order written by its rollback never got its deduct or credit"
   echo "run $run: 20 accounts equal in Redis and $backend; $orders_in_db orders, once each"
 }
 
