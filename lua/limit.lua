@@ -35,8 +35,9 @@
 --   hold takes from that counter alone), score = hold expiry in ms; the set lives as long as its
 --   window's key. Releasing an expired member gives one count and its amount back to its own
 --   window's field and removes it, and leaves the record as it is: a reservation's counters
---   whose members are gone were given back; one with none left reads as expired, and a later
---   cancel or confirm records it so without giving back again.
+--   whose members are gone were given back; one with none left, or with the member of a counter
+--   whose key is still there gone (a sweep released part of it), reads as expired, and a later
+--   cancel or confirm records it so, giving back only what is still held, whatever its `now`.
 --
 -- Keys: every key a call touches is in its KEYS (Redis's migration guard, TRYAGAIN/ASK while a
 --   slot is half moved, protects only declared keys). A decision declares each of its counters'

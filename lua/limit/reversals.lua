@@ -121,7 +121,8 @@
   -- r.moved (the counters it would give back to: those whose key exists and, for a reservation,
   -- whose hold member is still there; {entry, field}) and, for a reservation with counters,
   -- r.members (its members still in their hold sets, {hold set, member}), r.hold_score (its hold
-  -- expiry) and r.held (some hold is still there). A member a sweep released was given back to
+  -- expiry), r.held (some hold is still there) and r.swept (a sweep released some of them: the
+  -- member of a counter whose key is there is gone). A member a sweep released was given back to
   -- its counter by that sweep (release_expired_holds), which leaves the record as it is.
   -- `text`: the counter set's text when the caller brought it (the original), else the record's
   -- set is read. `reading`: a set that is gone leaves nothing (inspect), else it is an error.
@@ -170,6 +171,8 @@
           r.members[#r.members + 1] = {holds[j], member}
         end
         held = score ~= nil
+        -- (a member whose counter key is gone went with its window's hold set, unswept)
+        r.swept = r.swept or not held and counter_key_exists(counter_key)
       end
       if held and counter_key_exists(counter_key) then
         local entry = counter_entry(counter_key)
@@ -204,9 +207,11 @@
   end
 
   -- When a reservation's hold expires (ms): its record's, or its members' score in its hold sets
-  -- (0 if they no longer hold it: a sweep released it as expired).
+  -- (0 if they no longer hold it, or a sweep released one of them: the hold ran out by the
+  -- sweeper's clock, and the counter it released no longer counts it, so it can only expire,
+  -- whatever the clock of the confirm or cancel asking, or a share following its home's confirm).
   local function hold_expiry_of(r)
-    return r.hexp or r.hold_score or 0
+    return not r.swept and (r.hexp or r.hold_score) or 0
   end
 
   local function drop_holds(r)
@@ -395,9 +400,9 @@
     return {'confirmed', string.format('%d', final), string.format('%d', held - final)}
   end
 
-  -- A record of a reservation whose hold a sweep released reads as expired.
+  -- A record of a reservation whose hold a sweep released (all of it, or some) reads as expired.
   local function released_by_sweep(r)
-    return r.state == 'reserved' and r.counters ~= '-' and not r.held
+    return r.state == 'reserved' and r.counters ~= '-' and (not r.held or r.swept)
   end
 
   local function cancel()
