@@ -5,7 +5,9 @@
 --
 -- Transaction record (string KEYS[1], the format of lua/shared/record.lua, which a cluster's home
 -- record shares), kept for the replay horizon (ARGV record lifetime) whatever the windows (a
--- reservation's too: its hold set member says what to release when the record is gone). This
+-- reservation's too: its hold set member says what to release when the record is gone); a
+-- reversal keeps the record it changes ten minutes more at least, so that a resend of it
+-- replays, and then its counter set an hour past it (keep_after_reversal). This
 -- script writes the states c, r, f, x, e, v and d; fp '-' is a tombstone: a cancel that came
 -- before its reserve ("x - 0 -") or a void before its share ("v - 0 -"). A retry must bring the
 -- same fp and amount (the reserved amount, ^<reserved>, of a reservation confirmed for less).

@@ -17,7 +17,8 @@
 -- trip. Its state: p pending (begun, not finished), then as a share's; v voided is a
 -- transaction begun and never finished, abandoned by the sweep (its shares voided). Nothing the
 -- client can rebuild is kept (no counter's totals). Its fingerprint is "<fp>:<amount>", the
--- amount the one it began with (^<reserved> of a reservation confirmed for less).
+-- amount the one it began with (^<reserved> of a reservation confirmed for less). A confirm,
+-- cancel, refund or expiry keeps it ten minutes more at least (keep_after_reversal).
 -- A string at KEYS[1] without a plan is not a home but a lua/limit.lua record (of a transaction
 -- without window rules, or the tombstone "x - 0 -" of a cancel that came first): begin treats a
 -- tombstone as cancelled and the rest as a conflict; the other ops answer "missing" (sweep:
@@ -111,6 +112,13 @@ local function store()
   redis.call('SET', record, record_text(home), 'KEEPTTL')
 end
 
+-- store() for a confirm, cancel, refund or expiry, kept a while at least (keep_after_reversal:
+-- a home record names no counter set).
+local function store_reversal()
+  store()
+  keep_after_reversal(record)
+end
+
 -- Marks the record open: its shares have a change to follow. The value is the change's time,
 -- past every earlier change's (a closed record keeps its last one, negated), so that a sweep
 -- that followed an earlier change cannot close this one.
@@ -200,7 +208,7 @@ end
 local function expire()
   home.state = 'expired'
   open_fan_out()
-  store()
+  store_reversal()
   return {'expired', home.plan}
 end
 
@@ -233,7 +241,7 @@ local function confirm()
     home.requested = held
   end
   open_fan_out()
-  store()
+  store_reversal()
   return {'confirmed', fmt(final_amount), fmt(held - final_amount), home.plan}
 end
 
@@ -255,7 +263,7 @@ local function cancel()
   end
   home.state = 'cancelled'
   open_fan_out()
-  store()
+  store_reversal()
   return {'cancelled', fmt(home.amount), home.plan}
 end
 
@@ -279,7 +287,7 @@ local function refund()
   home.refund_ids[#home.refund_ids + 1] = id
   home.refunded = refunded + give
   open_fan_out()
-  store()
+  store_reversal()
   return {'refunded', fmt(give), fmt(refunded + give), fmt(amount), '0', home.plan}
 end
 

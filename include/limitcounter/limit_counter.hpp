@@ -80,16 +80,18 @@ struct LimitCounterOptions {
   std::optional<std::chrono::milliseconds> cluster_hold_grace;
   /// The replay horizon: how long a transaction's record is kept after its decision, whatever
   /// its windows (a reservation's record is kept until its windows' keys expire, so that its
-  /// hold is released however late). Must be positive and at least `reservation_timeout`
-  /// (invalid_argument at construction otherwise). Within it, the same id replays the first
-  /// decision, and confirm, cancel and refund need only the id; after it, the id is forgotten:
-  /// the same id is decided anew, and a refund needs the original transaction (the overloads
-  /// taking a `Transaction`). Also how long a cancel of an unknown id keeps that id from being
-  /// reserved, and how long a correction's id is remembered (`adjust`). A record takes about
-  /// 136-168 bytes of Redis memory (docs/BENCHMARKS.md). A call whose record would already have
-  /// expired by the server's clock when it runs (a horizon shorter than the call's budget plus
-  /// how far this host's clock is behind Redis's) is refused, nothing written (server_error,
-  /// Outcome::failed): keep it minutes or more.
+  /// hold is released however late). A confirm, cancel, refund or void keeps the record it
+  /// changes at least ten minutes more, so that its resend after a lost reply replays. Must be
+  /// positive and at least `reservation_timeout` (invalid_argument at construction otherwise).
+  /// Within it, the same id replays the first decision, and confirm, cancel and refund need
+  /// only the id; after it, the id is forgotten: the same id is decided anew, and a refund
+  /// needs the original transaction (the overloads taking a `Transaction`). Also how long a
+  /// cancel of an unknown id keeps that id from being reserved, and how long a correction's id
+  /// is remembered (`adjust`). A record takes about 136-168 bytes of Redis memory
+  /// (docs/BENCHMARKS.md). A call whose record would already have expired by the server's clock
+  /// when it runs (a horizon shorter than the call's budget plus how far this host's clock is
+  /// behind Redis's) is refused, nothing written (server_error, Outcome::failed): keep it
+  /// minutes or more.
   std::chrono::milliseconds replay_horizon{std::chrono::hours{24}};
   /// A transaction dated more than this after the local clock is refused (invalid_argument,
   /// nothing sent): a wrong clock or a bad date must not open next year's windows. Empty:

@@ -83,11 +83,6 @@
     return redis.call('EXISTS', key) == 1
   end
 
-  -- Writes `r` back to `key`, keeping its expiry.
-  local function store(key, r)
-    redis.call('SET', key, record_text(r), 'KEEPTTL')
-  end
-
   -- The counter-set prefix of a record's slot: "<p>cs:" for "<p>tx:{<id>}", "<p>{<tag>}:cs:" for a
   -- share "<p>{<tag>}:tx:<id>" (neither the prefix nor a tag nor an id has braces).
   local function counter_set_prefix(record)
@@ -95,6 +90,14 @@
       return string.sub(record, 1, string.find(record, '{', 1, true) - 4) .. 'cs:'
     end
     return string.sub(record, 1, string.find(record, '}', 1, true)) .. ':cs:'
+  end
+
+  -- Writes back record `key` a reversal changed, kept a while at least, and its counter set past
+  -- it (keep_after_reversal; the set is declared: prepare read it).
+  local function store(key, r)
+    redis.call('SET', key, record_text(r), 'KEEPTTL')
+    keep_after_reversal(key, r.counters and r.counters ~= '-' and counter_set_prefix(key) ..
+      r.counters or nil)
   end
 
   -- A counter set's text as its counters ({key, field number}...) and its hold sets.

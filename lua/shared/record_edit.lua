@@ -8,6 +8,21 @@ local state_codes = {pending = 'p', consumed = 'c', denied = 'd', reserved = 'r'
                      confirmed = 'f', cancelled = 'x', expired = 'e', voided = 'v'}
 local metric_codes = {count = 'c', amount = 'a', single_amount = 's'}
 
+-- How long (ms) a record that a confirm, cancel, refund or void changed is kept at least: a
+-- resend of that call (its reply lost as the record's replay horizon ended) then finds it and
+-- replays, where the original transaction the resend brings would make the record anew and
+-- give back again. Ten minutes: past any resend budget (RetryOptions::budget, 1 s by default).
+local reversal_kept_ms = 600000
+
+-- Keeps record `key` reversal_kept_ms more at least (never less than it has: GT), and then its
+-- counter set `set_key` (nil: none) an hour (the clocks of other callers) past it, as every
+-- decision's set outlives its records. (Relative times: no clock read.)
+local function keep_after_reversal(key, set_key)
+  if redis.call('PEXPIRE', key, reversal_kept_ms, 'GT') == 1 and set_key then
+    redis.call('PEXPIRE', set_key, reversal_kept_ms + 3600000, 'GT')
+  end
+end
+
 -- The text of record `r` (a table as parse_record makes).
 local function record_text(r)
   local w = {state_codes[r.state], r.fp, string.format('%d', r.amount)}

@@ -697,6 +697,36 @@ TEST_CASE_METHOD(RecordFixture,
   CHECK(redis.command({"EXISTS", record_key("past-tombstone")}).as_integer() == 0);
 }
 
+// A refund whose reply is lost as its record's replay horizon ends is sent again (by the
+// library, with the original transaction when the host gave it one). The refund kept the record
+// ten minutes more, so the resend finds it and replays: before, it made the record anew from the
+// original and gave back a second time.
+TEST_CASE_METHOD(RecordFixture, "a refund resent past the record's horizon replays",
+                 "[record][redis]") {
+  limitcounter::LimitCounterOptions brief_options = options();
+  brief_options.replay_horizon = 2s;
+  brief_options.reservation_timeout = 1s;
+  LimitCounter brief{redis, limitcounter::Calendar("Asia/Shanghai"), brief_options};
+  brief.set_rules(
+      RuleSet().add(Rule("merchant-day").where("merchant").per(Period::day).max_amount(1000)));
+  const Transaction tx = payment("refund-at-horizon", 300);
+  REQUIRE(brief.consume(tx).allowed());
+  std::this_thread::sleep_for(1500ms); // the record has about 500 ms left
+  REQUIRE(brief.refund(tx, 100, "r1").refunded_now == 100);
+  REQUIRE(merchant_day() == Usage{1, 200});
+  const auto records = keys_matching(prefix + "*tx:*refund-at-horizon*");
+  REQUIRE(records.size() >= (limitcounter::testing::on_cluster() ? 2U : 1U));
+  for (const auto& key : records) {
+    INFO(key);
+    CHECK(redis.command({"PTTL", key}).as_integer() > 60000);
+  }
+  std::this_thread::sleep_for(1500ms);             // past the consume's horizon
+  const auto resent = brief.refund(tx, 100, "r1"); // as the library resends it
+  CHECK(resent.replayed);
+  CHECK(resent.refunded_now == 100);
+  CHECK(merchant_day() == Usage{1, 200});
+}
+
 // lua/limit.lua reads and checks everything before its first write: a reversal that meets a
 // key it cannot use (a counter hash replaced by a string) fails having given nothing back,
 // and its record is as it was (a script that failed half way used to flush the counters it had
