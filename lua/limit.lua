@@ -121,11 +121,15 @@
 --          back)
 --          | {"tombstone"} | {"bad_state", state} | {"unknown"} (probe only)
 -- op void:    (record of one slot's share of a transaction that another slot denied, or that
---   the sweep abandoned) ARGV[2] expiry (ms) of a tombstone.
+--   the sweep abandoned) ARGV[2] expiry (ms) of a tombstone, ARGV[3] the transaction's
+--   fingerprint and amount as its home record keeps them, "<fp>:<amount>" (the amount it began
+--   with; absent from an earlier version's client: any).
 --   Gives back what this share took and marks it voided: its replays then report the state.
 --   A share without a record gets a tombstone "v - 0 -" until ARGV[2]: its decision arriving
---   later replays "voided" and counts nothing.
---   Reply: {"voided"} | {"already"} | {"tombstone"} | {"bad_state", state}
+--   later replays "voided" and counts nothing. A record of another fingerprint or amount is
+--   another transaction's (its id used again past the horizon while this share outlived its
+--   home record): {"other"}, nothing written.
+--   Reply: {"voided"} | {"already"} | {"tombstone"} | {"other"} | {"bad_state", state}
 -- op inspect: KEYS[1] a transaction's record of any kind (this script's, a home record of
 --   lua/transaction_home.lua); reads only, for operators.
 --   Reply: {"missing"} | {"record", expiry (unix ms, -1 for none), n, then n field/value pairs}:

@@ -34,7 +34,8 @@
 --              see finish)
 --   Reply: {"go", plan} the transaction is pending: run its shares (plan: the first caller's;
 --          only a begin with that plan refreshes `b`)
---          | {"final", state, denial ('' for none), plan} | {"conflict"} | {"cancelled"}
+--          | {"final", state, denial ('' for none), plan,
+--          fingerprint} | {"conflict"} | {"cancelled"}
 --          (cancelled before it began)
 -- op finish:   ARGV[2] fingerprint, ARGV[3] state (consumed | reserved | denied), ARGV[4] denial
 --              ('' unless denied), ARGV[5] hold expiry (ms; reserved only; the shares' holds
@@ -46,10 +47,11 @@
 --              holds that are gone. (Any share's hold runs from its own caller's begin, never
 --              from before the first: the kept expiry may end early, never late.) Else this
 --              call decided every share and its own hold expiry is taken.
---   Reply: {"first"} (this call ended the pending state) | {"final", state, denial, plan}
+--   Reply: {"first"} (this call ended the pending state) | {"final", state, denial, plan,
+--          fingerprint}
 --          | {"conflict"} | {"missing"}
 -- op read:    (no more arguments) the decision, for a share record that says "voided"
---   Reply: {"final", state, denial, plan} | {"pending"} | {"missing"}
+--   Reply: {"final", state, denial, plan, fingerprint} | {"pending"} | {"missing"}
 -- The other ops answer like lua/limit.lua's ops of the same name, with the plan appended to the
 -- replies after which the client applies the operation to every share (each share idempotently,
 -- so a retry finishes a fan-out that a lost reply or a crash interrupted); "missing" when KEYS[1]
@@ -60,8 +62,9 @@
 --   caller that finishes later replays the abandonment) and open, the change dated by that begin
 --   (so the same take sent again after a lost reply hands it over again). Then an open record
 --   whose change is at least `age` old is handed to the sweep.
---   Reply: {"follow", state, plan, open, amount, then per refund: asked, refund id ('' for the
---          full refund), the full refund last} | {"none"}
+--   Reply: {"follow", state, plan, open, amount, fingerprint ("<fp>:<amount>", as begin took
+--          it), then per refund: asked, refund id ('' for the full refund), the full refund
+--          last} | {"none"}
 -- op adopt:   ARGV[2] the original's consume fingerprint (digest), ARGV[3] plan, ARGV[4] expiry
 --              (ms), ARGV[5] its reserve fingerprint (digest), ARGV[6] its amount, ARGV[7]
 --              "create" | "compare": a reversal that brings the original transaction the host
@@ -132,7 +135,7 @@ local function fingerprint()
 end
 
 local function final()
-  return {'final', home.state, home.denial or '', home.plan}
+  return {'final', home.state, home.denial or '', home.plan, fingerprint()}
 end
 
 -- A new home record (no refunds, no counters) of `fp_and_amount` ("<fp>:<amount>").
@@ -312,7 +315,7 @@ local function sweep()
   elseif open < 0 or open > cutoff then
     return {'none'}
   end
-  local reply = {'follow', home.state, home.plan, fmt(open), fmt(home.amount)}
+  local reply = {'follow', home.state, home.plan, fmt(open), fmt(home.amount), fingerprint()}
   for _, id in ipairs(home.refund_ids) do
     if id ~= '' then
       reply[#reply + 1] = string.match(home.refunds[id], '^(-?%d+):')

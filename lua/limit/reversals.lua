@@ -445,6 +445,11 @@
       redis.call('SET', KEYS[1], 'v - 0 -', 'PXAT', ARGV[2])
       return {'tombstone'}
     end
+    -- (a tombstone's fp is '-', a home record's '')
+    if ARGV[3] and r.fp ~= '-' and r.fp ~= '' and
+      r.fp .. ':' .. string.format('%d', r.requested or r.amount) ~= ARGV[3] then
+      return {'other'}
+    end
     local verdict = reversal_rules.void(r.state)
     if verdict == 'replay' then
       return {'already'}

@@ -221,6 +221,7 @@ private:
   struct SharesDecided {
     Decision combined;
     std::vector<std::string> counted; ///< the share records whose counters it moved
+    std::string fingerprint; ///< the transaction's as its home record keeps it (its voids')
     bool replayed_share = false;      ///< a share was decided by an earlier caller of the id
     /// The home record's decision when a share was voided (the sweep abandoned the transaction
     /// before that share was decided, e.g. between a send whose reply was lost and its resend):
@@ -239,7 +240,8 @@ private:
                         const Reply& finished);
   Decision replay_home(const Transaction& transaction, const Reply& final_reply);
   Decision replay_voided(const Transaction& transaction);
-  void void_shares(const Transaction& transaction, const std::vector<std::string>& shares);
+  void void_shares(const Transaction& transaction, const std::string& fingerprint,
+                   const std::vector<std::string>& shares);
   /// What the home record of `prepared`'s transaction compares retries by.
   static std::string home_fingerprint(const PreparedDecision& prepared);
   /// The share records of `transaction_id` whose tags the home record's `plan` lists.

@@ -24,11 +24,14 @@ std::vector<SharePlan> share_plans(const CounterKeys& keys, const Transaction& t
 }
 
 std::vector<std::string> void_share(std::chrono::system_clock::time_point now,
-                                    std::chrono::milliseconds replay_horizon) {
+                                    std::chrono::milliseconds replay_horizon,
+                                    const std::string& fingerprint) {
   const auto expiry = now + replay_horizon + share_record_margin;
-  return {"void", std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                     expiry.time_since_epoch())
-                                     .count())};
+  return {
+      "void",
+      std::to_string(
+          std::chrono::duration_cast<std::chrono::milliseconds>(expiry.time_since_epoch()).count()),
+      fingerprint};
 }
 
 std::string joined_lines(const std::vector<std::string>& lines) {

@@ -19,11 +19,14 @@ namespace limitcounter::detail {
 /// whose clocks differ by less than this cannot.
 constexpr std::chrono::hours share_record_margin{1};
 
-/// A share's void (lua/limit.lua op void) at `now`: a share without a record keeps a tombstone
-/// as long as a share's record would live, so that its decision sent late (delayed in the
-/// network past the sweep that abandoned its transaction) counts nothing.
+/// A share's void (lua/limit.lua op void) at `now` of the transaction of `fingerprint`
+/// ("<fp>:<amount>", as its home record keeps it): a share without a record keeps a tombstone as long as a share's record would
+/// live, so that its decision sent late (delayed in the network past the sweep that abandoned
+/// its transaction) counts nothing; a share record of another fingerprint (the id used again
+/// while this share outlived its home record) is left alone.
 std::vector<std::string> void_share(std::chrono::system_clock::time_point now,
-                                    std::chrono::milliseconds replay_horizon);
+                                    std::chrono::milliseconds replay_horizon,
+                                    const std::string& fingerprint);
 
 /// One share: the rules whose counters live in `slot`, and the counter tag of the first of them
 /// (its share record's key is in that tag's slot).

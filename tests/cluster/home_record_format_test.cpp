@@ -180,11 +180,12 @@ TEST_CASE("a home record is a transaction record of the one format, with the hom
   CHECK(taken.at(1).as_string() == "confirmed");
   CHECK(taken.at(2).as_string() == plan);
   CHECK(taken.at(4).as_string() == "60");
-  REQUIRE(taken.as_array().size() == 9);
-  CHECK(taken.at(5).as_string() == "10");
-  CHECK(taken.at(6).as_string() == "first");
-  CHECK(taken.at(7).as_string() == "-1");
-  CHECK(taken.at(8).as_string() == "");
+  REQUIRE(taken.as_array().size() == 10);
+  CHECK(taken.at(5).as_string() == "0123456789a:100"); // as it began: what its voids name
+  CHECK(taken.at(6).as_string() == "10");
+  CHECK(taken.at(7).as_string() == "first");
+  CHECK(taken.at(8).as_string() == "-1");
+  CHECK(taken.at(9).as_string() == "");
   CHECK(run(reserved, {"swept", taken.at(3).as_string()}).at(0).as_string() == "closed");
   CHECK(field(reserved, "open") == "-" + taken.at(3).as_string());
   CHECK(run(reserved, {"sweep", "0"}).at(0).as_string() == "none");

@@ -475,6 +475,26 @@ TEST_CASE_METHOD(SpreadLimits, "a begin with another plan leaves a pending recor
   CHECK(began() != first);
 }
 
+// Past the replay horizon an id is decided anew, though its share records outlive its home
+// record by an hour. A new transaction under the id meets the old shares (another amount: a
+// conflict) and leaves its home record pending; the sweep abandons it and voids its plan's
+// shares. A void names the transaction's fingerprint and amount, so the old transaction's
+// shares are left alone and go on counting it: before, the sweep gave back a paid transaction.
+TEST_CASE_METHOD(SpreadLimits, "a sweep of an id used again leaves the old transaction counted",
+                 "[cluster][limits][home]") {
+  REQUIRE(limits.consume(tx("used-again", 300)).allowed());
+  REQUIRE(dept() == Usage{1, 300});
+  REQUIRE(merchant() == Usage{1, 300});
+  // its home record past the horizon, its share records not yet
+  REQUIRE(redis.command({"DEL", limits.keys().transaction("used-again")}).as_integer() == 1);
+  CHECK(error_of([&] { limits.consume(tx("used-again", 500)); }).code() == errc::conflict);
+  const std::vector<InterruptedFanOut> swept = limits.finish_interrupted(std::chrono::seconds{0});
+  REQUIRE(swept.size() == 1);
+  CHECK(swept.front().abandoned);
+  CHECK(dept() == Usage{1, 300});
+  CHECK(merchant() == Usage{1, 300});
+}
+
 TEST_CASE("a negative cluster_hold_grace is refused, naming it", "[cluster][limits][home]") {
   LimitCounterOptions options;
   options.key_prefix = unique_prefix() + "home:";

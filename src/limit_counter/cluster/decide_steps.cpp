@@ -50,6 +50,7 @@ LimitCounter::Impl::after_shares(LimitOp op, const Transaction& transaction,
                                  const PreparedDecision& prepared,
                                  const std::vector<Reply>& replies) {
   SharesDecided decided;
+  decided.fingerprint = home_fingerprint(prepared);
   Decision& combined = decided.combined;
   std::optional<Error> share_error;
   bool voided_share = false;
@@ -77,7 +78,8 @@ LimitCounter::Impl::after_shares(LimitOp op, const Transaction& transaction,
   if (share_error || (!combined.allowed() && !combined.denial)) {
     // Nothing to decide on (a conflict, an overflow, a share voided long ago): give back what
     // moved and leave the home record pending.
-    run_on_shares(decided.counted, {detail::void_share(Clock::now(), options_.replay_horizon)});
+    run_on_shares(decided.counted,
+                  {detail::void_share(Clock::now(), options_.replay_horizon, decided.fingerprint)});
     if (voided_share && !share_error) {
       // A share decided after the sweep abandoned the transaction (late, or resent after its
       // reply was lost) met the void: the home record has the answer, unless it is gone too.
@@ -109,7 +111,7 @@ Decision LimitCounter::Impl::after_finish(const Transaction& transaction,
                 Outcome::unknown);
   }
   if (!decided.combined.allowed()) {
-    void_shares(transaction, decided.counted);
+    void_shares(transaction, decided.fingerprint, decided.counted);
   }
   return decided.combined;
 }
@@ -125,7 +127,8 @@ Decision LimitCounter::Impl::replay_home(const Transaction& transaction, const R
                                                      transaction.id, transaction.amount);
   decision.replayed = true;
   if (!decision.allowed()) {
-    void_shares(transaction, share_records(transaction.id, final_reply.at(3).as_string()));
+    void_shares(transaction, final_reply.at(4).as_string(),
+                share_records(transaction.id, final_reply.at(3).as_string()));
   }
   return decision;
 }
@@ -146,10 +149,10 @@ Decision LimitCounter::Impl::replay_voided(const Transaction& transaction) {
 // Gives back what a denied transaction's shares took. The denial is final at the home record
 // whatever happens here; a void that fails is thrown as Outcome::unknown, so that the host
 // sends the id again, which replays the denial and finishes the voids (never an allow).
-void LimitCounter::Impl::void_shares(const Transaction& transaction,
+void LimitCounter::Impl::void_shares(const Transaction& transaction, const std::string& fingerprint,
                                      const std::vector<std::string>& shares) {
   try {
-    run_on_shares(shares, {detail::void_share(Clock::now(), options_.replay_horizon)});
+    run_on_shares(shares, {detail::void_share(Clock::now(), options_.replay_horizon, fingerprint)});
   } catch (const Error& e) {
     throw Error(static_cast<errc>(e.code().value()),
                 quoted_id(transaction.id) + " is denied, but not every share gave back what it " +

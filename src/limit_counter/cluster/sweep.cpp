@@ -136,8 +136,8 @@ LimitCounter::Impl::finish_interrupted(std::chrono::seconds older_than, std::siz
 }
 
 // `taken` is the home record's answer to "sweep": {"none"}, or {"follow", state, plan, open,
-// amount, refunds...}. Runs on every share what a retry of the transaction's last change
-// would run there, then closes the home record.
+// amount, fingerprint, refunds...}. Runs on every share what a retry of the transaction's last
+// change would run there, then closes the home record.
 std::optional<InterruptedFanOut> LimitCounter::Impl::follow_home(const std::string& home_key,
                                                                  const Reply& taken) {
   if (detail::reply_status(taken) != detail::ReplyStatus::follow) {
@@ -152,7 +152,8 @@ std::optional<InterruptedFanOut> LimitCounter::Impl::follow_home(const std::stri
   const std::string& amount = taken.at(4).as_string();
   std::vector<std::vector<std::string>> operations;
   if (result.state == TransactionState::voided || result.state == TransactionState::denied) {
-    operations.push_back(detail::void_share(Clock::now(), options_.replay_horizon));
+    operations.push_back(
+        detail::void_share(Clock::now(), options_.replay_horizon, taken.at(5).as_string()));
   } else if (result.state == TransactionState::cancelled) {
     const auto now = Clock::now();
     operations.push_back({"cancel", std::to_string(detail::unix_millis(now)),
@@ -163,7 +164,7 @@ std::optional<InterruptedFanOut> LimitCounter::Impl::follow_home(const std::stri
   } else if (result.state == TransactionState::confirmed) {
     operations.push_back({"confirm", amount, "0"});
   }
-  for (std::size_t i = 5; i + 1 < items.size(); i += 2) {
+  for (std::size_t i = 6; i + 1 < items.size(); i += 2) {
     operations.push_back({"refund", items[i].as_string(), items[i + 1].as_string()});
   }
   const std::vector<std::string> plan =

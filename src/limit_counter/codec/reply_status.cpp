@@ -12,7 +12,7 @@ namespace limitcounter::detail {
 
 namespace {
 
-constexpr std::array<std::pair<ReplyStatus, std::string_view>, 25> words{{
+constexpr std::array<std::pair<ReplyStatus, std::string_view>, 26> words{{
     {ReplyStatus::adopted, "adopted"},     {ReplyStatus::already, "already"},
     {ReplyStatus::bad_state, "bad_state"}, {ReplyStatus::cancelled, "cancelled"},
     {ReplyStatus::changed, "changed"},     {ReplyStatus::closed, "closed"},
@@ -22,10 +22,10 @@ constexpr std::array<std::pair<ReplyStatus, std::string_view>, 25> words{{
     {ReplyStatus::follow, "follow"},       {ReplyStatus::go, "go"},
     {ReplyStatus::mismatch, "mismatch"},   {ReplyStatus::missing, "missing"},
     {ReplyStatus::needs, "needs"},         {ReplyStatus::none, "none"},
-    {ReplyStatus::pending, "pending"},     {ReplyStatus::record, "record"},
-    {ReplyStatus::refunded, "refunded"},   {ReplyStatus::tombstone, "tombstone"},
-    {ReplyStatus::too_much, "too_much"},   {ReplyStatus::unknown, "unknown"},
-    {ReplyStatus::voided, "voided"},
+    {ReplyStatus::other, "other"},         {ReplyStatus::pending, "pending"},
+    {ReplyStatus::record, "record"},       {ReplyStatus::refunded, "refunded"},
+    {ReplyStatus::tombstone, "tombstone"}, {ReplyStatus::too_much, "too_much"},
+    {ReplyStatus::unknown, "unknown"},     {ReplyStatus::voided, "voided"},
 }};
 
 constexpr std::array<std::pair<TransactionState, std::string_view>, 10> state_words{{

@@ -30,6 +30,7 @@ enum class ReplyStatus {
   missing,
   needs,
   none,
+  other, ///< a void of a share record that is another transaction's (lua/limit.lua op void)
   pending,
   record,
   refunded,
