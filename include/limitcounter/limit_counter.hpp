@@ -233,6 +233,12 @@ struct InterruptedFanOut {
   /// that (correct them with `LimitCounter::adjust`). The home record is left open, so every
   /// sweep reports it again until the record expires.
   std::size_t shares_lost = 0;
+  /// Shares with no record to follow a refund with: the refund was recorded anew past the
+  /// replay horizon (`refund` with the original transaction) and its fan-out did not reach
+  /// them, so they still count what it gave back elsewhere. Only that refund retried with the
+  /// original gives back there; the home record is left open, so every sweep reports it again
+  /// until the retry (or until the record expires).
+  std::size_t shares_without_record = 0;
 };
 
 /// The outcome of `cancel`.

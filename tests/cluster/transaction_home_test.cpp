@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <set>
 #include <thread>
 #include <variant>
 #include <vector>
@@ -493,6 +494,57 @@ TEST_CASE_METHOD(SpreadLimits, "a sweep of an id used again leaves the old trans
   CHECK(swept.front().abandoned);
   CHECK(dept() == Usage{1, 300});
   CHECK(merchant() == Usage{1, 300});
+}
+
+// A refund with the original past the replay horizon records the transaction anew at its home
+// record and at each share. When its fan-out did not reach a share (here: that share's call
+// undone, its record deleted and its counter corrected back), the sweep cannot follow there: a
+// refund without the original finds no record. It reports the share and leaves the home record
+// open, every sweep again, until the host's retry with the original gives back there. Before,
+// the sweep closed the record and that share counted the refunded amount for good.
+TEST_CASE_METHOD(SpreadLimits, "a sweep reports a share a refund past the horizon did not reach",
+                 "[cluster][limits][home]") {
+  const Transaction original = tx("refund-anew", 300);
+  REQUIRE(limits.consume(original).allowed());
+  const auto records = [&] {
+    std::set<std::string> keys;
+    for (const testing::RedisServer* node : shared_cluster().nodes()) {
+      Redis direct(node->options());
+      const Reply found = direct.command({"KEYS", limits.keys().prefix() + "*tx:*refund-anew*"});
+      for (const Reply& key : found.as_array()) {
+        keys.insert(key.as_string());
+      }
+    }
+    return keys;
+  };
+  for (const std::string& key : records()) { // past the horizon
+    REQUIRE(redis.command({"DEL", key}).as_integer() == 1);
+  }
+  REQUIRE(limits.refund(original, 100, "part").refunded_now == 100);
+  REQUIRE(dept() == Usage{1, 200});
+  REQUIRE(merchant() == Usage{1, 200});
+  std::string dept_share;
+  for (const std::string& key : records()) {
+    if (key.find("dept") != std::string::npos) {
+      dept_share = key;
+    }
+  }
+  REQUIRE_FALSE(dept_share.empty());
+  REQUIRE(redis.command({"DEL", dept_share}).as_integer() == 1);
+  limits.adjust("dept", Dimension{"cmb"}, Period::day, {"undo-share", 0, 100, "test", "undone"});
+  REQUIRE(dept() == Usage{1, 300});
+  for (int sweep = 0; sweep < 2; ++sweep) {
+    const std::vector<InterruptedFanOut> swept = limits.finish_interrupted(std::chrono::seconds{0});
+    REQUIRE(swept.size() == 1);
+    CHECK(swept.front().shares_without_record == 1);
+    CHECK(dept() == Usage{1, 300});
+  }
+  const RefundResult retried = limits.refund(original, 100, "part");
+  CHECK(retried.replayed);
+  CHECK(dept() == Usage{1, 200});
+  CHECK(merchant() == Usage{1, 200});
+  CHECK(limits.finish_interrupted(std::chrono::seconds{0}).empty());
+  CHECK(limits.finish_interrupted(std::chrono::seconds{0}).empty());
 }
 
 TEST_CASE("a negative cluster_hold_grace is refused, naming it", "[cluster][limits][home]") {

@@ -173,17 +173,23 @@ std::optional<InterruptedFanOut> LimitCounter::Impl::follow_home(const std::stri
     const std::vector<Reply> replies = run_on_shares(plan, operations);
     for (std::size_t share = 0; share < plan.size(); ++share) {
       bool lost = false;
+      bool without_record = false;
       for (std::size_t k = 0; k < operations.size(); ++k) {
         const Reply& reply = replies[share * operations.size() + k];
         result.shares_changed += changed(reply) ? 1 : 0;
         // (a share that expired under any other state gave back what the home gave back)
         lost = lost || (result.state == TransactionState::confirmed && detail::lost_hold(reply));
+        // (a refund without the original makes no record: only the host's retry with it can)
+        without_record =
+            without_record || (operations[k].front() == "refund" &&
+                               detail::reply_status(reply) == detail::ReplyStatus::unknown);
       }
       result.shares_lost += lost ? 1 : 0;
+      result.shares_without_record += without_record ? 1 : 0;
     }
   }
-  if (result.shares_lost > 0) {
-    return result; // left open: reported by every sweep (see InterruptedFanOut::shares_lost)
+  if (result.shares_lost > 0 || result.shares_without_record > 0) {
+    return result; // left open: reported by every sweep (see InterruptedFanOut)
   }
   run_home(result.transaction_id, {"swept", taken.at(3).as_string()});
   if (!result.abandoned && result.shares_changed == 0) {
