@@ -34,9 +34,8 @@
 --              see finish)
 --   Reply: {"go", plan} the transaction is pending: run its shares (plan: the first caller's;
 --          only a begin with that plan refreshes `b`)
---          | {"final", state, denial ('' for none), plan,
---          fingerprint} | {"conflict"} | {"cancelled"}
---          (cancelled before it began)
+--          | {"final", state, denial ('' for none), plan, fingerprint ("<fp>:<amount>")}
+--          | {"conflict"} | {"cancelled"} (cancelled before it began)
 -- op finish:   ARGV[2] fingerprint, ARGV[3] state (consumed | reserved | denied), ARGV[4] denial
 --              ('' unless denied), ARGV[5] hold expiry (ms; reserved only; the shares' holds
 --              last a grace longer, so that a confirm taken here reaches them before they expire).
@@ -47,9 +46,8 @@
 --              holds that are gone. (Any share's hold runs from its own caller's begin, never
 --              from before the first: the kept expiry may end early, never late.) Else this
 --              call decided every share and its own hold expiry is taken.
---   Reply: {"first"} (this call ended the pending state) | {"final", state, denial, plan,
---          fingerprint}
---          | {"conflict"} | {"missing"}
+--   Reply: {"first"} (this call ended the pending state)
+--          | {"final", state, denial, plan, fingerprint} | {"conflict"} | {"missing"}
 -- op read:    (no more arguments) the decision, for a share record that says "voided"
 --   Reply: {"final", state, denial, plan, fingerprint} | {"pending"} | {"missing"}
 -- The other ops answer like lua/limit.lua's ops of the same name, with the plan appended to the

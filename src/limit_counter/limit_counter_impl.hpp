@@ -221,7 +221,6 @@ private:
   struct SharesDecided {
     Decision combined;
     std::vector<std::string> counted; ///< the share records whose counters it moved
-    std::string fingerprint; ///< the transaction's as its home record keeps it (its voids')
     bool replayed_share = false;      ///< a share was decided by an earlier caller of the id
     /// The home record's decision when a share was voided (the sweep abandoned the transaction
     /// before that share was decided, e.g. between a send whose reply was lost and its resend):
@@ -236,8 +235,8 @@ private:
   SharesDecided after_shares(LimitOp op, const Transaction& transaction,
                              const PreparedDecision& prepared, const std::vector<Reply>& replies);
   /// The home record's answer to finish: the decision.
-  Decision after_finish(const Transaction& transaction, const SharesDecided& decided,
-                        const Reply& finished);
+  Decision after_finish(const Transaction& transaction, const PreparedDecision& prepared,
+                        const SharesDecided& decided, const Reply& finished);
   Decision replay_home(const Transaction& transaction, const Reply& final_reply);
   Decision replay_voided(const Transaction& transaction);
   void void_shares(const Transaction& transaction, const std::string& fingerprint,

@@ -228,7 +228,7 @@ LimitCounter::Impl::decide_many_in_shares(LimitOp op,
                                         decided[i]->replayed_share ? "1" : "0"};
       },
       [&](std::size_t i, const Reply& finished) -> std::optional<Decision> {
-        return after_finish(*transactions[i], *decided[i], finished);
+        return after_finish(*transactions[i], *prepared[i], *decided[i], finished);
       },
       half);
 

@@ -50,7 +50,6 @@ LimitCounter::Impl::after_shares(LimitOp op, const Transaction& transaction,
                                  const PreparedDecision& prepared,
                                  const std::vector<Reply>& replies) {
   SharesDecided decided;
-  decided.fingerprint = home_fingerprint(prepared);
   Decision& combined = decided.combined;
   std::optional<Error> share_error;
   bool voided_share = false;
@@ -78,8 +77,8 @@ LimitCounter::Impl::after_shares(LimitOp op, const Transaction& transaction,
   if (share_error || (!combined.allowed() && !combined.denial)) {
     // Nothing to decide on (a conflict, an overflow, a share voided long ago): give back what
     // moved and leave the home record pending.
-    run_on_shares(decided.counted,
-                  {detail::void_share(Clock::now(), options_.replay_horizon, decided.fingerprint)});
+    run_on_shares(decided.counted, {detail::void_share(Clock::now(), options_.replay_horizon,
+                                                       home_fingerprint(prepared))});
     if (voided_share && !share_error) {
       // A share decided after the sweep abandoned the transaction (late, or resent after its
       // reply was lost) met the void: the home record has the answer, unless it is gone too.
@@ -99,6 +98,7 @@ LimitCounter::Impl::after_shares(LimitOp op, const Transaction& transaction,
 }
 
 Decision LimitCounter::Impl::after_finish(const Transaction& transaction,
+                                          const PreparedDecision& prepared,
                                           const SharesDecided& decided, const Reply& finished) {
   const ReplyStatus status = reply_status(finished);
   if (status == ReplyStatus::final_) {
@@ -111,7 +111,7 @@ Decision LimitCounter::Impl::after_finish(const Transaction& transaction,
                 Outcome::unknown);
   }
   if (!decided.combined.allowed()) {
-    void_shares(transaction, decided.fingerprint, decided.counted);
+    void_shares(transaction, home_fingerprint(prepared), decided.counted);
   }
   return decided.combined;
 }
